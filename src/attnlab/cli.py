@@ -1,0 +1,67 @@
+"""The ``attnlab`` command: a thin dispatcher, no logic of its own.
+
+Each subcommand lives in :mod:`attnlab.commands` and is imported only when it is run, so
+``attnlab --help`` stays fast and a command's heavy imports (torch, matplotlib) are paid only
+by the command that needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+# command name -> (module under attnlab.commands, attribute holding the click command)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "lesson": ("lesson", "lesson"),
+    "audit": ("audit", "audit"),
+    "embed": ("embed", "embed"),
+    "tasks": ("tasks", "tasks"),
+    "train": ("train", "train"),
+    "evaluate": ("train", "evaluate"),
+    "translate": ("train", "translate"),
+    "experiment": ("experiment", "experiment"),
+    "demo": ("demo", "demo"),
+    "figures": ("viz", "figures"),
+    "explore": ("viz", "explore"),
+    "myths": ("myths", "myths"),
+    "quiz": ("quiz", "quiz"),
+}
+
+
+def _available(module: str) -> bool:
+    return importlib.util.find_spec(f"attnlab.commands.{module}") is not None
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name, (mod, _) in COMMANDS.items() if _available(mod))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not _available(COMMANDS[name][0]):
+            return None
+        mod, attr = COMMANDS[name]
+        return getattr(importlib.import_module(f"attnlab.commands.{mod}"), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="attnlab")
+def cli() -> None:
+    """attnlab: attention, implemented twice and proven correct."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point. Bad arguments exit with status 2 and a one-line message."""
+    try:
+        cli.main(args=argv, prog_name="attnlab", standalone_mode=True)
+    except KeyboardInterrupt:  # pragma: no cover - interactive only
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""One module per ``attnlab`` subcommand; each only parses arguments and calls the library."""

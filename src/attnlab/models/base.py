@@ -1,0 +1,167 @@
+"""What every attnlab model shares: a frozen, validated config and ``save``/``load`` as
+``config.json`` + ``model.safetensors`` (never pickle).
+
+A model class subclasses :class:`SavableModel`, sets ``kind`` (the name written into
+``config.json``) and ``config_class`` (a frozen dataclass subclassing :class:`ModelConfig`), and
+builds itself from ``__init__(self, config)``. :func:`load_model` reads any saved model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from attnlab._io import atomic_write_bytes, atomic_write_json
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+_REGISTRY: dict[str, type[SavableModel]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Base of model configs. Subclasses are frozen dataclasses and validate in ``__post_init__``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)
+
+
+def check_positive(config: Any, *names: str) -> None:
+    """Raise ``ValueError`` unless each named field of ``config`` is a positive int."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{type(config).__name__}.{name} must be a positive integer, got {value!r}")
+
+
+def check_choice(config: Any, name: str, choices: tuple) -> None:
+    """Raise ``ValueError`` unless ``config.name`` is one of ``choices``."""
+    value = getattr(config, name)
+    if value not in choices:
+        raise ValueError(f"{type(config).__name__}.{name} must be one of {list(choices)}, got {value!r}")
+
+
+def _refuse_pickle(path: Path) -> None:
+    head = path.read_bytes()[:4] if path.stat().st_size else b""
+    if head[:1] == b"\x80" or head[:2] == b"PK":
+        raise ValueError(f"{path} looks like a pickle/torch.save file; attnlab loads only safetensors "
+                         f"(pickle can run arbitrary code)")
+
+
+def load_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """Read a ``.safetensors`` file, refusing pickles with a clear message."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights file at {path}")
+    _refuse_pickle(path)
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error types
+        raise ValueError(f"{path} is not a readable safetensors file: {exc}") from None
+
+
+def check_state_dict(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """Raise ``ValueError`` naming every missing, unexpected or mis-shaped tensor."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{source}: missing tensors {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+                         f"unexpected tensors {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}")
+    for name, t in expected.items():
+        if tuple(state[name].shape) != tuple(t.shape):
+            raise ValueError(f"{source}: tensor {name!r} has shape {list(state[name].shape)}, "
+                             f"the model expects {list(t.shape)}")
+
+
+class SavableModel(nn.Module):
+    """A module built from a config that saves as ``config.json`` + ``model.safetensors``."""
+
+    kind: ClassVar[str] = ""
+    config_class: ClassVar[type[ModelConfig]] = ModelConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            _REGISTRY[cls.kind] = cls
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each atomically).
+
+        Tied weights are stored once (safetensors refuses shared storage; the tie is rebuilt by
+        ``__init__`` on load)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {}
+        seen: set[int] = set()
+        for name, t in self.state_dict().items():
+            ptr = t.data_ptr()
+            if ptr in seen and t.numel():
+                continue  # a tied weight: stored once
+            seen.add(ptr)
+            state[name] = t.detach().contiguous().cpu()
+        tmp = directory / f".{WEIGHTS_FILE}.writing"
+        save_file(state, str(tmp))
+        atomic_write_bytes(directory / WEIGHTS_FILE, tmp.read_bytes())
+        tmp.unlink()
+        atomic_write_json(directory / CONFIG_FILE, {"model": self.kind, "config": self.config.to_dict()})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, map_location: str = "cpu"):
+        """Rebuild the model from ``directory``; errors name any missing or mis-shaped tensor."""
+        directory = Path(directory)
+        kind, config = read_config(directory)
+        if cls.kind and kind != cls.kind:
+            raise ValueError(f"{directory} holds a {kind!r} model, not {cls.kind!r}")
+        model_cls = _REGISTRY[kind] if not cls.kind else cls
+        model = model_cls(model_cls.config_class.from_dict(config))
+        state = load_state(directory / WEIGHTS_FILE)
+        # restore tied weights that were stored once
+        full = model.state_dict()
+        for name in full:
+            if name not in state:
+                for other, t in full.items():
+                    if other in state and t.data_ptr() == full[name].data_ptr():
+                        state[name] = state[other]
+                        break
+        check_state_dict(model, state, str(directory / WEIGHTS_FILE))
+        model.load_state_dict(state)
+        return model.to(map_location)
+
+
+def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
+    """Return ``(kind, config dict)`` from ``directory/config.json``."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {directory}")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    kind = data.get("model")
+    if kind not in _REGISTRY:
+        raise ValueError(f"{path} names model {kind!r}; known models: {sorted(_REGISTRY)}")
+    return kind, data.get("config", {})
+
+
+def load_model(directory: str | Path, map_location: str = "cpu") -> SavableModel:
+    """Load any saved attnlab model (the class is named in ``config.json``)."""
+    import attnlab.models  # noqa: F401  (registers every model class)
+
+    return SavableModel.load(directory, map_location)

@@ -1,0 +1,52 @@
+"""Input checks shared by the reference: every bad input becomes a ``ValueError`` naming the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def as_float(name: str, x, *, min_ndim: int = 0, ndim: int | None = None) -> np.ndarray:
+    """Return ``x`` as a float array (float64 unless it already is float32/float64).
+
+    Raises ``ValueError`` naming ``name`` if the rank is wrong or any entry is NaN/inf.
+    """
+    a = np.asarray(x)
+    if a.dtype not in (np.float32, np.float64):
+        if a.dtype == bool or not np.issubdtype(a.dtype, np.number):
+            raise ValueError(f"{name} must be a numeric array, got dtype {a.dtype}")
+        a = a.astype(np.float64)
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name} must have rank {ndim}, got shape {list(a.shape)}")
+    if a.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {list(a.shape)}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains NaN or infinite values (shape {list(a.shape)})")
+    return a
+
+
+def as_mask(name: str, mask, target_shape: tuple[int, ...]) -> np.ndarray:
+    """Return ``mask`` as a boolean array broadcast to ``target_shape``.
+
+    ``True`` means "may attend". Raises ``ValueError`` if it is not boolean or does not broadcast.
+    """
+    m = np.asarray(mask)
+    if m.dtype != bool:
+        raise ValueError(f"{name} must be boolean (True = may attend), got dtype {m.dtype}")
+    try:
+        return np.broadcast_to(m, target_shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} of shape {list(m.shape)} does not broadcast to the scores' shape {list(target_shape)}"
+        ) from None
+
+
+def result_dtype(*arrays: np.ndarray) -> np.dtype:
+    """float32 only if every input is float32; float64 otherwise."""
+    return np.result_type(*arrays)
+
+
+def positive_int(name: str, value) -> int:
+    """Return ``value`` as an int, or raise ``ValueError`` if it is not a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)

@@ -1,0 +1,68 @@
+"""Read the parameters of PyTorch's own modules into the reference's parameter dicts.
+
+PyTorch stores ``nn.Linear`` weights as ``[d_out, d_in]`` and applies ``x W^T``; the notes (and
+attnlab) write ``x W`` with ``W [d_in, d_out]``, so every weight is transposed on the way in.
+``nn.MultiheadAttention`` packs W^Q, W^K, W^V into one ``in_proj_weight [3d, d]``.
+
+This module imports torch lazily: ``attnlab.ref`` itself needs NumPy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _np(t, dtype) -> np.ndarray | None:
+    return None if t is None else t.detach().cpu().numpy().astype(dtype)
+
+
+def _mha(m, dtype) -> dict:
+    d = m.embed_dim
+    if m._qkv_same_embed_dim:
+        w = _np(m.in_proj_weight, dtype)  # [3d, d]
+        W_q, W_k, W_v = w[:d].T, w[d : 2 * d].T, w[2 * d :].T  # each [d, d]
+    else:
+        W_q, W_k, W_v = (_np(m.q_proj_weight, dtype).T, _np(m.k_proj_weight, dtype).T,
+                         _np(m.v_proj_weight, dtype).T)
+    b = _np(m.in_proj_bias, dtype)  # [3d] or None
+    out = {"W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": _np(m.out_proj.weight, dtype).T}
+    if b is not None:
+        out.update(b_q=b[:d], b_k=b[d : 2 * d], b_v=b[2 * d :])
+    if m.out_proj.bias is not None:
+        out["b_o"] = _np(m.out_proj.bias, dtype)
+    if getattr(m, "bias_k", None) is not None:
+        raise ValueError("nn.MultiheadAttention with add_bias_kv=True has no reference equivalent")
+    return out
+
+
+def _norm(m, dtype) -> dict:
+    return {"gamma": _np(m.weight, dtype), "beta": _np(m.bias, dtype)}
+
+
+def _ffn(layer, dtype) -> dict:
+    return {"W_1": _np(layer.linear1.weight, dtype).T, "b_1": _np(layer.linear1.bias, dtype),
+            "W_2": _np(layer.linear2.weight, dtype).T, "b_2": _np(layer.linear2.bias, dtype)}
+
+
+def params_from_torch(module, dtype=np.float64) -> dict:
+    """Parameters of ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` or
+    ``nn.TransformerDecoderLayer`` as a reference parameter dict (weights ``[d_in, d_out]``).
+
+    Returns:
+        MHA: ``{"W_q","W_k","W_v","W_o","b_q","b_k","b_v","b_o"}``; encoder layer:
+        ``{"attn","ffn","norm1","norm2"}``; decoder layer:
+        ``{"self_attn","cross_attn","ffn","norm1","norm2","norm3"}``.
+    """
+    from torch import nn
+
+    if isinstance(module, nn.MultiheadAttention):
+        return _mha(module, dtype)
+    if isinstance(module, nn.TransformerEncoderLayer):
+        return {"attn": _mha(module.self_attn, dtype), "ffn": _ffn(module, dtype),
+                "norm1": _norm(module.norm1, dtype), "norm2": _norm(module.norm2, dtype)}
+    if isinstance(module, nn.TransformerDecoderLayer):
+        return {"self_attn": _mha(module.self_attn, dtype), "cross_attn": _mha(module.multihead_attn, dtype),
+                "ffn": _ffn(module, dtype), "norm1": _norm(module.norm1, dtype),
+                "norm2": _norm(module.norm2, dtype), "norm3": _norm(module.norm3, dtype)}
+    raise ValueError(f"params_from_torch reads nn.MultiheadAttention, nn.TransformerEncoderLayer or "
+                     f"nn.TransformerDecoderLayer, got {type(module).__name__}")

@@ -1,0 +1,174 @@
+"""Normalisation, the position-wise FFN, and whole encoder/decoder layers.
+
+Post-norm (the original paper):  U = LN_1(X + MHA(X)),        Y = LN_2(U + FFN(U)).
+Pre-norm (GPT-style):            U = X + MHA(LN_1(X)),        Y = U + FFN(LN_2(U)).
+The decoder adds cross-attention between the two: masked self-attention, then attention over the
+encoder memory, then the FFN, each in a residual branch.
+
+Parameter dicts: ``ffn = {"W_1" [d, f], "b_1" [f], "W_2" [f, d], "b_2" [d]}`` (biases optional),
+norms ``{"gamma" [d], "beta" [d]}``, attention as in :mod:`attnlab.ref.multihead`.
+An encoder layer is ``{"attn", "ffn", "norm1", "norm2"}``; a decoder layer is
+``{"self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"}``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnlab.ref._checks import as_float
+from attnlab.ref.multihead import multi_head_attention
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def gelu(x, approximate: str = "none") -> np.ndarray:
+    """GELU(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); ``approximate="tanh"`` gives
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Shape-preserving."""
+    x = as_float("x", x)
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    if approximate != "none":
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))).astype(x.dtype)
+
+
+def relu(x) -> np.ndarray:
+    """ReLU(x) = max(0, x). Shape-preserving."""
+    x = as_float("x", x)
+    return np.maximum(x, 0)
+
+
+ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": lambda x: gelu(x, approximate="tanh")}
+
+
+def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
+    """LN(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta over the feature axis of each position.
+
+    Args:
+        x: ``[..., d]``; gamma, beta: ``[d]``. Uses the biased variance, as PyTorch does.
+    Returns:
+        ``[..., d]``.
+    """
+    x = as_float("x", x, min_ndim=1)
+    gamma, beta = as_float("gamma", gamma, ndim=1), as_float("beta", beta, ndim=1)
+    if gamma.shape[0] != x.shape[-1] or beta.shape[0] != x.shape[-1]:
+        raise ValueError(f"gamma {list(gamma.shape)} / beta {list(beta.shape)} must match x's width "
+                         f"{x.shape[-1]}")
+    mu = x.mean(axis=-1, keepdims=True)  # [..., 1]
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # [..., 1]
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def rms_norm(x, gamma, eps: float = 1e-6) -> np.ndarray:
+    """RMSNorm(x) = gamma * x / sqrt(mean(x^2) + eps): no centring, no beta.
+
+    Args:
+        x: ``[..., d]``; gamma: ``[d]``.
+    Returns:
+        ``[..., d]``.
+    """
+    x = as_float("x", x, min_ndim=1)
+    gamma = as_float("gamma", gamma, ndim=1)
+    if gamma.shape[0] != x.shape[-1]:
+        raise ValueError(f"gamma {list(gamma.shape)} must match x's width {x.shape[-1]}")
+    return gamma * x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps)
+
+
+def feed_forward(x, params: dict, activation: str = "relu") -> np.ndarray:
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to every position independently.
+
+    Args:
+        x: ``[..., d_model]``. params: ``W_1 [d_model, d_ff]``, ``W_2 [d_ff, d_model]``, optional
+            ``b_1 [d_ff]``, ``b_2 [d_model]``. activation: ``"relu"``, ``"gelu"`` or ``"gelu_tanh"``.
+    Returns:
+        ``[..., d_model]``.
+    """
+    x = as_float("x", x, min_ndim=1)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    W_1, W_2 = np.asarray(params["W_1"]), np.asarray(params["W_2"])
+    if W_1.ndim != 2 or W_1.shape[0] != x.shape[-1]:
+        raise ValueError(f"W_1 has shape {list(W_1.shape)} but x has d_model={x.shape[-1]}")
+    if W_2.ndim != 2 or W_2.shape[0] != W_1.shape[1]:
+        raise ValueError(f"W_2 has shape {list(W_2.shape)} but W_1 gives d_ff={W_1.shape[1]}")
+    hid = x @ W_1  # [..., d_ff]
+    if params.get("b_1") is not None:
+        hid = hid + params["b_1"]
+    out = ACTIVATIONS[activation](hid) @ W_2  # [..., d_model]
+    return out + params["b_2"] if params.get("b_2") is not None else out
+
+
+def _norm(x: np.ndarray, p: dict, eps: float) -> np.ndarray:
+    if p.get("beta") is None:
+        return rms_norm(x, p["gamma"], eps)
+    return layer_norm(x, p["gamma"], p["beta"], eps)
+
+
+def _check_norm(norm: str) -> None:
+    if norm not in ("post", "pre"):
+        raise ValueError(f"norm must be 'post' or 'pre', got {norm!r}")
+
+
+def encoder_layer(x, params: dict, num_heads: int, *, norm: str = "post", activation: str = "relu",
+                  mask=None, eps: float = 1e-5, num_kv_heads: int | None = None) -> np.ndarray:
+    """One Transformer encoder layer.
+
+    post: U = LN_1(X + MHA(X)), Y = LN_2(U + FFN(U));  pre: U = X + MHA(LN_1(X)), Y = U + FFN(LN_2(U)).
+
+    Args:
+        x: ``[B, T, d_model]``. params: ``{"attn", "ffn", "norm1", "norm2"}``.
+        mask: bool broadcastable to ``[B, T, T]`` (e.g. :func:`padding_mask`).
+    Returns:
+        ``[B, T, d_model]``: the layer preserves the shape.
+    """
+    _check_norm(norm)
+    x = as_float("x", x, ndim=3)
+
+    def attn(z):
+        return multi_head_attention(z, z, params["attn"], num_heads, num_kv_heads=num_kv_heads,
+                                    mask=mask)[0]
+
+    if norm == "post":
+        u = _norm(x + attn(x), params["norm1"], eps)  # [B, T, d]
+        return _norm(u + feed_forward(u, params["ffn"], activation), params["norm2"], eps)
+    u = x + attn(_norm(x, params["norm1"], eps))  # [B, T, d]
+    return u + feed_forward(_norm(u, params["norm2"], eps), params["ffn"], activation)
+
+
+def decoder_layer(y, memory, params: dict, num_heads: int, *, norm: str = "post",
+                  activation: str = "relu", self_mask=None, memory_mask=None, eps: float = 1e-5,
+                  num_kv_heads: int | None = None) -> np.ndarray:
+    """One Transformer decoder layer: masked self-attention, cross-attention over ``memory``, FFN.
+
+    post: A = LN_1(Y + SelfAttn(Y)), C = LN_2(A + CrossAttn(A, M)), Z = LN_3(C + FFN(C));
+    pre:  A = Y + SelfAttn(LN_1(Y)), C = A + CrossAttn(LN_2(A), M), Z = C + FFN(LN_3(C)).
+
+    Args:
+        y: ``[B, T_tgt, d_model]``. memory: ``[B, T_src, d_model]`` (encoder output).
+        self_mask: bool broadcastable to ``[B, T_tgt, T_tgt]`` (usually :func:`causal_mask`).
+        memory_mask: bool broadcastable to ``[B, T_tgt, T_src]`` (source padding).
+    Returns:
+        ``[B, T_tgt, d_model]``.
+    """
+    _check_norm(norm)
+    y = as_float("y", y, ndim=3)
+    memory = as_float("memory", memory, ndim=3)
+
+    def self_attn(z):
+        return multi_head_attention(z, z, params["self_attn"], num_heads, num_kv_heads=num_kv_heads,
+                                    mask=self_mask)[0]
+
+    def cross_attn(z):
+        return multi_head_attention(z, memory, params["cross_attn"], num_heads,
+                                    num_kv_heads=num_kv_heads, mask=memory_mask)[0]
+
+    n1, n2, n3 = params["norm1"], params["norm2"], params["norm3"]
+    if norm == "post":
+        a = _norm(y + self_attn(y), n1, eps)  # [B, T_tgt, d]
+        c = _norm(a + cross_attn(a), n2, eps)  # [B, T_tgt, d]
+        return _norm(c + feed_forward(c, params["ffn"], activation), n3, eps)
+    a = y + self_attn(_norm(y, n1, eps))
+    c = a + cross_attn(_norm(a, n2, eps))
+    return c + feed_forward(_norm(c, n3, eps), params["ffn"], activation)

@@ -1,0 +1,113 @@
+"""Multi-head attention: MultiHead(X) = Concat(H_1, ..., H_h) W^O, H_i = Attention(X W_i^Q, X W_i^K, X W_i^V).
+
+Parameters are one dict of full-width matrices, applied on the right of row vectors:
+``W_q [d_model, h*d_k]``, ``W_k [d_kv, h_kv*d_k]``, ``W_v [d_kv, h_kv*d_v]``, ``W_o [h*d_v, d_model]``
+and optional biases ``b_q, b_k, b_v, b_o``. Head ``i`` owns columns ``i*d_k:(i+1)*d_k``.
+With ``num_kv_heads < num_heads`` (GQA; 1 = MQA) each key/value head is shared by
+``num_heads / num_kv_heads`` consecutive query heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlab.ref._checks import as_float, positive_int
+from attnlab.ref.attention import scaled_dot_product_attention
+from attnlab.ref.positions import alibi_bias, apply_rope
+
+
+def split_heads(x, num_heads: int) -> np.ndarray:
+    """``[..., T, h*d_h] -> [..., h, T, d_h]``."""
+    x = as_float("x", x, min_ndim=2)
+    num_heads = positive_int("num_heads", num_heads)
+    *lead, t, width = x.shape
+    if width % num_heads:
+        raise ValueError(f"width {width} of x {list(x.shape)} is not divisible by num_heads={num_heads}")
+    x = x.reshape(*lead, t, num_heads, width // num_heads)  # [..., T, h, d_h]
+    return np.swapaxes(x, -2, -3)  # [..., h, T, d_h]
+
+
+def merge_heads(x) -> np.ndarray:
+    """``[..., h, T, d_h] -> [..., T, h*d_h]`` (the concatenation Concat(H_1, ..., H_h))."""
+    x = as_float("x", x, min_ndim=3)
+    *lead, h, t, d_h = x.shape
+    return np.swapaxes(x, -2, -3).reshape(*lead, t, h * d_h)  # [..., T, h*d_h]
+
+
+def _linear(x: np.ndarray, params: dict, w: str, b: str) -> np.ndarray:
+    y = x @ params[w]
+    return y + params[b] if params.get(b) is not None else y
+
+
+def _check_params(params: dict, d_q: int, d_kv: int, num_heads: int, num_kv_heads: int) -> None:
+    for key in ("W_q", "W_k", "W_v", "W_o"):
+        if key not in params:
+            raise ValueError(f"params is missing {key!r} (has {sorted(params)})")
+    W_q, W_k, W_v, W_o = (np.asarray(params[k]) for k in ("W_q", "W_k", "W_v", "W_o"))
+    if W_q.ndim != 2 or W_q.shape[0] != d_q:
+        raise ValueError(f"W_q has shape {list(W_q.shape)} but x_q has d_model={d_q}")
+    if W_k.ndim != 2 or W_k.shape[0] != d_kv or W_v.ndim != 2 or W_v.shape[0] != d_kv:
+        raise ValueError(f"W_k {list(W_k.shape)} / W_v {list(W_v.shape)} need {d_kv} rows (x_kv width)")
+    if W_q.shape[1] % num_heads:
+        raise ValueError(f"W_q width {W_q.shape[1]} is not divisible by num_heads={num_heads}")
+    d_k = W_q.shape[1] // num_heads
+    if W_k.shape[1] != num_kv_heads * d_k:
+        raise ValueError(f"W_k has width {W_k.shape[1]} but num_kv_heads*d_k = {num_kv_heads}*{d_k}")
+    if W_v.shape[1] % num_kv_heads:
+        raise ValueError(f"W_v width {W_v.shape[1]} is not divisible by num_kv_heads={num_kv_heads}")
+    d_v = W_v.shape[1] // num_kv_heads
+    if W_o.ndim != 2 or W_o.shape[0] != num_heads * d_v:
+        raise ValueError(f"W_o has shape {list(W_o.shape)} but Concat(heads) has width h*d_v = "
+                         f"{num_heads}*{d_v}")
+
+
+def multi_head_attention(x_q, x_kv, params: dict, num_heads: int, *, num_kv_heads: int | None = None,
+                         mask=None, positions: str | None = None, rope_base: float = 10000.0,
+                         empty_rows: str = "error"):
+    """MultiHead(X_q, X_kv) = Concat(H_1, ..., H_h) W^O with H_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i.
+
+    Args:
+        x_q: ``[B, T_q, d_model]``; x_kv: ``[B, T_k, d_kv]`` (``None`` or ``x_q`` for self-attention).
+        params: see the module docstring.
+        num_heads: h. num_kv_heads: h_kv (default h); must divide h.
+        mask: bool broadcastable to ``[B, T_q, T_k]`` (shared by every head; a 3-D mask gets a head
+            axis inserted) or 4-D ``[B, h, T_q, T_k]``. True = may attend.
+        positions: None, ``"rope"`` (rotate queries at positions ``T_k-T_q .. T_k-1`` and keys at
+            ``0 .. T_k-1``) or ``"alibi"`` (add :func:`alibi_bias`).
+    Returns:
+        ``(out, weights)``: ``out [B, T_q, d_model]``, ``weights [B, h, T_q, T_k]``.
+    """
+    x_q = as_float("x_q", x_q, ndim=3)
+    x_kv = x_q if x_kv is None else as_float("x_kv", x_kv, ndim=3)
+    if x_kv.shape[0] != x_q.shape[0]:
+        raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
+    num_heads = positive_int("num_heads", num_heads)
+    num_kv_heads = num_heads if num_kv_heads is None else positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}")
+    _check_params(params, x_q.shape[-1], x_kv.shape[-1], num_heads, num_kv_heads)
+    t_q, t_k = x_q.shape[1], x_kv.shape[1]
+
+    q = split_heads(_linear(x_q, params, "W_q", "b_q"), num_heads)  # [B, h, T_q, d_k]
+    k = split_heads(_linear(x_kv, params, "W_k", "b_k"), num_kv_heads)  # [B, h_kv, T_k, d_k]
+    v = split_heads(_linear(x_kv, params, "W_v", "b_v"), num_kv_heads)  # [B, h_kv, T_k, d_v]
+    group = num_heads // num_kv_heads
+    k = np.repeat(k, group, axis=1)  # [B, h, T_k, d_k]: kv head j serves query heads j*group..
+    v = np.repeat(v, group, axis=1)  # [B, h, T_k, d_v]
+
+    bias = None
+    if positions == "rope":
+        q = apply_rope(q, np.arange(t_k - t_q, t_k), rope_base)
+        k = apply_rope(k, np.arange(t_k), rope_base)
+    elif positions == "alibi":
+        bias = alibi_bias(num_heads, t_q, t_k)[None]  # [1, h, T_q, T_k]
+    elif positions is not None:
+        raise ValueError(f"positions must be None, 'rope' or 'alibi', got {positions!r}")
+
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.ndim == 3:
+            mask = mask[:, None]  # [B, 1, T_q, T_k]: the same for every head
+    heads, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias, empty_rows=empty_rows)
+    concat = merge_heads(heads)  # [B, T_q, h*d_v]
+    return _linear(concat, params, "W_o", "b_o"), weights  # [B, T_q, d_model], [B, h, T_q, T_k]

@@ -1,0 +1,102 @@
+"""Position information: sinusoidal encodings, rotary embeddings (RoPE) and ALiBi biases.
+
+Without positions (or an order-dependent mask) self-attention is permutation-equivariant: it
+cannot tell word order from content alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlab.ref._checks import as_float, positive_int
+
+
+def sinusoidal_positions(t: int, d: int) -> np.ndarray:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+    Args:
+        t: number of positions. d: model width (odd widths drop the last cosine).
+    Returns:
+        ``[t, d]`` float64; fixed, no learned parameters.
+    """
+    t, d = positive_int("t", t), positive_int("d", d)
+    pos = np.arange(t, dtype=np.float64)[:, None]  # [t, 1]
+    two_i = np.arange(0, d, 2, dtype=np.float64)[None, :]  # [1, ceil(d/2)]
+    angle = pos / np.power(10000.0, two_i / d)  # [t, ceil(d/2)]
+    pe = np.zeros((t, d))
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle[:, : d // 2])
+    return pe
+
+
+def rope_angles(positions, d: int, base: float = 10000.0) -> np.ndarray:
+    """theta_{p,i} = p * base^(-2i/d) for each position p and pair i: ``[T, d/2]``."""
+    positions = np.asarray(positions, dtype=np.float64)
+    inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
+    return positions[:, None] * inv_freq[None, :]  # [T, d/2]
+
+
+def apply_rope(x, positions, base: float = 10000.0) -> np.ndarray:
+    """Rotate each pair of features (x_{2i}, x_{2i+1}) by the angle theta = p * base^(-2i/d).
+
+    [x'_{2i}, x'_{2i+1}] = [x_{2i} cos theta - x_{2i+1} sin theta, x_{2i} sin theta + x_{2i+1} cos theta]
+
+    Rotations compose, so the dot product of a rotated query at position m and a rotated key at
+    position n depends only on m - n (the interleaved-pair convention of RoFormer).
+
+    Args:
+        x: ``[..., T, d]`` with ``d`` even (queries or keys of one or more heads).
+        positions: ``[T]`` integer positions.
+    Returns:
+        ``[..., T, d]``, same dtype as ``x``.
+    """
+    x = as_float("x", x, min_ndim=2)
+    d = x.shape[-1]
+    if d % 2:
+        raise ValueError(f"apply_rope needs an even feature width, got d={d} (x {list(x.shape)})")
+    positions = np.asarray(positions)
+    if positions.shape != (x.shape[-2],):
+        raise ValueError(f"positions has shape {list(positions.shape)} but x has T={x.shape[-2]}")
+    ang = rope_angles(positions, d, base)  # [T, d/2]
+    cos, sin = np.cos(ang), np.sin(ang)
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
+    out = np.empty_like(x)
+    out[..., 0::2] = x1 * cos - x2 * sin
+    out[..., 1::2] = x1 * sin + x2 * cos
+    return out
+
+
+def alibi_slopes(num_heads: int) -> np.ndarray:
+    """ALiBi head slopes m_h: the geometric sequence 2^(-8/n), 2^(-16/n), ... for n a power of two;
+    otherwise the closest power of two's slopes plus every other slope of the next one (Press et al.).
+
+    Returns:
+        ``[num_heads]`` float64.
+    """
+    num_heads = positive_int("num_heads", num_heads)
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (k + 1) for k in range(n)]
+
+    n = 2 ** int(np.floor(np.log2(num_heads)))
+    slopes = power_of_two(n)
+    if n < num_heads:
+        slopes += power_of_two(2 * n)[0::2][: num_heads - n]
+    return np.asarray(slopes)
+
+
+def alibi_bias(num_heads: int, t_q: int, t_k: int | None = None) -> np.ndarray:
+    """ALiBi bias ``-m_h * |p_i - j|`` added to the scores; queries aligned to the lower right.
+
+    Query ``i`` sits at absolute position ``p_i = t_k - t_q + i``; with a causal mask only
+    ``j <= p_i`` survives, giving the paper's ``-m_h (p_i - j)``.
+
+    Returns:
+        ``[num_heads, t_q, t_k]`` float64 (0 on the diagonal, more negative with distance).
+    """
+    t_q = positive_int("t_q", t_q)
+    t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    p = np.arange(t_q)[:, None] + (t_k - t_q)  # [t_q, 1]
+    dist = np.abs(p - np.arange(t_k)[None, :]).astype(np.float64)  # [t_q, t_k]
+    return -alibi_slopes(num_heads)[:, None, None] * dist[None]  # [h, t_q, t_k]
