@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/attnlab demo --out out/demo
+	$(BIN)/attnlab lesson --all
 
 test: $(STAMP)
 	bash scripts/ensure-chromium.sh
