@@ -11,6 +11,7 @@ from attnlab.ref.attention import (
     scaled_dot_product_attention,
 )
 from attnlab.ref.convert import params_from_torch
+from attnlab.ref.flash import flash_attention as flash_attention  # re-export (issue 7)
 from attnlab.ref.layers import decoder_layer, encoder_layer, feed_forward, gelu, layer_norm, relu, rms_norm
 from attnlab.ref.masks import causal_mask, padding_mask, sliding_window_mask
 from attnlab.ref.multihead import merge_heads, multi_head_attention, split_heads
