@@ -1,0 +1,90 @@
+"""What every built-in task shares: examples, deterministic splits and seeded sampling.
+
+A source string belongs to exactly one split, decided by a stable hash of the string
+(80 % train, 10 % validation, 10 % test), so the splits can never overlap whatever the seed,
+the length range or the number of examples drawn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attnlab.tasks.tokenizer import CharTokenizer
+
+SPLITS = ("train", "validation", "test")
+_SPLIT_BOUNDS = {"train": (0, 80), "validation": (80, 90), "test": (90, 100)}
+
+
+@dataclass(frozen=True)
+class Example:
+    """One input/output pair as text: ``src`` -> ``tgt``."""
+
+    src: str
+    tgt: str
+
+
+def split_of(src: str) -> str:
+    """The split that owns source string ``src`` (a stable hash bucket, independent of any seed)."""
+    bucket = int.from_bytes(hashlib.blake2b(src.encode(), digest_size=8).digest(), "little") % 100
+    for name, (lo, hi) in _SPLIT_BOUNDS.items():
+        if lo <= bucket < hi:
+            return name
+    raise AssertionError(bucket)  # pragma: no cover
+
+
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+
+
+class Task:
+    """A generated sequence-to-sequence task. Subclasses set ``name``, ``tokenizer`` and
+    implement ``_draw(rng) -> Example`` (one candidate, any split) and ``params()``."""
+
+    name: str = ""
+    tokenizer: CharTokenizer
+
+    def _draw(self, rng: np.random.Generator) -> Example:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def max_target_len(self, src: str) -> int:
+        """Longest target this task can produce for ``src`` (bounds decoding)."""
+        return len(src)
+
+    def describe(self) -> str:
+        return self.__doc__.strip().splitlines()[0] if self.__doc__ else self.name
+
+    def sample(self, split: str, n: int, seed: int = 0, *,
+               max_tries_per_example: int = 1000) -> list[Example]:
+        """Draw ``n`` examples of ``split`` (repeats possible when the space is small), seeded.
+
+        Candidates are drawn from the task's distribution and kept when their source falls in
+        ``split``; the same ``(split, n, seed)`` always gives the same list.
+        """
+        check_split(split)
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"n must be a positive integer, got {n!r}")
+        # the split name is part of the seed so the three splits draw independent streams
+        rng = np.random.default_rng([int(seed), SPLITS.index(split), 0x7A5C])
+        out: list[Example] = []
+        tries = 0
+        while len(out) < n:
+            ex = self._draw(rng)
+            tries += 1
+            if split_of(ex.src) == split:
+                out.append(ex)
+            elif tries > max_tries_per_example * n:
+                raise ValueError(f"task {self.name!r} with {self.params()} has too few distinct sources "
+                                 f"to fill the {split!r} split (found {len(out)} of {n})")
+        return out
+
+    def spec(self) -> dict[str, Any]:
+        """``{"name", "params"}``: enough to rebuild the task with :func:`attnlab.tasks.get_task`."""
+        return {"name": self.name, "params": self.params()}
