@@ -32,7 +32,8 @@ def test_split_proportions_are_80_10_10():
 
 
 def test_symbol_targets_and_lengths():
-    for name, f in [("reverse", lambda s: s[::-1]), ("copy", lambda s: s), ("sort", lambda s: "".join(sorted(s)))]:
+    cases = [("reverse", lambda s: s[::-1]), ("copy", lambda s: s), ("sort", lambda s: "".join(sorted(s)))]
+    for name, f in cases:
         task = get_task(name, min_len=4, max_len=9, num_symbols=6)
         ex = task.sample("train", 500, seed=1)
         assert all(e.tgt == f(e.src) for e in ex)
@@ -83,8 +84,8 @@ def test_dates_length_range_and_format_choice():
     assert all("/" in e.src for e in ex)
 
 
-@pytest.mark.parametrize("n,text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"),
-                                    (13, "13th"), (21, "21st"), (22, "22nd"), (23, "23rd"), (31, "31st")])
+@pytest.mark.parametrize("n,text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"),
+                                    (12, "12th"), (13, "13th"), (21, "21st"), (22, "22nd"), (23, "23rd"), (31, "31st")])
 def test_ordinal(n, text):
     assert ordinal(n) == text
 
