@@ -85,7 +85,8 @@ def test_dates_length_range_and_format_choice():
 
 
 @pytest.mark.parametrize("n,text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"),
-                                    (12, "12th"), (13, "13th"), (21, "21st"), (22, "22nd"), (23, "23rd"), (31, "31st")])
+                                    (12, "12th"), (13, "13th"),
+                                    (21, "21st"), (22, "22nd"), (23, "23rd"), (31, "31st")])
 def test_ordinal(n, text):
     assert ordinal(n) == text
 
