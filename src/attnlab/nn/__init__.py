@@ -1,1 +1,61 @@
-"""attnlab.nn."""
+"""The engine: PyTorch building blocks that mirror :mod:`attnlab.ref` file by file."""
+
+from attnlab.nn.attention import AdditiveAttention, LuongAttention
+from attnlab.nn.convert import (
+    decoder_layer_from_torch,
+    decoder_layer_to_torch,
+    encoder_layer_from_torch,
+    encoder_layer_to_torch,
+    from_torch,
+    mha_from_torch,
+    mha_to_torch,
+    to_torch,
+    transformer_from_torch,
+    transformer_to_torch,
+)
+from attnlab.nn.layers import Decoder, DecoderLayer, Encoder, EncoderDecoder, EncoderLayer, FeedForward
+from attnlab.nn.masks import causal_mask, padding_mask, padding_mask_from_ids, sliding_window_mask
+from attnlab.nn.multihead import KVCache, MultiHeadAttention
+from attnlab.nn.positions import (
+    LearnedPositions,
+    SinusoidalPositions,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_cos_sin,
+    sinusoidal_table,
+)
+
+__all__ = [
+    "AdditiveAttention",
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderDecoder",
+    "EncoderLayer",
+    "FeedForward",
+    "KVCache",
+    "LearnedPositions",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "SinusoidalPositions",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "causal_mask",
+    "decoder_layer_from_torch",
+    "decoder_layer_to_torch",
+    "encoder_layer_from_torch",
+    "encoder_layer_to_torch",
+    "from_torch",
+    "mha_from_torch",
+    "mha_to_torch",
+    "padding_mask",
+    "padding_mask_from_ids",
+    "rope_cos_sin",
+    "sinusoidal_table",
+    "sliding_window_mask",
+    "to_torch",
+    "transformer_from_torch",
+    "transformer_to_torch",
+]

@@ -1,0 +1,299 @@
+"""Interop with PyTorch's own modules: copy weights from and to ``nn.MultiheadAttention``,
+``nn.TransformerEncoderLayer``, ``nn.TransformerDecoderLayer`` and ``nn.Transformer``.
+
+Both sides store ``nn.Linear`` weights as ``[d_out, d_in]``; PyTorch packs W^Q, W^K, W^V into one
+``in_proj_weight [3 d, d]`` (rows ``0:d`` are W^Q). Modules made by ``*_to_torch`` are
+``batch_first=True`` like attnlab. Note PyTorch's boolean masks mean the opposite of ours
+(True = *not* allowed): pass ``~mask`` to the torch module.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.nn.layers import DecoderLayer, EncoderDecoder, EncoderLayer
+from attnlab.nn.multihead import MultiHeadAttention
+
+
+def _copy(dst: torch.Tensor | None, src: torch.Tensor | None, name: str) -> None:
+    if (dst is None) != (src is None):
+        raise ValueError(f"{name}: one side has a bias and the other has none")
+    if dst is None:
+        return
+    if dst.shape != src.shape:
+        raise ValueError(f"{name}: shape {list(src.shape)} does not fit {list(dst.shape)}")
+    with torch.no_grad():
+        dst.copy_(src)
+
+
+# ------------------------------------------------------------------------------------------- MHA
+def _load_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    d = theirs.embed_dim
+    if theirs.bias_k is not None:
+        raise ValueError("nn.MultiheadAttention with add_bias_kv=True has no attnlab equivalent")
+    if theirs._qkv_same_embed_dim:
+        w = theirs.in_proj_weight  # [3d, d]
+        w_q, w_k, w_v = w[:d], w[d : 2 * d], w[2 * d :]
+    else:
+        w_q, w_k, w_v = theirs.q_proj_weight, theirs.k_proj_weight, theirs.v_proj_weight
+    _copy(ours.q_proj.weight, w_q, "q_proj.weight")
+    _copy(ours.k_proj.weight, w_k, "k_proj.weight")
+    _copy(ours.v_proj.weight, w_v, "v_proj.weight")
+    b = theirs.in_proj_bias  # [3d] or None
+    _copy(ours.q_proj.bias, None if b is None else b[:d], "q_proj.bias")
+    _copy(ours.k_proj.bias, None if b is None else b[d : 2 * d], "k_proj.bias")
+    _copy(ours.v_proj.bias, None if b is None else b[2 * d :], "v_proj.bias")
+    _copy(ours.out_proj.weight, theirs.out_proj.weight, "out_proj.weight")
+    _copy(ours.out_proj.bias, theirs.out_proj.bias, "out_proj.bias")
+
+
+def _store_mha(theirs: nn.MultiheadAttention, ours: MultiHeadAttention) -> None:
+    if ours.num_kv_heads != ours.num_heads or ours.positions is not None:
+        raise ValueError(
+            "nn.MultiheadAttention has no GQA and no RoPE/ALiBi: cannot export "
+            f"num_kv_heads={ours.num_kv_heads}, positions={ours.positions!r}"
+        )
+    with torch.no_grad():
+        w = torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])  # [3d, d]
+        if theirs._qkv_same_embed_dim:
+            theirs.in_proj_weight.copy_(w)
+        else:
+            theirs.q_proj_weight.copy_(ours.q_proj.weight)
+            theirs.k_proj_weight.copy_(ours.k_proj.weight)
+            theirs.v_proj_weight.copy_(ours.v_proj.weight)
+        if theirs.in_proj_bias is not None:
+            theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    _copy(theirs.out_proj.weight, ours.out_proj.weight, "out_proj.weight")
+    _copy(theirs.out_proj.bias, ours.out_proj.bias, "out_proj.bias")
+
+
+def mha_from_torch(theirs: nn.MultiheadAttention) -> MultiHeadAttention:
+    """A :class:`MultiHeadAttention` with the weights of ``theirs`` (same outputs)."""
+    kdim = theirs.kdim
+    if theirs.vdim != kdim:
+        raise ValueError(f"attnlab needs kdim == vdim, got kdim={kdim}, vdim={theirs.vdim}")
+    ours = MultiHeadAttention(
+        theirs.embed_dim,
+        theirs.num_heads,
+        bias=theirs.in_proj_bias is not None,
+        dropout=theirs.dropout,
+        kv_dim=kdim,
+    )
+    _load_mha(ours, theirs)
+    return ours
+
+
+def mha_to_torch(ours: MultiHeadAttention) -> nn.MultiheadAttention:
+    """An ``nn.MultiheadAttention(batch_first=True)`` with the weights of ``ours``."""
+    theirs = nn.MultiheadAttention(
+        ours.d_model,
+        ours.num_heads,
+        dropout=ours.dropout,
+        bias=ours.q_proj.bias is not None,
+        kdim=ours.kv_dim,
+        vdim=ours.kv_dim,
+        batch_first=True,
+    )
+    _store_mha(theirs, ours)
+    return theirs
+
+
+# ------------------------------------------------------------------------------------------- layers
+def _activation_name(layer) -> str:
+    act = layer.activation
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return "relu"
+    if act is F.gelu:
+        return "gelu"
+    if isinstance(act, nn.GELU):
+        return "gelu_tanh" if act.approximate == "tanh" else "gelu"
+    raise ValueError(f"activation {act!r} has no attnlab equivalent (relu, gelu, gelu_tanh)")
+
+
+def _layer_kwargs(layer) -> dict:
+    return {
+        "norm": "pre" if layer.norm_first else "post",
+        "activation": _activation_name(layer),
+        "dropout": layer.dropout.p,
+        "bias": layer.linear1.bias is not None,
+        "eps": layer.norm1.eps,
+    }
+
+
+def _load_ffn_norms(ours, theirs, norms: tuple[tuple[str, str], ...]) -> None:
+    for a, b in (("ffn.linear1", "linear1"), ("ffn.linear2", "linear2"), *norms):
+        dst, src = ours.get_submodule(a), theirs.get_submodule(b)
+        _copy(dst.weight, src.weight, f"{a}.weight")
+        _copy(dst.bias, src.bias, f"{a}.bias")
+
+
+_ENC_NORMS = (("norm1", "norm1"), ("norm2", "norm2"))
+_DEC_NORMS = (("norm1", "norm1"), ("norm2", "norm2"), ("norm3", "norm3"))
+
+
+def encoder_layer_from_torch(theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
+    """An :class:`EncoderLayer` with the weights and options of ``theirs``."""
+    ours = EncoderLayer(
+        theirs.self_attn.embed_dim,
+        theirs.self_attn.num_heads,
+        theirs.linear1.out_features,
+        **_layer_kwargs(theirs),
+    )
+    _load_mha(ours.self_attn, theirs.self_attn)
+    _load_ffn_norms(ours, theirs, _ENC_NORMS)
+    return ours
+
+
+def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
+    """An ``nn.TransformerEncoderLayer(batch_first=True)`` with the weights and options of ``ours``."""
+    attn = ours.self_attn
+    theirs = nn.TransformerEncoderLayer(
+        attn.d_model,
+        attn.num_heads,
+        ours.ffn.linear1.out_features,
+        dropout=ours.dropout1.p,
+        activation=_torch_activation(ours.ffn.activation),
+        layer_norm_eps=ours.norm1.eps,
+        batch_first=True,
+        norm_first=ours.norm_first,
+        bias=attn.q_proj.bias is not None,
+    )
+    _store_mha(theirs.self_attn, attn)
+    _store_ffn_norms(theirs, ours, _ENC_NORMS)
+    return theirs
+
+
+def decoder_layer_from_torch(theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
+    """A :class:`DecoderLayer` with the weights and options of ``theirs``."""
+    ours = DecoderLayer(
+        theirs.self_attn.embed_dim,
+        theirs.self_attn.num_heads,
+        theirs.linear1.out_features,
+        **_layer_kwargs(theirs),
+    )
+    _load_mha(ours.self_attn, theirs.self_attn)
+    _load_mha(ours.cross_attn, theirs.multihead_attn)
+    _load_ffn_norms(ours, theirs, _DEC_NORMS)
+    return ours
+
+
+def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
+    """An ``nn.TransformerDecoderLayer(batch_first=True)`` with the weights and options of ``ours``."""
+    if ours.cross_attn is None:
+        raise ValueError("nn.TransformerDecoderLayer always has cross-attention; this layer has none")
+    attn = ours.self_attn
+    theirs = nn.TransformerDecoderLayer(
+        attn.d_model,
+        attn.num_heads,
+        ours.ffn.linear1.out_features,
+        dropout=ours.dropout1.p,
+        activation=_torch_activation(ours.ffn.activation),
+        layer_norm_eps=ours.norm1.eps,
+        batch_first=True,
+        norm_first=ours.norm_first,
+        bias=attn.q_proj.bias is not None,
+    )
+    _store_mha(theirs.self_attn, attn)
+    _store_mha(theirs.multihead_attn, ours.cross_attn)
+    _store_ffn_norms(theirs, ours, _DEC_NORMS)
+    return theirs
+
+
+def _torch_activation(name: str):
+    return {"relu": "relu", "gelu": "gelu", "gelu_tanh": nn.GELU(approximate="tanh")}[name]
+
+
+def _store_ffn_norms(theirs, ours, norms) -> None:
+    for b, a in (("ffn.linear1", "linear1"), ("ffn.linear2", "linear2"), *norms):
+        src, dst = ours.get_submodule(b), theirs.get_submodule(a)
+        _copy(dst.weight, src.weight, f"{a}.weight")
+        _copy(dst.bias, src.bias, f"{a}.bias")
+
+
+# ------------------------------------------------------------------------------------------- whole stack
+def _copy_norm(dst: nn.LayerNorm | None, src: nn.LayerNorm | None, name: str) -> None:
+    if (dst is None) != (src is None):
+        raise ValueError(f"{name}: one side has a final LayerNorm and the other has none")
+    if dst is not None:
+        _copy(dst.weight, src.weight, f"{name}.weight")
+        _copy(dst.bias, src.bias, f"{name}.bias")
+
+
+def transformer_from_torch(theirs: nn.Transformer) -> EncoderDecoder:
+    """An :class:`EncoderDecoder` (encoder + decoder stacks, final norms) with the weights of ``theirs``."""
+    enc0, dec0 = theirs.encoder.layers[0], theirs.decoder.layers[0]
+    ours = EncoderDecoder(
+        enc0.self_attn.embed_dim,
+        enc0.self_attn.num_heads,
+        enc0.linear1.out_features,
+        len(theirs.encoder.layers),
+        len(theirs.decoder.layers),
+        final_norm=True,
+        **_layer_kwargs(enc0),
+    )
+    if _layer_kwargs(dec0) != _layer_kwargs(enc0):
+        raise ValueError("encoder and decoder layers of this nn.Transformer differ in their options")
+    ours.encoder.layers = nn.ModuleList(encoder_layer_from_torch(layer) for layer in theirs.encoder.layers)
+    ours.decoder.layers = nn.ModuleList(decoder_layer_from_torch(layer) for layer in theirs.decoder.layers)
+    _copy_norm(ours.encoder.norm, theirs.encoder.norm, "encoder.norm")
+    _copy_norm(ours.decoder.norm, theirs.decoder.norm, "decoder.norm")
+    return ours
+
+
+def transformer_to_torch(ours: EncoderDecoder) -> nn.Transformer:
+    """An ``nn.Transformer(batch_first=True)`` with the weights of ``ours`` (which needs final norms,
+    as ``nn.Transformer`` always has them)."""
+    enc0 = ours.encoder.layers[0]
+    attn = enc0.self_attn
+    theirs = nn.Transformer(
+        attn.d_model,
+        attn.num_heads,
+        len(ours.encoder.layers),
+        len(ours.decoder.layers),
+        enc0.ffn.linear1.out_features,
+        enc0.dropout1.p,
+        activation=_torch_activation(enc0.ffn.activation),
+        layer_norm_eps=enc0.norm1.eps,
+        batch_first=True,
+        norm_first=enc0.norm_first,
+        bias=attn.q_proj.bias is not None,
+    )
+    theirs.encoder.layers = nn.ModuleList(encoder_layer_to_torch(layer) for layer in ours.encoder.layers)
+    theirs.decoder.layers = nn.ModuleList(decoder_layer_to_torch(layer) for layer in ours.decoder.layers)
+    _copy_norm(theirs.encoder.norm, ours.encoder.norm, "encoder.norm")
+    _copy_norm(theirs.decoder.norm, ours.decoder.norm, "decoder.norm")
+    return theirs
+
+
+def from_torch(theirs: nn.Module) -> nn.Module:
+    """The attnlab module equivalent to a PyTorch attention module (dispatch on its type)."""
+    for cls, fn in (
+        (nn.MultiheadAttention, mha_from_torch),
+        (nn.TransformerEncoderLayer, encoder_layer_from_torch),
+        (nn.TransformerDecoderLayer, decoder_layer_from_torch),
+        (nn.Transformer, transformer_from_torch),
+    ):
+        if isinstance(theirs, cls):
+            return fn(theirs)
+    raise ValueError(
+        f"from_torch reads nn.MultiheadAttention, nn.TransformerEncoderLayer, "
+        f"nn.TransformerDecoderLayer or nn.Transformer, got {type(theirs).__name__}"
+    )
+
+
+def to_torch(ours: nn.Module) -> nn.Module:
+    """The PyTorch module equivalent to an attnlab module (dispatch on its type)."""
+    for cls, fn in (
+        (MultiHeadAttention, mha_to_torch),
+        (EncoderLayer, encoder_layer_to_torch),
+        (DecoderLayer, decoder_layer_to_torch),
+        (EncoderDecoder, transformer_to_torch),
+    ):
+        if isinstance(ours, cls):
+            return fn(ours)
+    raise ValueError(
+        f"to_torch writes MultiHeadAttention, EncoderLayer, DecoderLayer or EncoderDecoder, "
+        f"got {type(ours).__name__}"
+    )

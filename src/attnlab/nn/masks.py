@@ -1,0 +1,84 @@
+"""Boolean attention masks as torch tensors; the same conventions as :mod:`attnlab.ref.masks`.
+
+``True`` where a query may attend, broadcastable to ``[..., T_q, T_k]`` (the convention of
+``torch.nn.functional.scaled_dot_product_attention``). Causal masks are aligned to the lower right:
+the ``T_q`` queries are the *last* ``T_q`` of the ``T_k`` positions, which is what decoding over a
+KV cache needs. (PyTorch's ``is_causal=True`` is aligned to the upper left; it is only correct when
+``T_q == T_k``.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def causal_mask(t_q: int, t_k: int | None = None, *, device=None) -> torch.Tensor:
+    """Lower-right causal mask: query ``i`` sees keys ``0 .. t_k - t_q + i``.
+
+    Args:
+        t_q: number of queries. t_k: number of keys (default ``t_q``).
+    Returns:
+        bool ``[t_q, t_k]``.
+    """
+    t_q = _positive("t_q", t_q)
+    t_k = t_q if t_k is None else _positive("t_k", t_k)
+    if t_k < t_q:
+        raise ValueError(
+            f"causal_mask needs t_k >= t_q (queries are the last keys), got t_q={t_q}, t_k={t_k}"
+        )
+    i = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # absolute query positions  [t_q, 1]
+    j = torch.arange(t_k, device=device)[None, :]  # [1, t_k]
+    return j <= i  # [t_q, t_k]
+
+
+def sliding_window_mask(t_q: int, t_k: int | None = None, window: int = 1, *, device=None) -> torch.Tensor:
+    """Causal sliding window, lower-right aligned: query at position ``p`` sees keys ``p-window+1 .. p``.
+
+    Returns:
+        bool ``[t_q, t_k]``.
+    """
+    t_q = _positive("t_q", t_q)
+    t_k = t_q if t_k is None else _positive("t_k", t_k)
+    window = _positive("window", window)
+    p = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # [t_q, 1]
+    j = torch.arange(t_k, device=device)[None, :]  # [1, t_k]
+    return (j <= p) & (j > p - window)  # [t_q, t_k]
+
+
+def padding_mask(lengths: torch.Tensor, t: int) -> torch.Tensor:
+    """Key-padding mask from true lengths: key ``j`` of sequence ``b`` is real iff ``j < lengths[b]``.
+
+    Args:
+        lengths: ``[B]`` integer lengths, each in ``1..t``. t: padded length.
+    Returns:
+        bool ``[B, 1, t]`` (broadcasts over queries; multi-head code adds the head axis).
+    """
+    t = _positive("t", t)
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise ValueError(
+            f"lengths must be a 1-D integer tensor, got shape {list(lengths.shape)} dtype {lengths.dtype}"
+        )
+    if bool((lengths < 1).any()) or bool((lengths > t).any()):
+        raise ValueError(f"lengths must lie in 1..{t} (t), got {lengths.tolist()}")
+    j = torch.arange(t, device=lengths.device)[None, :]  # [1, t]
+    return (j < lengths[:, None])[:, None, :]  # [B, 1, t]
+
+
+def padding_mask_from_ids(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """Key-padding mask from token ids: True where ``ids != pad_id``.
+
+    Args:
+        ids: ``[B, T]`` long.
+    Returns:
+        bool ``[B, 1, T]``.
+    """
+    if ids.ndim != 2:
+        raise ValueError(f"ids must be [B, T], got shape {list(ids.shape)}")
+    return (ids != pad_id)[:, None, :]  # [B, 1, T]

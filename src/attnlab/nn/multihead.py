@@ -1,0 +1,320 @@
+"""Multi-head attention for the engine, with a KV cache.
+
+MultiHead(X_q, X_kv) = Concat(H_1, ..., H_h) W^O,  H_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i,
+Q = X_q W^Q, K = X_kv W^K, V = X_kv W^V  (the notes' row convention; torch's ``nn.Linear`` stores
+each W transposed, ``[d_out, d_in]``).
+
+Two paths sit side by side and a test proves they agree:
+- the fast path, ``F.scaled_dot_product_attention`` (fused; no weights come back);
+- the explicit path, written out step by step, which returns the weights ``[B, h, T_q, T_k]`` and
+  can report every intermediate tensor to a ``trace`` hook.
+GQA/MQA: ``num_kv_heads`` key/value heads, each shared by ``num_heads / num_kv_heads`` consecutive
+query heads. Causal masking with a cache is aligned to the lower right (the new queries are the
+last positions), unlike ``is_causal=True`` of PyTorch, which is aligned to the upper left.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.nn.masks import causal_mask
+from attnlab.nn.positions import alibi_bias, apply_rope, rope_cos_sin
+
+Trace = Callable[[str, torch.Tensor], None]
+
+
+class KVCache:
+    """Keys and values of the positions seen so far by one attention layer.
+
+    ``k``/``v`` are ``[B, h_kv, T_cache, d_k]`` (keys already rotated when RoPE is used). A
+    *static* cache (cross-attention) is filled once from the encoder memory and then reused.
+    """
+
+    def __init__(self, static: bool = False):
+        self.static = static
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """Number of cached positions."""
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``k, v [B, h_kv, T_new, d]`` after the cached positions; return all of them."""
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            if k.shape[0] != self.k.shape[0]:
+                raise ValueError(f"cache holds batch {self.k.shape[0]} but k has batch {k.shape[0]}")
+            self.k = torch.cat([self.k, k], dim=-2)  # [B, h_kv, T_cache + T_new, d_k]
+            self.v = torch.cat([self.v, v], dim=-2)  # [B, h_kv, T_cache + T_new, d_v]
+        return self.k, self.v
+
+    def reorder(self, index: torch.Tensor) -> KVCache:
+        """Keep batch rows ``index [B']`` (beam search); in place, returns ``self``."""
+        if self.k is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+        return self
+
+
+def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.Tensor:
+    """Boolean mask -> broadcastable to ``shape = [B, h, T_q, T_k]`` (a 3-D mask gets a head axis)."""
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    given = list(mask.shape)
+    if mask.ndim == 3:
+        mask = mask.unsqueeze(1)  # [B, 1, T_q, T_k]: the same for every head
+    if mask.ndim not in (2, 4):
+        raise ValueError(
+            f"mask must be [T_q, T_k], [B, T_q, T_k] or [B, h, T_q, T_k], got {list(mask.shape)}"
+        )
+    try:
+        ok = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"mask of shape {given} does not broadcast to the scores' shape "
+            f"[B, h, T_q, T_k] = {list(shape)}"
+        )
+    return mask
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (self or cross), with GQA/MQA, RoPE/ALiBi and a KV cache.
+
+    Args:
+        d_model: model width (queries and output). num_heads: h; ``d_k = d_model / h``.
+        num_kv_heads: h_kv (default h; 1 = MQA); must divide h.
+        bias: biases in the four projections. positions: None, ``"rope"`` or ``"alibi"``.
+        dropout: dropout on the attention weights (training only).
+        kv_dim: width of ``x_kv`` for cross-attention (default ``d_model``).
+        attention: ``"sdpa"`` (``F.scaled_dot_product_attention``) or ``"flash"``
+            (:func:`attnlab.nn.flash.flash_attention`) for the fast path.
+    Submodules ``q_proj [d_model -> h d_k]``, ``k_proj``/``v_proj [kv_dim -> h_kv d_k]``,
+    ``out_proj [h d_k -> d_model]``. Attribute ``trace``: when set, forward runs the explicit path and
+    calls ``trace(name, tensor)`` for "x_q", "q", "k", "v", "q_heads", "k_heads", "v_heads",
+    "scores", "weights", "heads_out", "concat", "out" in that order.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        num_kv_heads: int | None = None,
+        bias: bool = True,
+        positions: str | None = None,
+        dropout: float = 0.0,
+        kv_dim: int | None = None,
+        attention: str = "sdpa",
+        rope_base: float = 10000.0,
+    ):
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        for name, value in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}")
+        if positions not in (None, "rope", "alibi"):
+            raise ValueError(f"positions must be None, 'rope' or 'alibi', got {positions!r}")
+        if attention not in ("sdpa", "flash"):
+            raise ValueError(f"attention must be 'sdpa' or 'flash', got {attention!r}")
+        if attention == "flash" and positions == "alibi":
+            raise ValueError("attention='flash' does not take an additive bias; use positions='rope' or None")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
+        self.d_k = d_model // num_heads
+        if positions == "rope" and self.d_k % 2:
+            raise ValueError(f"RoPE needs an even head width, got d_k={self.d_k}")
+        self.kv_dim = d_model if kv_dim is None else kv_dim
+        self.positions, self.dropout, self.attention, self.rope_base = (
+            positions,
+            dropout,
+            attention,
+            rope_base,
+        )
+        kv_width = num_kv_heads * self.d_k
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(self.kv_dim, kv_width, bias=bias)
+        self.v_proj = nn.Linear(self.kv_dim, kv_width, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.trace: Trace | None = None
+
+    # ----------------------------------------------------------------------------- projections
+    def _project_self(self, x: torch.Tensor):
+        """Q, K, V of self-attention with one matmul on the concatenated weights (W^Q | W^K | W^V)."""
+        w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # [d + 2 kv, d]
+        b = None
+        if self.q_proj.bias is not None:
+            b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # [d + 2 kv]
+        kv = self.num_kv_heads * self.d_k
+        return F.linear(x, w, b).split([self.d_model, kv, kv], dim=-1)  # [B, T, d], [B, T, kv] x2
+
+    def _check_inputs(self, x_q: torch.Tensor, x_kv: torch.Tensor | None) -> None:
+        if x_q.ndim != 3 or x_q.shape[-1] != self.d_model:
+            raise ValueError(f"x_q must be [B, T_q, d_model={self.d_model}], got {list(x_q.shape)}")
+        if x_kv is not None:
+            if x_kv.ndim != 3 or x_kv.shape[-1] != self.kv_dim:
+                raise ValueError(f"x_kv must be [B, T_k, kv_dim={self.kv_dim}], got {list(x_kv.shape)}")
+            if x_kv.shape[0] != x_q.shape[0]:
+                raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
+
+    # ----------------------------------------------------------------------------- forward
+    def forward(
+        self,
+        x_q: torch.Tensor,
+        x_kv: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ):
+        """Attend from ``x_q [B, T_q, d_model]`` to ``x_kv [B, T_k, kv_dim]`` (``None``: self-attention).
+
+        Args:
+            mask: bool, True = may attend: ``[T_q, T_k]``, ``[B, T_q, T_k]`` (shared by heads; a
+                padding mask ``[B, 1, T_k]`` works) or ``[B, h, T_q, T_k]``. ``T_k`` counts cached keys.
+            is_causal: causal mask aligned to the lower right (query i sees keys ``0..T_k-T_q+i``).
+            need_weights: run the explicit path and return the weights.
+            cache: a :class:`KVCache`; new K/V are appended (or, for a static cache already filled,
+                the cached K/V are used and ``x_kv`` is ignored).
+        Returns:
+            ``(out [B, T_q, d_model], weights [B, h, T_q, T_k] or None)``.
+        """
+        static_hit = cache is not None and cache.static and cache.length > 0
+        self._check_inputs(x_q, None if static_hit else x_kv)
+        trace = self.trace
+        explicit = need_weights or trace is not None
+        if trace is not None:
+            trace("x_q", x_q)
+        b, t_q, _ = x_q.shape
+        is_self = x_kv is None or x_kv is x_q
+
+        # Q, K, V projections: [B, T, h d_k] -> heads [B, h, T, d_k]
+        if static_hit:
+            q, k, v = self.q_proj(x_q), None, None
+        elif is_self and self.kv_dim == self.d_model:
+            q, k, v = self._project_self(x_q)
+        else:
+            x_kv = x_q if x_kv is None else x_kv
+            q, k, v = self.q_proj(x_q), self.k_proj(x_kv), self.v_proj(x_kv)
+        if trace is not None:
+            trace("q", q)
+            if k is not None:
+                trace("k", k)
+                trace("v", v)
+        q = q.view(b, t_q, self.num_heads, self.d_k).transpose(1, 2)  # [B, h, T_q, d_k]
+        if k is not None:
+            t_new = k.shape[1]
+            k = k.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
+            v = v.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
+            t_k = t_new + (cache.length if cache is not None else 0)
+            if self.positions == "rope":  # new keys sit at positions T_k - T_new .. T_k - 1
+                cos, sin = rope_cos_sin(
+                    torch.arange(t_k - t_new, t_k, device=x_q.device), self.d_k, self.rope_base, k.dtype
+                )
+                k = apply_rope(k, cos, sin)
+            if cache is not None:
+                k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
+        else:
+            k, v = cache.k, cache.v  # [B, h_kv, T_k, d_k]
+        t_k = k.shape[-2]
+        if self.positions == "rope":  # queries are the last T_q positions
+            cos, sin = rope_cos_sin(
+                torch.arange(t_k - t_q, t_k, device=x_q.device), self.d_k, self.rope_base, q.dtype
+            )
+            q = apply_rope(q, cos, sin)
+        if trace is not None:
+            trace("q_heads", q)
+            trace("k_heads", k)
+            trace("v_heads", v)
+
+        # the mask: user mask & lower-right causal; PyTorch's is_causal only when it is the same thing
+        shape = (b, self.num_heads, t_q, t_k)
+        if mask is not None:
+            mask = _check_mask(mask, shape)
+        sdpa_causal = False
+        if is_causal:
+            if t_k < t_q:
+                raise ValueError(
+                    f"is_causal needs T_k >= T_q (queries are the last positions), got T_q={t_q}, T_k={t_k}"
+                )
+            if t_q == t_k and mask is None and self.positions != "alibi" and not explicit:
+                sdpa_causal = True
+            elif t_q > 1:  # one query at the end sees every key: nothing to mask
+                causal = causal_mask(t_q, t_k, device=x_q.device)  # [T_q, T_k]
+                mask = causal if mask is None else mask & causal
+        bias = None
+        if self.positions == "alibi":
+            bias = alibi_bias(self.num_heads, t_q, t_k, device=x_q.device, dtype=q.dtype)  # [h, T_q, T_k]
+
+        if explicit:
+            heads_out, weights = self._explicit(q, k, v, mask, bias, trace)
+        else:
+            heads_out, weights = self._fast(q, k, v, mask, bias, sdpa_causal), None
+        concat = heads_out.transpose(1, 2).reshape(b, t_q, self.d_model)  # [B, T_q, h d_k]
+        if trace is not None:
+            trace("concat", concat)
+        out = self.out_proj(concat)  # [B, T_q, d_model]
+        if trace is not None:
+            trace("out", out)
+        return out, (weights if need_weights else None)
+
+    def _fast(self, q, k, v, mask, bias, causal: bool) -> torch.Tensor:
+        """Fused attention: ``q [B, h, T_q, d_k]``, ``k, v [B, h_kv, T_k, d_k]`` -> ``[B, h, T_q, d_k]``."""
+        p = self.dropout if self.training else 0.0
+        gqa = self.num_kv_heads != self.num_heads
+        if self.attention == "flash":
+            from attnlab.nn.flash import flash_attention
+
+            if gqa:
+                group = self.num_heads // self.num_kv_heads
+                k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+                v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+            return flash_attention(q, k, v, mask=mask, causal=causal)
+        attn_mask = mask
+        if bias is not None:  # ALiBi: additive float mask, -inf where the boolean mask forbids
+            attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+        if gqa:
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=causal, enable_gqa=True
+            )
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=causal)
+
+    def _explicit(self, q, k, v, mask, bias, trace: Trace | None):
+        """softmax(Q K^T / sqrt(d_k) + bias + M) V, written out; returns (heads_out, weights)."""
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:
+            k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]: kv head j serves query heads j*group..
+            v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_k)  # [B, h, T_q, T_k]
+        if bias is not None:
+            scores = scores + bias
+        if trace is not None:
+            trace("scores", scores)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # [B, h, T_q, T_k]
+        if mask is not None:  # a query with no key left gets zeros (PyTorch's convention), never NaN
+            weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        if trace is not None:
+            trace("weights", weights)
+        if self.training and self.dropout > 0:
+            weights = F.dropout(weights, self.dropout)
+        heads_out = weights @ v  # [B, h, T_q, d_k]
+        if trace is not None:
+            trace("heads_out", heads_out)
+        return heads_out, weights

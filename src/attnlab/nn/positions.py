@@ -1,0 +1,121 @@
+"""Position information for the engine: sinusoidal and learned tables, RoPE and ALiBi.
+
+The same conventions as :mod:`attnlab.ref.positions`: RoPE rotates interleaved feature pairs
+``(x_{2i}, x_{2i+1})``; ALiBi biases are aligned to the lower right (queries are the last positions).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def _check_range(name: str, offset: int, t: int, max_len: int) -> None:
+    if offset < 0 or offset + t > max_len:
+        raise ValueError(
+            f"{name}: positions {offset}..{offset + t - 1} exceed max_len={max_len} "
+            f"(sequence of length {t} at offset {offset})"
+        )
+
+
+def sinusoidal_table(max_len: int, d: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): ``[max_len, d]``
+    float32 (computed in float64; odd ``d`` drops the last cosine)."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # [max_len, 1]
+    two_i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]  # [1, ceil(d/2)]
+    angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64), two_i / d)  # [max_len, ceil(d/2)]
+    pe = torch.zeros(max_len, d, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d // 2])
+    return pe.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoidal encodings added to the embeddings: ``x + PE[offset : offset + T]``.
+
+    The table is a non-persistent buffer (not saved: it is a function of ``max_len`` and ``d``).
+    """
+
+    def __init__(self, max_len: int, d: int):
+        super().__init__()
+        self.max_len, self.d = max_len, d
+        self.register_buffer("pe", sinusoidal_table(max_len, d), persistent=False)  # [max_len, d]
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``x [B, T, d] -> x + PE[offset:offset+T] [B, T, d]``; positions beyond ``max_len`` raise."""
+        t = x.shape[-2]
+        _check_range("SinusoidalPositions", offset, t, self.max_len)
+        return x + self.pe[offset : offset + t].to(x.dtype)  # [B, T, d]
+
+
+class LearnedPositions(nn.Module):
+    """Learned absolute positions (GPT-2 style): ``x + P[offset : offset + T]``, ``P [max_len, d]``."""
+
+    def __init__(self, max_len: int, d: int):
+        super().__init__()
+        self.max_len, self.d = max_len, d
+        self.weight = nn.Parameter(torch.randn(max_len, d) * 0.02)  # [max_len, d]
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``x [B, T, d] -> x + P[offset:offset+T] [B, T, d]``; positions beyond ``max_len`` raise."""
+        t = x.shape[-2]
+        _check_range("LearnedPositions", offset, t, self.max_len)
+        return x + self.weight[offset : offset + t]  # [B, T, d]
+
+
+def rope_cos_sin(positions: torch.Tensor, d: int, base: float = 10000.0, dtype=torch.float32):
+    """cos and sin of theta_{p,i} = p * base^(-2i/d) for each position p and pair i.
+
+    Args:
+        positions: ``[T]`` integer positions. d: even feature width of one head.
+    Returns:
+        ``(cos, sin)``, each ``[T, d/2]`` in ``dtype`` (computed in float64).
+    """
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=positions.device) / d)  # [d/2]
+    ang = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_{2i}, x_{2i+1}) by theta: [x cos - y sin, x sin + y cos].
+
+    Args:
+        x: ``[..., T, d]`` (queries or keys, any number of heads). cos, sin: ``[T, d/2]``.
+    Returns:
+        ``[..., T, d]``.
+    """
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
+    rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # [..., T, d/2, 2]
+    return rotated.flatten(-2)  # [..., T, d]
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi slopes m_h: 2^(-8/n), 2^(-16/n), ... for n a power of two; otherwise the closest power
+    of two's slopes plus every other slope of the next (Press et al.). Returns ``[num_heads]`` float64."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (k + 1) for k in range(n)]
+
+    n = 2 ** int(math.floor(math.log2(num_heads)))
+    slopes = power_of_two(n)
+    if n < num_heads:
+        slopes += power_of_two(2 * n)[0::2][: num_heads - n]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def alibi_bias(
+    num_heads: int, t_q: int, t_k: int | None = None, *, device=None, dtype=torch.float32
+) -> torch.Tensor:
+    """ALiBi bias ``-m_h |p_i - j|`` with query ``i`` at absolute position ``p_i = t_k - t_q + i``.
+
+    Returns:
+        ``[num_heads, t_q, t_k]``.
+    """
+    t_k = t_q if t_k is None else t_k
+    p = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # [t_q, 1]
+    dist = (p - torch.arange(t_k, device=device)[None, :]).abs().to(torch.float64)  # [t_q, t_k]
+    slopes = alibi_slopes(num_heads).to(device)  # [h]
+    return (-slopes[:, None, None] * dist[None]).to(dtype)  # [h, t_q, t_k]

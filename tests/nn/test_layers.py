@@ -1,0 +1,139 @@
+"""FeedForward, EncoderLayer, DecoderLayer and the stacks against the NumPy reference (float64, <= 1e-10)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab import ref
+from attnlab.nn import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, KVCache
+
+TOL64 = 1e-10
+
+
+def _randomise(module: torch.nn.Module, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    module = module.double().eval()
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.ndim == 1:  # biases and LayerNorm gains/shifts away from their initial 0 / 1
+                p.add_(torch.randn_like(p) * 0.3)
+    return module
+
+
+def _x(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
+def test_feed_forward_matches_reference(activation):
+    ffn = _randomise(FeedForward(6, 20, activation), 0)
+    x = _x(1, 2, 3, 6)
+    params = {
+        "W_1": ffn.linear1.weight.detach().numpy().T,
+        "b_1": ffn.linear1.bias.detach().numpy(),
+        "W_2": ffn.linear2.weight.detach().numpy().T,
+        "b_2": ffn.linear2.bias.detach().numpy(),
+    }
+    want = ref.feed_forward(x.numpy(), params, activation)
+    np.testing.assert_allclose(ffn(x).detach().numpy(), want, rtol=0, atol=TOL64)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("num_kv_heads", [None, 2])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_encoder_layer_matches_reference(ref_layer_params, norm, num_kv_heads, activation):
+    layer = _randomise(
+        EncoderLayer(16, 4, 40, norm=norm, activation=activation, num_kv_heads=num_kv_heads), 2
+    )
+    x = _x(3, 2, 5, 16)
+    mask = torch.tensor([[True] * 5, [True] * 2 + [False] * 3])[:, None, :]  # padding [B, 1, T]
+    want = ref.encoder_layer(
+        x.numpy(),
+        ref_layer_params(layer),
+        4,
+        norm=norm,
+        activation=activation,
+        mask=mask.numpy(),
+        num_kv_heads=num_kv_heads,
+    )
+    got = layer(x, mask)
+    got_w, w = layer(x, mask, need_weights=True)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=0, atol=TOL64)
+    np.testing.assert_allclose(got_w.detach().numpy(), want, rtol=0, atol=TOL64)
+    assert w.shape == (2, 4, 5, 5) and bool((w[1, :, :, 2:] == 0).all())
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("num_kv_heads", [None, 1])
+def test_decoder_layer_matches_reference(ref_layer_params, norm, num_kv_heads):
+    layer = _randomise(DecoderLayer(12, 2, 30, norm=norm, num_kv_heads=num_kv_heads), 4)
+    y, mem = _x(5, 2, 4, 12), _x(6, 2, 6, 12)
+    mem_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, :]  # [B, 1, S]
+    want = ref.decoder_layer(
+        y.numpy(),
+        mem.numpy(),
+        ref_layer_params(layer),
+        2,
+        norm=norm,
+        self_mask=ref.causal_mask(4),
+        memory_mask=mem_mask.numpy(),
+        num_kv_heads=num_kv_heads,
+    )
+    got = layer(y, mem, memory_mask=mem_mask, is_causal=True)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=0, atol=TOL64)
+    z, sw, cw = layer(y, mem, memory_mask=mem_mask, is_causal=True, need_weights=True)
+    np.testing.assert_allclose(z.detach().numpy(), want, rtol=0, atol=TOL64)
+    assert sw.shape == (2, 2, 4, 4) and cw.shape == (2, 2, 4, 6)
+    assert bool((sw.triu(1) == 0).all()) and bool((cw[1, ..., 4:] == 0).all())
+
+
+def test_decoder_layer_steps_with_caches_equal_full_pass():
+    layer = _randomise(DecoderLayer(16, 4, 24, norm="pre", num_kv_heads=2, positions="rope"), 7)
+    y, mem = _x(8, 2, 5, 16), _x(9, 2, 3, 16)
+    full = layer(y, mem, is_causal=True)
+    cache, mcache = KVCache(), KVCache(static=True)
+    steps = [
+        layer(y[:, t : t + 1], mem if t == 0 else None, is_causal=True, cache=cache, memory_cache=mcache)
+        for t in range(5)
+    ]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
+
+
+def test_decoder_layer_without_cross_attention_is_a_gpt_block():
+    """x = x + MHA(LN(x)); x = x + MLP(LN(x)) written out by hand from the layer's own parts."""
+    layer = _randomise(DecoderLayer(8, 2, 32, norm="pre", activation="gelu", cross_attention=False), 10)
+    assert layer.cross_attn is None and layer.norm2 is None
+    x = _x(11, 1, 4, 8)
+    a = x + layer.self_attn(layer.norm1(x), is_causal=True)[0]
+    want = a + layer.ffn.linear2(torch.nn.functional.gelu(layer.ffn.linear1(layer.norm3(a))))
+    torch.testing.assert_close(layer(x, is_causal=True), want, rtol=0, atol=1e-12)
+
+
+def test_stacks_compose_layers_and_final_norm(ref_layer_params):
+    enc = _randomise(Encoder(2, 8, 2, 16, norm="pre"), 12)
+    dec = _randomise(Decoder(2, 8, 2, 16, norm="pre"), 13)
+    assert enc.norm is not None and Encoder(1, 8, 2, 16).norm is None  # post-norm stacks need no final norm
+    x, y = _x(14, 1, 3, 8), _x(15, 1, 2, 8)
+    h = x.numpy()
+    for layer in enc.layers:
+        h = ref.encoder_layer(h, ref_layer_params(layer), 2, norm="pre")
+    h = ref.layer_norm(h, enc.norm.weight.detach().numpy(), enc.norm.bias.detach().numpy())
+    mem, ws = enc(x, need_weights=True)
+    np.testing.assert_allclose(mem.detach().numpy(), h, rtol=0, atol=TOL64)
+    assert len(ws) == 2
+    z = y.numpy()
+    for layer in dec.layers:
+        z = ref.decoder_layer(z, h, ref_layer_params(layer), 2, norm="pre", self_mask=ref.causal_mask(2))
+    z = ref.layer_norm(z, dec.norm.weight.detach().numpy(), dec.norm.bias.detach().numpy())
+    np.testing.assert_allclose(dec(y, mem, is_causal=True).detach().numpy(), z, rtol=0, atol=TOL64)
+
+
+def test_bad_layer_options():
+    with pytest.raises(ValueError, match="norm must be one of"):
+        EncoderLayer(8, 2, 16, norm="sandwich")
+    with pytest.raises(ValueError, match="activation must be one of"):
+        FeedForward(8, 16, "swish")
+    with pytest.raises(ValueError, match="pass memory"):
+        DecoderLayer(8, 2, 16)(torch.randn(1, 2, 8))

@@ -1,0 +1,239 @@
+"""MultiHeadAttention: parity with the NumPy reference (float64, <= 1e-10), fast == explicit path,
+GQA against SDPA's own enable_gqa, the lower-right causal cache, the trace hook, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlab import ref
+from attnlab.nn import KVCache, MultiHeadAttention, causal_mask
+
+TOL64 = 1e-10
+
+
+def _mha(seed: int, d: int, h: int, **kw) -> MultiHeadAttention:
+    torch.manual_seed(seed)
+    m = MultiHeadAttention(d, h, **kw).double().eval()
+    with torch.no_grad():  # non-zero biases so that they are tested too
+        for p in m.parameters():
+            if p.ndim == 1:
+                p.normal_(0, 0.5)
+    return m
+
+
+def _x(seed: int, *shape: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+CASES = [
+    dict(h=4),
+    dict(h=4, num_kv_heads=2),
+    dict(h=4, num_kv_heads=1),
+    dict(h=2, positions="rope"),
+    dict(h=4, num_kv_heads=2, positions="rope"),
+    dict(h=3, positions="alibi"),
+    dict(h=4, bias=False),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding+causal"])
+def test_self_attention_matches_reference(ref_mha_params, case, masking):
+    case = dict(case)
+    h = case.pop("h")
+    m = _mha(0, 24, h, **case)
+    x = _x(1, 2, 5, 24)
+    pad = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, :]  # [B, 1, T]
+    mask = pad if "padding" in masking else None
+    is_causal = "causal" in masking
+    ref_mask = None
+    if mask is not None:
+        ref_mask = mask.numpy()
+    if is_causal:
+        c = ref.causal_mask(5)
+        ref_mask = c if ref_mask is None else ref_mask & c
+    want_out, want_w = ref.multi_head_attention(
+        x.numpy(),
+        None,
+        ref_mha_params(m),
+        h,
+        num_kv_heads=case.get("num_kv_heads"),
+        mask=ref_mask,
+        positions=case.get("positions"),
+    )
+    fast, none_w = m(x, mask=mask, is_causal=is_causal)
+    slow, w = m(x, mask=mask, is_causal=is_causal, need_weights=True)
+    assert none_w is None
+    assert w.shape == (2, h, 5, 5)
+    np.testing.assert_allclose(fast.detach().numpy(), want_out, rtol=0, atol=TOL64)
+    np.testing.assert_allclose(slow.detach().numpy(), want_out, rtol=0, atol=TOL64)
+    np.testing.assert_allclose(w.detach().numpy(), want_w, rtol=0, atol=TOL64)
+
+
+def test_cross_attention_with_other_width_matches_reference(ref_mha_params):
+    m = _mha(2, 16, 4, kv_dim=10, num_kv_heads=2)
+    x_q, x_kv = _x(3, 3, 4, 16), _x(4, 3, 7, 10)
+    mask = torch.rand(3, 4, 7, generator=torch.Generator().manual_seed(5)) > 0.3
+    mask[..., 0] = True  # every query keeps a key
+    want_out, want_w = ref.multi_head_attention(
+        x_q.numpy(), x_kv.numpy(), ref_mha_params(m), 4, num_kv_heads=2, mask=mask.numpy()
+    )
+    out, w = m(x_q, x_kv, mask=mask, need_weights=True)
+    fast, _ = m(x_q, x_kv, mask=mask)
+    np.testing.assert_allclose(out.detach().numpy(), want_out, rtol=0, atol=TOL64)
+    np.testing.assert_allclose(fast.detach().numpy(), want_out, rtol=0, atol=TOL64)
+    np.testing.assert_allclose(w.detach().numpy(), want_w, rtol=0, atol=TOL64)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    h_kv=st.sampled_from([1, 2, 4]),
+    d_k=st.sampled_from([2, 4, 6]),
+    t=st.integers(1, 6),
+    b=st.integers(1, 3),
+    positions=st.sampled_from([None, "rope", "alibi"]),
+    seed=st.integers(0, 10_000),
+)
+def test_fast_path_equals_explicit_path_float32(h_kv, d_k, t, b, positions, seed):
+    torch.manual_seed(seed)
+    m = MultiHeadAttention(4 * d_k, 4, num_kv_heads=h_kv, positions=positions).eval()
+    x = torch.randn(b, t, 4 * d_k)
+    for is_causal in (False, True):
+        fast, _ = m(x, is_causal=is_causal)
+        slow, w = m(x, is_causal=is_causal, need_weights=True)
+        torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(w.sum(-1), torch.ones(b, 4, t), rtol=1e-5, atol=1e-5)
+
+
+def test_gqa_equals_sdpa_enable_gqa():
+    """Our explicit GQA (each kv head repeated for its group of query heads) against PyTorch's own."""
+    m = _mha(6, 32, 8, num_kv_heads=2)
+    x = _x(7, 2, 6, 32)
+    heads = {}
+    m.trace = lambda name, t: heads.__setitem__(name, t)
+    m(x, is_causal=True)
+    q, k, v = heads["q_heads"], heads["k_heads"], heads["v_heads"]
+    assert q.shape == (2, 8, 6, 4) and k.shape == (2, 2, 6, 4) and v.shape == (2, 2, 6, 4)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(heads["heads_out"], want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", [dict(), dict(num_kv_heads=1, positions="rope"), dict(positions="alibi")])
+def test_cache_decoding_is_aligned_to_the_lower_right(case):
+    """Feeding positions one (then two) at a time through a KVCache gives the rows of full causal attention."""
+    m = _mha(8, 16, 4, **case)
+    x = _x(9, 2, 6, 16)
+    full, _ = m(x, is_causal=True)
+    cache = KVCache()
+    rows = [m(x[:, :3], is_causal=True, cache=cache)[0]]  # a 3-position prompt
+    for t in range(3, 6):
+        out, w = m(x[:, t : t + 1], is_causal=True, cache=cache, need_weights=t == 4)
+        rows.append(out)
+        if w is not None:
+            assert w.shape == (2, 4, 1, 5) and bool((w > 0).all())  # the new query sees every cached key
+    assert cache.length == 6
+    torch.testing.assert_close(torch.cat(rows, dim=1), full, rtol=0, atol=1e-12)
+    cache2 = KVCache()
+    m(x[:, :4], is_causal=True, cache=cache2)
+    two, _ = m(x[:, 4:6], is_causal=True, cache=cache2)  # T_q=2 over T_k=6: query 0 must not see key 5
+    torch.testing.assert_close(two, full[:, 4:6], rtol=0, atol=1e-12)
+
+
+def test_the_upper_left_trap():
+    """PyTorch's is_causal=True with T_q=1 over 5 keys lets the query see key 0 only: not decoding."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, n, 4, generator=g, dtype=torch.float64) for n in (1, 5, 5))
+    upper_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(upper_left, v[:, :, :1])  # only key 0
+    lower_right = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(1, 5))
+    torch.testing.assert_close(lower_right, F.scaled_dot_product_attention(q, k, v))  # every key
+    assert not torch.allclose(upper_left, lower_right)
+
+
+def test_trace_reports_every_step_in_order():
+    m = _mha(10, 12, 3)
+    x = _x(11, 2, 4, 12)
+    seen = []
+    m.trace = lambda name, t: seen.append((name, tuple(t.shape), t))
+    out, w = m(x, is_causal=True)
+    names = [s[0] for s in seen]
+    assert names == [
+        "x_q",
+        "q",
+        "k",
+        "v",
+        "q_heads",
+        "k_heads",
+        "v_heads",
+        "scores",
+        "weights",
+        "heads_out",
+        "concat",
+        "out",
+    ]
+    shapes = dict((s[0], s[1]) for s in seen)
+    assert shapes["q_heads"] == (2, 3, 4, 4) and shapes["scores"] == (2, 3, 4, 4)
+    assert shapes["concat"] == (2, 4, 12)
+    t = {s[0]: s[2] for s in seen}
+    torch.testing.assert_close(t["out"], out)
+    torch.testing.assert_close(
+        t["weights"], torch.softmax(t["scores"].masked_fill(~causal_mask(4), -torch.inf), -1)
+    )
+    assert w is None  # the trace does not change what forward returns
+
+
+def test_empty_query_rows_give_zeros_not_nan():
+    m = _mha(12, 8, 2)
+    x = _x(13, 1, 3, 8)
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, False, False]])
+    fast, _ = m(x, mask=mask)
+    slow, w = m(x, mask=mask, need_weights=True)
+    assert not torch.isnan(fast).any() and not torch.isnan(slow).any()
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+    assert bool((w[:, :, 1] == 0).all())
+    torch.testing.assert_close(slow[0, 1], m.out_proj.bias)  # no values: only the output bias
+
+
+def test_static_cache_reuses_memory_projection():
+    m = _mha(14, 8, 2, kv_dim=6)
+    y, mem = _x(15, 2, 3, 8), _x(16, 2, 5, 6)
+    want, _ = m(y, mem)
+    cache = KVCache(static=True)
+    first, _ = m(y[:, :1], mem, cache=cache)
+    rest, _ = m(y[:, 1:], None, cache=cache)
+    torch.testing.assert_close(torch.cat([first, rest], 1), want, rtol=0, atol=1e-12)
+    assert cache.length == 5
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: MultiHeadAttention(10, 3), "d_model=10 is not divisible by num_heads=3"),
+        (lambda: MultiHeadAttention(8, 4, num_kv_heads=3), "num_heads=4 is not divisible by num_kv_heads=3"),
+        (lambda: MultiHeadAttention(8, 2, positions="sinus"), "positions must be"),
+        (lambda: MultiHeadAttention(6, 2, positions="rope"), "even head width"),
+        (lambda: MultiHeadAttention(8, 2, positions="alibi", attention="flash"), "additive bias"),
+    ],
+)
+def test_bad_construction(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_bad_forward_inputs_name_the_shapes():
+    m = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(ValueError, match=r"x_q must be \[B, T_q, d_model=8\], got \[2, 3, 7\]"):
+        m(torch.randn(2, 3, 7))
+    with pytest.raises(ValueError, match=r"mask of shape \[2, 3, 4\] does not broadcast .* \[2, 2, 3, 3\]"):
+        m(x, mask=torch.ones(2, 3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask must be boolean"):
+        m(x, mask=torch.ones(3, 3))
+    with pytest.raises(ValueError, match="x_kv has batch 1 but x_q has batch 2"):
+        m(x, torch.randn(1, 3, 8))

@@ -1,0 +1,90 @@
+"""Positions and masks of the engine against the reference's (exact or float64 rounding)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlab import ref
+from attnlab.nn import (
+    LearnedPositions,
+    SinusoidalPositions,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    causal_mask,
+    padding_mask,
+    padding_mask_from_ids,
+    rope_cos_sin,
+    sliding_window_mask,
+)
+
+
+def test_sinusoidal_matches_reference_and_adds():
+    pe = SinusoidalPositions(50, 7)
+    np.testing.assert_allclose(pe.pe.numpy(), ref.sinusoidal_positions(50, 7), rtol=0, atol=1e-7)
+    x = torch.zeros(2, 4, 7)
+    torch.testing.assert_close(pe(x, offset=3)[1], pe.pe[3:7])
+    assert "pe" not in pe.state_dict()  # a function of (max_len, d): never saved
+
+
+def test_positions_past_max_len_raise():
+    for module in (SinusoidalPositions(8, 4), LearnedPositions(8, 4)):
+        with pytest.raises(ValueError, match="exceed max_len=8"):
+            module(torch.zeros(1, 6, 4), offset=3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(t=st.integers(1, 9), half=st.integers(1, 5), start=st.integers(0, 50))
+def test_rope_matches_reference(t, half, start):
+    d = 2 * half
+    x = torch.randn(2, 3, t, d, dtype=torch.float64)
+    pos = torch.arange(start, start + t)
+    cos, sin = rope_cos_sin(pos, d, dtype=torch.float64)
+    want = ref.apply_rope(x.numpy(), pos.numpy())
+    np.testing.assert_allclose(apply_rope(x, cos, sin).numpy(), want, rtol=0, atol=1e-12)
+
+
+def test_rope_dot_product_depends_only_on_distance():
+    q, k = torch.randn(1, 8, dtype=torch.float64), torch.randn(1, 8, dtype=torch.float64)
+
+    def score(m, n):
+        cq, sq = rope_cos_sin(torch.tensor([m]), 8, dtype=torch.float64)
+        ck, sk = rope_cos_sin(torch.tensor([n]), 8, dtype=torch.float64)
+        return float(apply_rope(q, cq, sq) @ apply_rope(k, ck, sk).T)
+
+    assert score(7, 3) == pytest.approx(score(104, 100), abs=1e-12)
+    assert score(7, 3) != pytest.approx(score(7, 4), abs=1e-6)
+
+
+@pytest.mark.parametrize("h", [1, 3, 4, 6, 8, 12])
+def test_alibi_matches_reference(h):
+    np.testing.assert_allclose(alibi_slopes(h).numpy(), ref.alibi_slopes(h), rtol=0, atol=0)
+    np.testing.assert_allclose(
+        alibi_bias(h, 3, 7, dtype=torch.float64).numpy(), ref.alibi_bias(h, 3, 7), rtol=0, atol=0
+    )
+    assert alibi_slopes(8)[0].item() == 0.5  # 2^(-8/8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(t_q=st.integers(1, 8), extra=st.integers(0, 5), window=st.integers(1, 6))
+def test_masks_match_reference(t_q, extra, window):
+    t_k = t_q + extra
+    assert np.array_equal(causal_mask(t_q, t_k).numpy(), ref.causal_mask(t_q, t_k))
+    assert np.array_equal(
+        sliding_window_mask(t_q, t_k, window).numpy(), ref.sliding_window_mask(t_q, t_k, window)
+    )
+
+
+def test_padding_masks():
+    lengths = torch.tensor([3, 1, 4])
+    assert np.array_equal(padding_mask(lengths, 4).numpy(), ref.padding_mask(lengths.numpy(), 4))
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    assert padding_mask_from_ids(ids).tolist() == [[[True, True, False]], [[True, False, False]]]
+    with pytest.raises(ValueError, match=r"lengths must lie in 1..4"):
+        padding_mask(torch.tensor([0, 2]), 4)
+    with pytest.raises(ValueError, match="needs t_k >= t_q"):
+        causal_mask(4, 2)
