@@ -126,7 +126,7 @@ def test_gqa_equals_sdpa_enable_gqa():
 
 @pytest.mark.parametrize("case", [dict(), dict(num_kv_heads=1, positions="rope"), dict(positions="alibi")])
 def test_cache_decoding_is_aligned_to_the_lower_right(case):
-    """Feeding positions one (then two) at a time through a KVCache gives the rows of full causal attention."""
+    """Feeding positions one (then two) at a time through a KVCache gives the rows of full attention."""
     m = _mha(8, 16, 4, **case)
     x = _x(9, 2, 6, 16)
     full, _ = m(x, is_causal=True)
