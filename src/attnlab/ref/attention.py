@@ -8,6 +8,8 @@ output ``Z = A V [..., T_q, d_v]``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from attnlab.ref._checks import as_float, as_mask
@@ -74,10 +76,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
     _broadcast_lead("q", q, "k", k)
     _broadcast_lead("k", k, "v", v)
     d_k = q.shape[-1]
-    scale = 1.0 / np.sqrt(d_k) if scale is None else float(scale)
+    # a Python float keeps float32 inputs float32 (a NumPy float64 scalar would promote them)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
     scores = (q @ np.swapaxes(k, -1, -2)) * scale  # [..., T_q, T_k]
     if bias is not None:
-        b = as_float("bias", bias)
+        b = as_float("bias", bias).astype(scores.dtype, copy=False)
         try:
             scores = scores + b
         except ValueError:

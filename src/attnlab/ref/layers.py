@@ -88,16 +88,29 @@ def feed_forward(x, params: dict, activation: str = "relu") -> np.ndarray:
     x = as_float("x", x, min_ndim=1)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    W_1, W_2 = np.asarray(params["W_1"]), np.asarray(params["W_2"])
-    if W_1.ndim != 2 or W_1.shape[0] != x.shape[-1]:
-        raise ValueError(f"W_1 has shape {list(W_1.shape)} but x has d_model={x.shape[-1]}")
-    if W_2.ndim != 2 or W_2.shape[0] != W_1.shape[1]:
-        raise ValueError(f"W_2 has shape {list(W_2.shape)} but W_1 gives d_ff={W_1.shape[1]}")
+    for key in ("W_1", "W_2"):
+        if key not in params:
+            raise ValueError(f"params is missing {key!r} (has {sorted(params)})")
+    W_1 = as_float("params['W_1']", params["W_1"], ndim=2)
+    W_2 = as_float("params['W_2']", params["W_2"], ndim=2)
+    if W_1.shape[0] != x.shape[-1]:
+        raise ValueError(f"W_1 has shape {list(W_1.shape)} but x {list(x.shape)} has d_model={x.shape[-1]}")
+    if W_2.shape[0] != W_1.shape[1]:
+        raise ValueError(f"W_2 has shape {list(W_2.shape)} but W_1 {list(W_1.shape)} "
+                         f"gives d_ff={W_1.shape[1]}")
+    b_1 = None if params.get("b_1") is None else as_float("params['b_1']", params["b_1"], ndim=1)
+    b_2 = None if params.get("b_2") is None else as_float("params['b_2']", params["b_2"], ndim=1)
+    if b_1 is not None and b_1.shape[0] != W_1.shape[1]:
+        raise ValueError(f"b_1 has shape {list(b_1.shape)} but W_1 {list(W_1.shape)} "
+                         f"gives d_ff={W_1.shape[1]}")
+    if b_2 is not None and b_2.shape[0] != W_2.shape[1]:
+        raise ValueError(f"b_2 has shape {list(b_2.shape)} but W_2 {list(W_2.shape)} "
+                         f"has width {W_2.shape[1]}")
     hid = x @ W_1  # [..., d_ff]
-    if params.get("b_1") is not None:
-        hid = hid + params["b_1"]
+    if b_1 is not None:
+        hid = hid + b_1
     out = ACTIVATIONS[activation](hid) @ W_2  # [..., d_model]
-    return out + params["b_2"] if params.get("b_2") is not None else out
+    return out + b_2 if b_2 is not None else out
 
 
 def _norm(x: np.ndarray, p: dict, eps: float) -> np.ndarray:

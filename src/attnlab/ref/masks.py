@@ -23,7 +23,8 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     ``0 .. i``, which for ``t_q=1`` would hide every cached key but the first.)
 
     Args:
-        t_q: number of queries. t_k: number of keys (default ``t_q``).
+        t_q: number of queries. t_k: number of keys (default ``t_q``). With ``t_q > t_k`` the first
+            ``t_q - t_k`` rows are empty (attention over them needs ``empty_rows="zero"``).
     Returns:
         bool ``[t_q, t_k]``.
     """
