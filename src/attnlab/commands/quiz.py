@@ -1,0 +1,104 @@
+"""``attnlab quiz [--topic T] [--seed S] [--count N] [--answers]``: check yourself with worked answers.
+
+Interactive: each question waits for an answer, says right or wrong and shows the worked solution.
+``q`` (or ``quit``), end of input and Ctrl-C stop the quiz and print the score so far. An answer that
+is not a number is explained and the question asked again.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+
+import click
+
+from attnlab.commands._errors import usage_errors
+
+
+def _int_option(name: str, value: str | None, minimum: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if n < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {n}")
+    return n
+
+
+def _show_solution(q) -> None:
+    click.echo(f"  Answer: {q.format_answer()}")
+    for i, step in enumerate(q.steps, 1):
+        click.echo(f"    {i}. {step}")
+
+
+def _score(right: int, asked: int, total: int) -> None:
+    click.echo(f"Score: {right}/{asked}" + (f" ({total - asked} not asked)" if asked < total else ""))
+
+
+@click.command("quiz")
+@click.option("--topic", "topic", default=None, metavar="T",
+              help="One of: shapes, params, scores, additive, softmax, context, wo, flops, kvcache "
+                   "(default: all, mixed).")
+@click.option("--seed", "seed", default=None, metavar="S",
+              help="Random seed (default: a fresh one, printed).")
+@click.option("--count", "count", default="5", metavar="N", show_default=True, help="Number of questions.")
+@click.option("--answers", is_flag=True, help="Print the questions with their worked answers and exit.")
+@usage_errors
+def quiz(topic: str | None, seed: str | None, count: str, answers: bool) -> None:
+    """Questions in the style of the notes' worked checks, with random numbers and worked solutions."""
+    from attnlab.lessons.quiz import TOPICS, grade, make_quiz, parse_answer
+
+    if topic is not None and topic not in TOPICS:
+        raise ValueError(f"unknown topic {topic!r}: choose one of {', '.join(TOPICS)}")
+    n = _int_option("--count", count, 1)
+    if n > 200:
+        raise ValueError(f"--count must be at most 200, got {n}")
+    s = _int_option("--seed", seed, 0)
+    if s is None:
+        s = secrets.randbelow(10**6)
+    questions = make_quiz(topic, seed=s, count=n)
+    click.echo(f"attnlab quiz: {n} question{'s' if n > 1 else ''}, "
+               f"topic {topic or 'all'}, seed {s} (--seed {s} repeats them)")
+
+    if answers:
+        for i, q in enumerate(questions, 1):
+            click.echo(f"\nQ{i} [{q.topic}] {q.text}")
+            _show_solution(q)
+        return
+
+    click.echo("Answer with a number or a list like [0.5, 1]; q quits.")
+    stdin = sys.stdin
+    right = asked = 0
+    try:
+        for i, q in enumerate(questions, 1):
+            click.echo(f"\nQ{i}/{n} [{q.topic}] {q.text}")
+            while True:
+                click.echo("> ", nl=False)
+                line = stdin.readline()
+                if line and not stdin.isatty():
+                    click.echo(line.rstrip("\n"))  # echo piped answers so the transcript reads well
+                if line == "":
+                    click.echo("\nend of input.")
+                    _score(right, asked, n)
+                    return
+                if line.strip().lower() in ("q", "quit", "exit"):
+                    _score(right, asked, n)
+                    return
+                try:
+                    given = parse_answer(line, q.is_vector)
+                except ValueError as exc:
+                    click.echo(f"  {exc}; try again (q quits).")
+                    continue
+                break
+            asked += 1
+            if grade(q, given):
+                right += 1
+                click.echo("  Right.")
+            else:
+                click.echo(f"  Not quite: you gave {line.strip()}.")
+            _show_solution(q)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted.")
+    _score(right, asked, n)
