@@ -1,0 +1,156 @@
+"""Build the attnlab module an audit describes, and sort its parameters into the audit's groups.
+
+"encoder-layer" is ``L`` independent :class:`attnlab.nn.EncoderLayer` s in a :class:`LayerStack`,
+"decoder-layer" likewise with :class:`attnlab.nn.DecoderLayer`; "transformer", "gpt" and "bert"
+are :mod:`attnlab.models`' ``Transformer``, ``GPT`` and ``BertEncoder`` with configs sized by the
+audit. Building on the ``meta`` device allocates no memory, so counting a large model is instant.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlab.audit.config import Arch
+
+
+class LayerStack(nn.Module):
+    """``L`` separately parameterised layers applied in turn: ``x -> layer_L(...layer_1(x))``."""
+
+    def __init__(self, layers: list[nn.Module]):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        """``x [B, T, d_model] -> [B, T, d_model]``; extra arguments go to every layer."""
+        for layer in self.layers:
+            x = layer(x, *args, **kwargs)
+        return x
+
+
+def build(a: Arch, device: str | torch.device | None = None) -> nn.Module:
+    """The attnlab module for ``a`` (on ``device``; ``"meta"`` for shapes-only), in eval mode."""
+    with torch.device(device or "cpu"):
+        module = _build(a)
+    return module.eval()
+
+
+def _build(a: Arch) -> nn.Module:
+    if a.model == "encoder-layer":
+        from attnlab.nn import EncoderLayer
+
+        return LayerStack(
+            [
+                EncoderLayer(
+                    a.d_model,
+                    a.heads,
+                    a.d_ff,
+                    norm=a.norm,
+                    activation=a.activation,
+                    dropout=0.0,
+                    bias=a.bias,
+                    num_kv_heads=a.kv_heads,
+                )
+                for _ in range(a.layers)
+            ]
+        )
+    if a.model == "decoder-layer":
+        from attnlab.nn import DecoderLayer
+
+        return LayerStack(
+            [
+                DecoderLayer(
+                    a.d_model,
+                    a.heads,
+                    a.d_ff,
+                    norm=a.norm,
+                    activation=a.activation,
+                    dropout=0.0,
+                    bias=a.bias,
+                    num_kv_heads=a.kv_heads,
+                )
+                for _ in range(a.layers)
+            ]
+        )
+    if a.model == "transformer":
+        from attnlab.models import Transformer, TransformerConfig
+
+        return Transformer(
+            TransformerConfig(
+                src_vocab=a.vocab,
+                tgt_vocab=a.vocab,
+                d_model=a.d_model,
+                num_heads=a.heads,
+                d_ff=a.d_ff,
+                num_encoder_layers=a.layers,
+                num_decoder_layers=a.layers,
+                max_len=a.max_len,
+                norm=a.norm,
+                activation=a.activation,
+                dropout=0.0,
+            )
+        )
+    if a.model == "gpt":
+        from attnlab.models import GPT, GPTConfig
+
+        return GPT(
+            GPTConfig(
+                vocab_size=a.vocab,
+                d_model=a.d_model,
+                num_heads=a.heads,
+                num_layers=a.layers,
+                d_ff=a.d_ff,
+                max_len=a.max_len,
+                num_kv_heads=a.kv_heads,
+                dropout=0.0,
+            )
+        )
+    from attnlab.models.bert import BertConfig, BertEncoder
+
+    return BertEncoder(
+        BertConfig(
+            vocab_size=a.vocab,
+            hidden_size=a.d_model,
+            num_heads=a.heads,
+            num_layers=a.layers,
+            intermediate_size=a.d_ff,
+            max_position_embeddings=a.max_len,
+        )
+    )
+
+
+# parameter-name fragments -> audit group, first match wins
+_GROUP_KEYS = (
+    ("cross_attn", "cross_attention"),
+    ("attn", "attention"),
+    ("attention", "attention"),
+    ("ffn", "ffn"),
+    ("mlp", "ffn"),
+    ("intermediate", "ffn"),
+    ("norm", "norms"),
+    ("ln", "norms"),
+    ("pos", "positions"),
+    ("emb", "embeddings"),
+    ("token_type", "embeddings"),
+    ("head", "head"),
+    ("generator", "head"),
+    ("out", "head"),
+)
+
+
+def group_of(name: str) -> str:
+    """The audit group of parameter ``name`` (e.g. ``layers.0.self_attn.q_proj.weight -> attention``)."""
+    lowered = name.lower()
+    for key, group in _GROUP_KEYS:
+        if key in lowered:
+            return group
+    return "other"
+
+
+def count_by_group(module: nn.Module) -> dict[str, int]:
+    """``{group: parameters}`` of ``module``, shared (tied) tensors counted once."""
+    counts: dict[str, int] = {}
+    for name, p in module.named_parameters():  # named_parameters() yields a shared tensor once
+        g = group_of(name)
+        counts[g] = counts.get(g, 0) + p.numel()
+    return counts

@@ -1,0 +1,273 @@
+"""Shape audit: the tensor shape on every arrow through the block, measured by running it.
+
+Nothing here is computed from formulas: the attnlab module is built and run on random input
+while every :class:`~attnlab.nn.MultiHeadAttention` reports its steps through its ``trace`` hook
+(x_q, q, k, v, q_heads, k_heads, v_heads, scores, weights, heads_out, concat, out) and forward
+hooks report the norms (their input is the residual sum), the FFN, embeddings and the head. The
+steps come out in the order data flows, and :func:`render_shapes` draws them as the block diagram.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from torch import nn
+
+from attnlab.audit.config import Arch, positive_int
+
+# what each step of the attention trace is, in the notes' symbols
+TRACE_LABELS = {
+    "x_q": "input x",
+    "x_kv": "memory (keys/values from)",
+    "q": "Q = x W^Q",
+    "k": "K = x W^K",
+    "v": "V = x W^V",
+    "q_heads": "split heads Q",
+    "k_heads": "split heads K",
+    "v_heads": "split heads V",
+    "scores": "scores QKᵀ/√d_k",
+    "weights": "weights softmax(scores)",
+    "heads_out": "per-head outputs AV",
+    "concat": "concat(heads)",
+    "out": "W^O output",
+}
+_SKIP = (nn.Dropout, nn.Identity)
+
+
+def _leaf_label(path: str, module: nn.Module) -> str | None:
+    leaf = path.rsplit(".", 1)[-1]
+    if isinstance(module, nn.Embedding):
+        return f"embedding {leaf} [{module.num_embeddings}, {module.embedding_dim}]"
+    if "linear1" in leaf or leaf in ("fc1", "w1", "c_fc"):
+        return "FFN x W_1 + b_1"
+    if "linear2" in leaf or leaf in ("fc2", "w2", "c_proj"):
+        return "FFN output (· W_2 + b_2)"
+    if isinstance(module, (nn.ReLU, nn.GELU)):
+        return f"FFN activation {type(module).__name__}"
+    if isinstance(module, nn.Linear):
+        return f"linear {leaf} [{module.in_features} -> {module.out_features}]"
+    return f"{leaf} ({type(module).__name__})"
+
+
+def _norm_labels(norm: str, leaf: str, decoder: bool) -> tuple[str | None, str]:
+    """(label of the norm's input, label of its output) for post- or pre-norm layers.
+
+    Post-norm: the input of LN_i is the residual sum X + Sublayer(X) ("add & norm"). Pre-norm: LN_i
+    feeds sublayer i, and its input is the running residual stream.
+    """
+    index = leaf[-1] if leaf[-1].isdigit() else ""
+    subs = (
+        {"1": "masked self-attention", "2": "cross-attention", "3": "FFN"}
+        if decoder
+        else {"1": "self-attention", "2": "FFN"}
+    )
+    sub = subs.get(index, "sublayer")
+    if norm == "post":
+        return f"add: X + {sub}(X)", f"norm LN_{index} (add & norm)"
+    previous = {
+        "1": "layer input X (the residual stream)",
+        "2": f"add: residual + {subs['1']}",
+        "3": f"add: residual + {subs.get('2')}",
+    }
+    return previous.get(index), f"norm LN_{index} (pre-norm, into {sub})"
+
+
+def audit_shapes(
+    model: str = "encoder-layer",
+    d_model: int = 512,
+    heads: int = 8,
+    d_ff: int = 2048,
+    seq: int = 50,
+    batch: int = 5,
+    layers: int = 1,
+    kv_heads: int | None = None,
+    norm: str = "post",
+    bias: bool = True,
+    activation: str = "relu",
+    vocab: int | None = None,
+    max_len: int | None = None,
+    seed: int = 0,
+) -> dict:
+    """Run the attnlab module on random input ``[B, T]`` ids or ``[B, T, d]`` and record every shape.
+
+    Returns a dict: "steps" [{layer, where, step, shape}] in the order they ran, "layer_outputs"
+    (one shape per layer), "output" (the model's output shape), "output_numbers" (its entry count,
+    e.g. B·T·d = 5·20·64 = 6,400), "per_sequence_output" (the output of one sequence, e.g.
+    [T, d] = [50, 512]), "config". Raises ``ValueError`` on bad sizes.
+    """
+    seq, batch = positive_int("seq", seq), positive_int("batch", batch)
+    a = Arch(
+        model=model,
+        d_model=d_model,
+        heads=heads,
+        d_ff=d_ff,
+        layers=layers,
+        kv_heads=kv_heads,
+        norm=norm,
+        bias=bias,
+        activation=activation,
+        vocab=vocab,
+        max_len=max(max_len or seq, seq),
+    )
+    from attnlab.audit.build import build
+
+    torch.manual_seed(seed)
+    module = build(a)
+    steps: list[dict] = []
+    layer_outputs: list[list[int]] = []
+    layer_names = [
+        n for n, m in module.named_modules() if type(m).__name__ in ("EncoderLayer", "DecoderLayer")
+    ]
+    attn_names = [n for n, m in module.named_modules() if type(m).__name__ == "MultiHeadAttention"]
+
+    def where(path: str) -> tuple[str, str]:
+        owner = max((n for n in layer_names if path == n or path.startswith(n + ".")), key=len, default="")
+        return owner, path[len(owner) + 1 :] if owner else path
+
+    def add(path: str, step: str, t) -> None:
+        if isinstance(t, torch.Tensor):
+            owner, rel = where(path)
+            steps.append({"layer": owner, "where": rel, "step": step, "shape": list(t.shape)})
+
+    handles = []
+    for name in attn_names:
+        mha = module.get_submodule(name)
+        labels = dict(TRACE_LABELS)
+        if "cross" in name:  # cross-attention: keys and values come from the encoder memory
+            labels.update(
+                {"x_q": "input y (queries from the decoder)", "k": "K = memory W^K", "v": "V = memory W^V"}
+            )
+        mha.trace = lambda step, t, name=name, labels=labels: add(name, labels.get(step, step), t)
+    for path, m in module.named_modules():
+        if any(path == n or path.startswith(n + ".") for n in attn_names) or isinstance(m, _SKIP):
+            continue
+        if path in layer_names:
+            handles.append(
+                m.register_forward_hook(
+                    lambda _m, _i, out, path=path: layer_outputs.append(list(_first(out).shape))
+                )
+            )
+            continue
+        if list(m.children()):
+            continue
+        leaf = path.rsplit(".", 1)[-1]
+        if isinstance(m, nn.LayerNorm) or "norm" in leaf.lower():
+            owner = where(path)[0]
+            if owner:
+                pre, post = _norm_labels(
+                    a.norm, leaf, "DecoderLayer" in type(module.get_submodule(owner)).__name__
+                )
+            else:
+                pre, post = None, f"norm {leaf}"
+            if pre:
+                handles.append(
+                    m.register_forward_pre_hook(
+                        lambda _m, args, path=path, pre=pre: add(path, pre, args[0] if args else None)
+                    )
+                )
+            handles.append(
+                m.register_forward_hook(lambda _m, _i, out, path=path, post=post: add(path, post, out))
+            )
+        else:
+            label = _leaf_label(path, m)
+            handles.append(
+                m.register_forward_hook(
+                    lambda _m, _i, out, path=path, label=label: add(path, label, _first(out))
+                )
+            )
+    try:
+        with torch.no_grad():
+            out = _run(module, a, seq, batch)
+    finally:
+        for h in handles:
+            h.remove()
+        for name in attn_names:
+            module.get_submodule(name).trace = None
+    shape = list(out.shape)
+    return {
+        "model": a.model,
+        "config": {**dataclasses.asdict(a), "seq": seq, "batch": batch},
+        "steps": steps,
+        "layer_outputs": layer_outputs,
+        "output": shape,
+        "output_numbers": math.prod(shape),
+        "per_sequence_output": shape[1:],
+    }
+
+
+def _first(out):
+    """A module's main output tensor (the first of a tuple, ``last_hidden_state`` of a dict)."""
+    if isinstance(out, dict):
+        return out.get("last_hidden_state", next(iter(out.values())))
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _run(module: nn.Module, a: Arch, seq: int, batch: int) -> torch.Tensor:
+    """Random input of the right kind through ``module``; returns the output tensor."""
+    if a.model == "encoder-layer":
+        return module(torch.randn(batch, seq, a.d_model))  # [B, T, d]
+    if a.model == "decoder-layer":
+        y = torch.randn(batch, seq, a.d_model)  # [B, T, d] decoder input
+        memory = torch.randn(batch, seq, a.d_model)  # [B, S, d] encoder output, S = T here
+        return module(y, memory, is_causal=True)
+    ids = torch.randint(4, a.vocab, (batch, seq)) if a.vocab > 4 else torch.randint(0, a.vocab, (batch, seq))
+    if a.model == "transformer":
+        return _first(module(ids, ids))  # logits [B, T, V]
+    if a.model == "gpt":
+        return _first(module(ids))  # logits [B, T, V]
+    return _first(module(ids))  # last_hidden_state [B, T, d]
+
+
+# steps that run side by side with the next one (Q, K, V; their head splits): no arrow between them
+_PARALLEL = {TRACE_LABELS[k] for k in ("q", "k", "q_heads", "k_heads")} | {"K = memory W^K"}
+
+
+def render_shapes(report: dict) -> str:
+    """The block drawn top to bottom with the measured shape on every arrow.
+
+    The first layer of each stack is drawn step by step; every layer's output shape follows.
+    """
+    c = report["config"]
+    out = [
+        f"shapes through {report['model']} (d_model={c['d_model']}, heads={c['heads']}, "
+        f"kv_heads={c['kv_heads'] or c['heads']}, d_ff={c['d_ff']}, layers={c['layers']}, "
+        f"{c['norm']}-norm), input B={c['batch']}, T={c['seq']}; measured by running the module with hooks",
+        "",
+    ]
+    drawn: dict[str, str] = {}  # stack -> the one layer drawn in detail
+    steps = []
+    for s in report["steps"]:
+        stack = s["layer"].rsplit(".", 1)[0] if s["layer"] else ""
+        if s["layer"] and drawn.setdefault(stack, s["layer"]) != s["layer"]:
+            continue
+        steps.append(s)
+    width = max((len(s["step"]) + len(s["where"]) + 4 for s in steps), default=20)
+    current = None
+    for i, s in enumerate(steps):
+        if s["layer"] != current:
+            current = s["layer"]
+            out.append(f"┌─ {current} (first layer of its stack, step by step)" if current else "")
+        bar = "│ " if s["layer"] else ""
+        text = s["step"] + (f"  ({s['where']})" if s["where"] else "")
+        out.append(f"{bar}{text.ljust(width)} {_shape(s['shape'])}")
+        last = i + 1 == len(steps) or steps[i + 1]["layer"] != s["layer"]
+        if not last and s["step"] not in _PARALLEL:
+            out.append(f"{bar}   ↓")
+        if last and s["layer"]:
+            out.append("└─")
+    if report["layer_outputs"]:
+        out += ["", "output of each layer (in the order they ran):"]
+        out += [f"  {i + 1:>2}: {_shape(shape)}" for i, shape in enumerate(report["layer_outputs"])]
+    shape = report["output"]
+    out += [
+        "",
+        f"model output: {_shape(shape)} = {' · '.join(map(str, shape))} = "
+        f"{report['output_numbers']:,} numbers; one sequence: {_shape(report['per_sequence_output'])}",
+    ]
+    return "\n".join(out)
+
+
+def _shape(shape: list[int]) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"

@@ -1,0 +1,91 @@
+"""``attnlab audit ...`` through click: JSON outputs with exact values, bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["audit", *args])
+
+
+def test_params_json():
+    r = run("params", "--d-model", "512", "--heads", "8", "--d-ff", "2048", "--layers", "6", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["total"] == data["formula_total"] == data["module_total"] == 18_914_304
+    assert data["by_group"] == {"attention": 6 * 1_050_624, "ffn": 6 * 2_099_712, "norms": 6 * 2_048}
+
+
+def test_params_table():
+    r = run("params", "--d-model", "768", "--heads", "12", "--d-ff", "3072", "--no-bias")
+    assert r.exit_code == 0, r.output
+    assert "589,824" in r.output and "equal to formula: True" in r.output
+
+
+def test_shapes_json():
+    r = run(
+        "shapes", "--d-model", "64", "--heads", "4", "--d-ff", "256", "--seq", "20", "--batch", "5", "--json"
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["output"] == [5, 20, 64] and data["output_numbers"] == 6_400
+
+
+def test_cost_json_and_measure():
+    r = run("cost", "--d-model", "8", "--heads", "2", "--d-ff", "16", "--seq", "3", "--batch", "2", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["total_macs"] == 3360 and data["score_entries"] == 2 * 2 * 3**2
+    r = run(
+        "cost",
+        "--d-model",
+        "16",
+        "--heads",
+        "2",
+        "--d-ff",
+        "32",
+        "--seq",
+        "6",
+        "--causal",
+        "--measure",
+        "--path",
+        "explicit",
+    )
+    assert r.exit_code == 0, r.output
+    assert "WARNING" not in r.output and "NO" not in r.output.split()
+
+
+def test_peak_mfu_json():
+    r = run("peak", "--seconds", "0.2", "--mfu", "1000", "--flops-per-token", "1e9", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["peak_flops"] > 0
+    assert data["mfu"]["mfu"] == pytest.approx(1e12 / data["peak_flops"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["params", "--d-model", "0"], "--d-model must be a positive integer"),
+        (["params", "--d-model", "1.5"], "--d-model must be a positive integer"),
+        (["params", "--heads", "-2"], "--heads must be a positive integer"),
+        (["params", "--heads", "3"], "d_model=512 is not divisible by heads=3"),
+        (["params", "--kv-heads", "3"], "heads=8 is not divisible by kv_heads=3"),
+        (["params", "--model", "lstm"], "--model must be one of"),
+        (["shapes", "--seq", "abc"], "--seq must be a positive integer"),
+        (["cost", "--seq", "10", "--window", "11"], "window=11 is larger than the sequence seq=10"),
+        (["cost", "--model", "bert"], "--model for audit cost must be encoder-layer or gpt"),
+        (["peak", "--mfu", "-5"], "--mfu must be a positive number"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, fragment):
+    r = run(*args)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("Error:")

@@ -1,0 +1,93 @@
+"""The parameter audit: the notes' numbers exactly, and formula == module built for random configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnlab.audit import audit_params, render_params
+
+
+def test_notes_encoder_layer_numbers():
+    r = audit_params(d_model=512, heads=8, d_ff=2048)
+    assert r["by_group"] == {"attention": 1_050_624, "ffn": 2_099_712, "norms": 2_048}
+    assert r["total"] == r["formula_total"] == r["module_total"] == 3_152_384
+    assert r["weights_total"] == 4 * 512**2 + 2 * 512 * 2048 + 2 * 512  # 4d² + 2df + the two γ
+    assert r["total_without_embeddings"] == 3_152_384
+    assert r["per_head"]["W_Q_one_head"] == 32_768
+    assert r["formula"] == "L·(4d² + 2df + 9d + f)"
+
+
+def test_six_layers_and_w_o_at_768():
+    assert audit_params(layers=6)["module_total"] == 18_914_304 == 6 * 3_152_384
+    r = audit_params(d_model=768, heads=12, d_ff=3072)
+    w_o = next(row for row in r["rows"] if row["part"] == "W^O")
+    assert (w_o["weights"], w_o["biases"]) == (589_824, 768)
+
+
+def test_equals_torch_transformer_encoder_layer():
+    layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+    assert sum(p.numel() for p in layer.parameters()) == audit_params()["module_total"] == 3_152_384
+
+
+def test_no_bias_and_gqa_by_hand():
+    # d=64, h=8, h_kv=2 (d_k=8, K/V width 16), f=128, no biases: LayerNorms keep γ and β
+    r = audit_params(d_model=64, heads=8, kv_heads=2, d_ff=128, bias=False)
+    assert r["by_group"]["attention"] == 64 * 64 * 2 + 2 * 64 * 16 == 10_240
+    assert r["by_group"]["ffn"] == 2 * 64 * 128
+    assert r["module_total"] == r["total"] == 10_240 + 16_384 + 4 * 64
+
+
+def test_render_shows_rows_and_module_check():
+    text = render_params(audit_params())
+    assert "1,050,624" in text and "2,099,712" in text and "3,152,384" in text
+    assert "equal to formula: True" in text
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from(["encoder-layer", "decoder-layer"]),
+    d_k=st.integers(1, 8),
+    kv=st.sampled_from([1, 2, 4]),
+    group=st.sampled_from([1, 2, 3]),
+    d_ff=st.integers(1, 64),
+    layers=st.integers(1, 3),
+    norm=st.sampled_from(["post", "pre"]),
+    bias=st.booleans(),
+    activation=st.sampled_from(["relu", "gelu"]),
+)
+def test_formula_equals_module_for_random_configs(
+    model, d_k, kv, group, d_ff, layers, norm, bias, activation
+):
+    heads = kv * group
+    r = audit_params(
+        model=model,
+        d_model=heads * d_k,
+        heads=heads,
+        kv_heads=kv,
+        d_ff=d_ff,
+        layers=layers,
+        norm=norm,
+        bias=bias,
+        activation=activation,
+    )
+    assert r["total"] == r["formula_total"] == r["module_total"]
+    assert {k: v for k, v in r["by_group"].items() if v} == r["module_by_group"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"d_model": 0}, "d_model must be a positive integer"),
+        ({"d_model": 1.5}, "d_model must be a positive integer"),
+        ({"heads": 3}, "d_model=512 is not divisible by heads=3"),
+        ({"kv_heads": 3}, "heads=8 is not divisible by kv_heads=3"),
+        ({"model": "gpt"}, "needs a vocabulary size"),
+        ({"norm": "sandwich"}, "norm must be one of post, pre"),
+    ],
+)
+def test_bad_input(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        audit_params(**kwargs)

@@ -1,0 +1,77 @@
+"""The shape audit: measured shapes on every arrow, the notes' examples, in data-flow order."""
+
+from __future__ import annotations
+
+from attnlab.audit import audit_shapes, render_shapes
+
+
+def _by_step(report, layer="layers.0"):
+    return {s["step"]: s["shape"] for s in report["steps"] if s["layer"] == layer}
+
+
+def test_sixth_layer_output_is_50_by_512():
+    r = audit_shapes(d_model=512, heads=8, d_ff=2048, seq=50, batch=1, layers=6)
+    assert r["layer_outputs"] == [[1, 50, 512]] * 6
+    assert r["per_sequence_output"] == [50, 512]
+
+
+def test_five_sentences_padded_to_20_tokens():
+    r = audit_shapes(d_model=64, heads=4, d_ff=256, seq=20, batch=5)
+    assert r["output"] == [5, 20, 64]
+    assert r["output_numbers"] == 5 * 20 * 64 == 6_400
+
+
+def test_every_arrow_in_order_post_norm():
+    r = audit_shapes(d_model=16, heads=4, d_ff=32, seq=5, batch=2)
+    order = [s["step"] for s in r["steps"]]
+    assert order == [
+        "input x",
+        "Q = x W^Q",
+        "K = x W^K",
+        "V = x W^V",
+        "split heads Q",
+        "split heads K",
+        "split heads V",
+        "scores QKᵀ/√d_k",
+        "weights softmax(scores)",
+        "per-head outputs AV",
+        "concat(heads)",
+        "W^O output",
+        "add: X + self-attention(X)",
+        "norm LN_1 (add & norm)",
+        "FFN x W_1 + b_1",
+        "FFN output (· W_2 + b_2)",
+        "add: X + FFN(X)",
+        "norm LN_2 (add & norm)",
+    ]
+    shapes = _by_step(r)
+    assert shapes["split heads Q"] == [2, 4, 5, 4]  # the notes' [B, h, T, d_k] = [2, 4, 5, 4]
+    assert shapes["concat(heads)"] == [2, 5, 16]
+    assert shapes["scores QKᵀ/√d_k"] == shapes["weights softmax(scores)"] == [2, 4, 5, 5]
+    assert shapes["FFN x W_1 + b_1"] == [2, 5, 32]
+
+
+def test_gqa_pre_norm_and_decoder():
+    r = audit_shapes(d_model=32, heads=8, kv_heads=2, d_ff=16, seq=3, batch=1, norm="pre")
+    shapes = _by_step(r)
+    assert shapes["K = x W^K"] == [1, 3, 8]  # h_kv·d_k = 2·4
+    assert shapes["split heads K"] == [1, 2, 3, 4]
+    assert shapes["scores QKᵀ/√d_k"] == [1, 8, 3, 3]
+    assert r["steps"][0]["step"].startswith("layer input X")
+    d = audit_shapes(model="decoder-layer", d_model=16, heads=2, d_ff=8, seq=4, batch=3, layers=2)
+    cross = [s for s in d["steps"] if s["layer"] == "layers.0" and s["where"] == "cross_attn"]
+    assert [s["step"] for s in cross][:3] == [
+        "input y (queries from the decoder)",
+        "Q = x W^Q",
+        "K = memory W^K",
+    ]
+    assert d["layer_outputs"] == [[3, 4, 16]] * 2
+
+
+def test_render_draws_block():
+    text = render_shapes(audit_shapes(d_model=64, heads=4, d_ff=256, seq=20, batch=5, layers=2))
+    assert "scores QKᵀ/√d_k" in text and "[5, 4, 20, 20]" in text
+    assert "6,400 numbers" in text
+    assert (
+        text.index("W^O output") < text.index("norm LN_1") < text.index("FFN x W_1") < text.index("norm LN_2")
+    )
