@@ -1,0 +1,305 @@
+"""The attention explorer: one self-contained HTML page for the weights softmax(Q K^T / sqrt(d_k) + M).
+
+A model's attention is gathered into :class:`AttentionView` objects, each holding the weights
+``A [L, h, T_q, T_k]`` of one kind of attention (encoder self-attention, decoder causal
+self-attention or encoder-decoder cross-attention) with the query and key token texts. The page is
+built from ONE template with its JS and CSS (``viz/explorer/``) inlined, the weights embedded as
+JSON data (never markup), and a strict Content-Security-Policy: no network, no foreign script.
+
+Entry points: :func:`explorer_html` (sentence + model -> HTML string), :func:`explore` (an
+:class:`Explorer` object with ``_repr_html_`` for notebooks), :func:`write_explorer` (writes the
+file), :func:`render_html` (precomputed views -> HTML).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import html
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from attnlab._io import atomic_write_bytes
+
+ASSETS = Path(__file__).with_name("explorer")
+KINDS = ("self", "causal", "cross")
+EXPLANATIONS = {
+    "self": "Encoder self-attention: each token (left) spreads one unit of attention over every token of "
+            "the same sentence (right); a line's thickness is the weight, its colour the head.",
+    "causal": "Decoder causal self-attention: each token (left) attends only to itself and earlier tokens "
+              "(right); weights to later tokens are exactly zero.",
+    "cross": "Encoder-decoder cross-attention: each target token (left) spreads one unit of attention over "
+             "the source tokens (right).",
+}
+FLOAT32_LIMIT = 1 << 22  # above this many weights, embed float16 to keep the file small
+MIN_WEIGHT = 0.01  # edges lighter than this are not drawn (the heatmap still shows every weight)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionView:
+    """One kind of attention of one model: weights ``A [L, h, T_q, T_k]`` and the token texts.
+
+    Args:
+        name: shown in the page, e.g. ``"encoder self-attention"``.
+        kind: ``"self"``, ``"causal"`` or ``"cross"`` (chooses the one-line explanation).
+        query_tokens: ``T_q`` texts (rows / left column). key_tokens: ``T_k`` texts (columns / right).
+        weights: ``[L, h, T_q, T_k]``; each row sums to one over the keys.
+    """
+
+    name: str
+    kind: str
+    query_tokens: tuple
+    key_tokens: tuple
+    weights: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
+        w = np.asarray(self.weights, dtype=np.float32)
+        if w.ndim != 4:
+            raise ValueError(f"weights must be [L, h, T_q, T_k], got shape {list(w.shape)}")
+        if min(w.shape) == 0:
+            raise ValueError(f"weights must not be empty, got shape {list(w.shape)}")
+        q, k = tuple(str(t) for t in self.query_tokens), tuple(str(t) for t in self.key_tokens)
+        if len(q) != w.shape[2]:
+            raise ValueError(f"query_tokens has {len(q)} tokens but weights {list(w.shape)} "
+                             f"has T_q={w.shape[2]}")
+        if len(k) != w.shape[3]:
+            raise ValueError(f"key_tokens has {len(k)} tokens but weights {list(w.shape)} "
+                             f"has T_k={w.shape[3]}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError(f"weights contains NaN or infinite values (shape {list(w.shape)})")
+        object.__setattr__(self, "weights", w)
+        object.__setattr__(self, "query_tokens", q)
+        object.__setattr__(self, "key_tokens", k)
+
+    def to_json(self) -> dict:
+        """The view as the page reads it: weights as little-endian float32 (float16 if huge) base64."""
+        dtype = "<f4" if self.weights.size <= FLOAT32_LIMIT else "<f2"
+        raw = np.ascontiguousarray(self.weights, dtype=dtype).tobytes()
+        layers, heads, t_q, t_k = self.weights.shape
+        return {"name": self.name, "kind": self.kind, "explanation": EXPLANATIONS[self.kind],
+                "queries": list(self.query_tokens), "keys": list(self.key_tokens),
+                "layers": layers, "heads": heads, "tq": t_q, "tk": t_k,
+                "dtype": "float32" if dtype == "<f4" else "float16",
+                "weights": base64.b64encode(raw).decode("ascii")}
+
+
+# --- gathering attention from models -------------------------------------------------------------
+
+
+def _stack(per_layer) -> np.ndarray:
+    """list over layers of ``[1, h, T_q, T_k]`` tensors -> ``[L, h, T_q, T_k]`` float32."""
+    return np.stack([np.asarray(a.detach().float().cpu())[0] for a in per_layer])  # [L, h, T_q, T_k]
+
+
+def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionView]:
+    """Encoder self-attention of the pretrained MiniLM (6 layers x 12 heads) for one sentence.
+
+    Runs ``BertEncoder.forward(ids, output_attentions=True)``; ``attentions`` is a list of
+    ``[1, h, T, T]``, T counting ``[CLS]`` and ``[SEP]``.
+    """
+    import torch
+
+    from attnlab.models import load_pretrained
+
+    model, tokenizer = load_pretrained(model_name)
+    enc = tokenizer.encode(sentence)
+    max_len = int(getattr(getattr(model, "config", None), "max_len", 512) or 512)
+    if len(enc.ids) > max_len:
+        raise ValueError(f"sentence has {len(enc.ids)} tokens but {model_name} reads at most {max_len}")
+    ids = torch.tensor([enc.ids])  # [1, T]
+    model.eval()
+    with torch.no_grad():
+        out = model(ids, attention_mask=torch.ones_like(ids), output_attentions=True)
+    weights = _stack(out["attentions"])  # [L, h, T, T]
+    return [AttentionView("encoder self-attention", "self", enc.tokens, enc.tokens, weights)]
+
+
+def trained_views(model, src_ids: list[int], src_tokens: list[str], tgt_ids: list[int] | None = None,
+                  tgt_tokens: list[str] | None = None) -> list[AttentionView]:
+    """Attention of an attnlab model on one example, by teacher forcing.
+
+    ``transformer``: ``forward(src [1, S], tgt_in [1, T], return_attention=True)`` gives encoder
+    self-attention ``[L, h, S, S]``, decoder causal self-attention ``[L, h, T, T]`` and cross-attention
+    ``[L, h, T, S]``. ``attention-rnn``: the alignment ``[1, T, S]`` becomes one layer with one head.
+    ``gpt``: ``forward(ids [1, S], return_attention=True)``, causal self-attention ``[L, h, S, S]``
+    (``tgt_*`` unused).
+
+    Args:
+        model: an attnlab model (``load_model(dir)`` or freshly built).
+        src_ids: ``S`` source ids; src_tokens: their ``S`` texts.
+        tgt_ids: ``T`` decoder input ids (``[BOS] + y``); tgt_tokens: their texts.
+    """
+    import torch
+
+    kind = getattr(model, "kind", "")
+    if len(src_ids) != len(src_tokens):
+        raise ValueError(f"src_ids has {len(src_ids)} ids but src_tokens has {len(src_tokens)} texts")
+    model.eval()
+    src = torch.tensor([src_ids], dtype=torch.long)  # [1, S]
+    if kind == "gpt":
+        with torch.no_grad():
+            _, attn = model(src, return_attention=True)  # list over layers of [1, h, S, S]
+        return [AttentionView("decoder causal self-attention", "causal", src_tokens, src_tokens,
+                              _stack(attn))]
+    if kind not in ("transformer", "attention-rnn"):
+        raise ValueError(f"model kind {kind!r} has no attention weights to explore "
+                         f"(need transformer, attention-rnn or gpt; a fixed-context RNN has none)")
+    if tgt_ids is None or tgt_tokens is None or len(tgt_ids) != len(tgt_tokens):
+        raise ValueError("a sequence-to-sequence model needs tgt_ids and tgt_tokens of equal length")
+    tgt = torch.tensor([tgt_ids], dtype=torch.long)  # [1, T]
+    with torch.no_grad():
+        _, attn = model(src, tgt, return_attention=True)
+    if kind == "attention-rnn":
+        w = np.asarray(attn.detach().float().cpu())[0][None, None]  # [T, S] -> [1, 1, T, S]
+        return [AttentionView("cross-attention (alignment)", "cross", tgt_tokens, src_tokens, w)]
+    return [
+        AttentionView("encoder self-attention", "self", src_tokens, src_tokens, _stack(attn["encoder_self"])),
+        AttentionView("decoder causal self-attention", "causal", tgt_tokens, tgt_tokens,
+                      _stack(attn["decoder_self"])),
+        AttentionView("encoder-decoder cross-attention", "cross", tgt_tokens, src_tokens,
+                      _stack(attn["cross"])),
+    ]
+
+
+def trained_dir_views(sentence: str, directory: str | Path) -> tuple[list[AttentionView], str]:
+    """Views of a model trained by ``attnlab train`` (folder with ``latest.json``) on ``sentence``.
+
+    The task saved with the checkpoint gives the tokenizer; the model's own greedy output is the
+    target that is teacher-forced back in (``src = x + [EOS]``, ``tgt_in = [BOS] + y``; a GPT reads
+    ``[BOS] + x + [SEP] + y``).
+    """
+    from attnlab.tasks import BOS, EOS, SEP, get_task
+    from attnlab.training.checkpoint import load_trained
+    from attnlab.training.evaluate import predict
+
+    directory = Path(directory)
+    model, state = load_trained(directory)
+    spec = state.get("task") or {}
+    if "name" not in spec:
+        raise ValueError(f"{directory} does not record the task it was trained on; cannot tokenize")
+    task = get_task(spec["name"], **spec.get("params", {}))
+    tok = task.tokenizer
+    pred = predict(model, task, [sentence])[0]
+    if model.kind == "gpt":
+        ids = [BOS] + tok.encode(sentence) + [SEP] + tok.encode(pred)
+        views = trained_views(model, ids, [tok.token(i) for i in ids])
+    else:
+        src = tok.encode(sentence) + [EOS]
+        tgt = [BOS] + tok.encode(pred)
+        views = trained_views(model, src, [tok.token(i) for i in src], tgt, [tok.token(i) for i in tgt])
+    return views, f"{model.kind} trained on {spec['name']} ({directory.name}); output {pred!r}"
+
+
+def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[AttentionView], str]:
+    """Run ``sentence`` through ``model``: ``"minilm"`` or a folder written by ``attnlab train``.
+
+    Returns:
+        ``(views, model_label)``.
+    """
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise ValueError("sentence must be a non-empty string")
+    if str(model) == "minilm":
+        views = minilm_views(sentence)
+        layers, heads = views[0].weights.shape[:2]
+        return views, f"MiniLM (all-MiniLM-L6-v2), {layers} layers x {heads} heads"
+    directory = Path(model)
+    if not directory.is_dir():
+        raise ValueError(f"--model must be 'minilm' or a folder written by attnlab train; "
+                         f"{directory} is not a folder")
+    return trained_dir_views(sentence, directory)
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+
+def _json_for_script(data) -> str:
+    """JSON that cannot end a <script> element or break JS: <, >, &, U+2028, U+2029 escaped."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy(script: str, style: str) -> str:
+    """No network at all (``default-src 'none'``); only our one script and one style, by hash."""
+    return (f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+            f"img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+def render_html(views: list[AttentionView], *, model_label: str, sentence: str = "",
+                min_weight: float = MIN_WEIGHT) -> str:
+    """The explorer page for precomputed views (one self-contained HTML document).
+
+    Args:
+        views: one or more :class:`AttentionView`.
+        model_label: which model, shown on the page.
+        sentence: the input text, shown on the page (as text).
+        min_weight: edges with a smaller weight are not drawn as lines.
+    """
+    if not views:
+        raise ValueError("views must hold at least one AttentionView")
+    if not 0.0 <= float(min_weight) < 1.0:
+        raise ValueError(f"min_weight must be in [0, 1), got {min_weight}")
+    template = (ASSETS / "template.html").read_text(encoding="utf-8")
+    script = (ASSETS / "explorer.js").read_text(encoding="utf-8")
+    style = (ASSETS / "explorer.css").read_text(encoding="utf-8")
+    if "</script" in script.lower() or "</style" in style.lower():
+        raise ValueError("explorer assets must not contain closing tags")
+    data = {"model": str(model_label), "sentence": str(sentence), "minWeight": float(min_weight),
+            "views": [v.to_json() for v in views]}
+    parts = {"CSP": html.escape(content_security_policy(script, style), quote=True), "STYLE": style,
+             "SCRIPT": script, "DATA": _json_for_script(data)}
+    # one pass, so text inserted for one placeholder is never searched for another
+    return re.sub(r"\{\{(CSP|STYLE|SCRIPT|DATA)\}\}", lambda m: parts[m.group(1)], template)
+
+
+class Explorer:
+    """An explorer page as an object: ``.html``, ``.save(path)``, and ``_repr_html_`` for notebooks."""
+
+    def __init__(self, views: list[AttentionView], *, model_label: str, sentence: str = "",
+                 min_weight: float = MIN_WEIGHT):
+        self.views = list(views)
+        self.model_label = model_label
+        self.sentence = sentence
+        self.html = render_html(self.views, model_label=model_label, sentence=sentence, min_weight=min_weight)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        atomic_write_bytes(path, self.html.encode("utf-8"))
+        return path
+
+    def _repr_html_(self) -> str:
+        # an iframe keeps the page's CSP and script isolated from the notebook around it
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:760px;'
+                f'border:1px solid #ccc" sandbox="allow-scripts"></iframe>')
+
+
+def explore(sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT) -> Explorer:
+    """Run ``sentence`` through ``model`` (``"minilm"`` or a saved folder) and return an :class:`Explorer`."""
+    views, label = attention_views(sentence, model)
+    return Explorer(views, model_label=label, sentence=sentence, min_weight=min_weight)
+
+
+def explorer_html(sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT) -> str:
+    """The explorer page (HTML text) for ``sentence`` run through ``model``."""
+    return explore(sentence, model, min_weight=min_weight).html
+
+
+def write_explorer(sentence: str, model: str | Path = "minilm", out_path: str | Path = "explorer.html", *,
+                   min_weight: float = MIN_WEIGHT) -> Path:
+    """Write the explorer page for ``sentence`` and ``model`` to ``out_path`` atomically; return the path."""
+    out = Path(out_path)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a file name such as explorer.html")
+    return explore(sentence, model, min_weight=min_weight).save(out)
