@@ -1,9 +1,11 @@
 """Check-yourself questions in the style of the notes' worked checks, with random (seeded) numbers.
 
 Every question is drawn by a topic generator from a NumPy ``Generator``; its correct answer is
-computed by attnlab's own functions (``attnlab.ref``: the shapes come from running the layers, the
-parameter counts from the parameter dicts the layers accept, the weights and contexts from
-``softmax``/``additive_attention``/``scaled_dot_product_attention``) and never stored. Each question
+computed by attnlab's own functions and never stored: shapes by running :mod:`attnlab.ref`'s
+layers, weights and contexts with ``softmax`` / ``additive_attention`` /
+``scaled_dot_product_attention`` / ``merge_heads``, parameter counts with
+:func:`attnlab.audit.params.audit_params`, FLOPs and KV-cache bytes with
+:mod:`attnlab.audit.cost`. Each question
 carries a worked solution, step by step.
 
 Answers are read tolerantly (:func:`parse_answer`): ``1,152``, ``1152``, ``1.152e3``, ``[0.5, 1]``,
@@ -136,29 +138,6 @@ def _choice(rng: np.random.Generator, options):
     return options[int(rng.integers(len(options)))]
 
 
-def _zeros_mha(d: int, bias: bool) -> dict:
-    p = {k: np.zeros((d, d)) for k in ("W_q", "W_k", "W_v", "W_o")}
-    if bias:
-        p.update({f"b_{n}": np.zeros(d) for n in "qkvo"})
-    return p
-
-
-def _zeros_encoder(d: int, f: int, bias: bool) -> dict:
-    ffn = {"W_1": np.zeros((d, f)), "W_2": np.zeros((f, d))}
-    if bias:
-        ffn.update(b_1=np.zeros(f), b_2=np.zeros(d))
-    p = {"attn": _zeros_mha(d, bias), "ffn": ffn}
-    if bias:  # affine LayerNorms (gamma and beta) are counted with the biases
-        p.update(norm1={"gamma": np.ones(d), "beta": np.zeros(d)}, norm2={"gamma": np.ones(d), "beta": np.zeros(d)})
-    return p
-
-
-def _count(tree) -> int:
-    if isinstance(tree, dict):
-        return sum(_count(v) for v in tree.values())
-    return int(np.asarray(tree).size)
-
-
 def _random_params(rng: np.random.Generator, d: int, f: int) -> dict:
     def mha():
         return {k: rng.normal(size=(d, d)) / math.sqrt(d) for k in ("W_q", "W_k", "W_v", "W_o")}
@@ -167,18 +146,6 @@ def _random_params(rng: np.random.Generator, d: int, f: int) -> dict:
                                    "W_2": rng.normal(size=(f, d)) / math.sqrt(f)},
             "norm1": {"gamma": np.ones(d), "beta": np.zeros(d)},
             "norm2": {"gamma": np.ones(d), "beta": np.zeros(d)}}
-
-
-def attention_flops(batch: int, heads: int, t_q: int, t_k: int, d_k: int) -> int:
-    """FLOPs of one score product Q K^T (or of A V with d_v = d_k): 2 * B * h * T_q * T_k * d_k
-    (one multiply-add = 2 FLOPs)."""
-    return 2 * batch * heads * t_q * t_k * d_k
-
-
-def kv_cache_bytes(layers: int, kv_heads: int, d_head: int, bytes_per_value: int, tokens: int = 1,
-                   batch: int = 1) -> int:
-    """KV-cache size: 2 (K and V) * L * h_kv * d_head * bytes * tokens * batch."""
-    return 2 * layers * kv_heads * d_head * bytes_per_value * tokens * batch
 
 
 # --------------------------------------------------------------------------- topics
@@ -237,48 +204,49 @@ def _q_shapes(rng: np.random.Generator) -> Question:
 
 
 def _q_params(rng: np.random.Generator) -> Question:
+    from attnlab.audit.params import audit_params  # imports torch: only when a count is asked
+
     variant = _choice(rng, ["head_wq", "wo", "mha", "encoder"])
     d = _choice(rng, [256, 512, 768, 1024])
+    h = _choice(rng, [4, 8, 16])
+    bias = bool(rng.integers(2))
+    f = 4 * d
+    report = audit_params("encoder-layer", d_model=d, heads=h, d_ff=f, bias=bias, build_module=False)
+    rows = {r["part"]: r for r in report["rows"]}
     if variant == "head_wq":
-        h = _choice(rng, [4, 8, 16])
-        w_q = np.zeros((d, d))  # W^Q of all heads [d_model, h*d_k]
-        one = ref.split_heads(w_q, h)[0]  # [d_model, d_k]
+        n = report["per_head"]["W_Q_one_head"]
         text = f"d_model = {d}, h = {h} heads. How many weights are in ONE head's W^Q (no bias)?"
         steps = [f"d_k = {d} / {h} = {d // h}; one head's W^Q is [d_model, d_k] = [{d}, {d // h}]",
-                 f"{d} * {d // h} = {one.size:,}"]
-        return Question("params", variant, text, float(one.size), steps, {"d_model": d, "h": h}, True)
+                 f"{d} * {d // h} = {n:,}"]
+        return Question("params", variant, text, float(n), steps, {"d_model": d, "h": h}, True)
     if variant == "wo":
-        params = _zeros_mha(d, bias=False)
-        ref.multi_head_attention(np.zeros((1, 2, d)), None, params, 8)  # W_o [h*d_v, d_model] is accepted
-        n = params["W_o"].size
+        n = rows["W^O"]["weights"]
         text = f"d_model = {d} and h * d_v = d_model. How many weights does W^O hold (no bias)?"
         steps = [f"W^O maps Concat [h*d_v] = [{d}] back to d_model = {d}: [{d}, {d}]", f"{d}^2 = {n:,}"]
         return Question("params", variant, text, float(n), steps, {"d_model": d}, True)
-    bias = bool(rng.integers(2))
-    what = ("with biases" + (" and two affine LayerNorms" if variant == "encoder" else "")) if bias else \
-        "weights only (no biases" + (", no LayerNorms)" if variant == "encoder" else ")")
+    what = "with biases" if bias else "weights only (no biases)"
     if variant == "mha":
-        params = _zeros_mha(d, bias)
-        ref.multi_head_attention(np.zeros((1, 2, d)), None, params, 8)  # the dict is a working MHA
-        n = _count(params)
-        text = f"Multi-head self-attention with d_model = {d} (any h with h*d_k = d_model), {what}: how many parameters?"
-        steps = [f"W^Q, W^K, W^V, W^O: 4 * d^2 = 4 * {d}^2 = {4 * d * d:,}"]
+        n = report["by_group"]["attention"]
+        text = (f"Multi-head self-attention with d_model = {d}, h = {h} (h*d_k = d_model), {what}: "
+                f"how many parameters?")
+        steps = [f"W^Q, W^K, W^V, W^O: each h * d * (d/h) = d^2; 4 * {d}^2 = {4 * d * d:,}"]
         if bias:
             steps.append(f"four biases: 4 * d = {4 * d:,}")
-        steps.append(f"total {n:,}")
+        steps.append(f"total {n:,} (independent of h)")
         return Question("params", variant, text, float(n), steps, {"d_model": d, "bias": bias}, True)
-    f = 4 * d
-    params = _zeros_encoder(d, f, bias)
-    ref.encoder_layer(np.zeros((1, 2, d)), {**params, "norm1": params.get("norm1", {"gamma": np.ones(d)}),
-                                            "norm2": params.get("norm2", {"gamma": np.ones(d)})}, 8)
-    n = _count(params)
-    text = f"One encoder layer with d_model = {d}, d_ff = {f}, {what}: how many parameters?"
-    steps = [f"attention 4 d^2 = {4 * d * d:,}", f"FFN 2 d f = 2 * {d} * {f} = {2 * d * f:,}"]
     if bias:
-        steps += [f"attention biases 4d = {4 * d:,}; FFN biases f + d = {f + d:,}; two LayerNorms 4d = {4 * d:,}",
-                  f"total 4d^2 + 2df + f + 9d = {n:,}"]
+        n = report["total"]
+        what = "with biases and two affine LayerNorms (PyTorch's convention)"
+        steps = [f"attention 4d^2 + 4d = {report['by_group']['attention']:,}",
+                 f"FFN 2df + f + d = {report['by_group']['ffn']:,}",
+                 f"two LayerNorms (gamma and beta) 4d = {report['by_group']['norms']:,}",
+                 f"total 4d^2 + 2df + f + 9d = {n:,}"]
     else:
-        steps.append(f"total 4d^2 + 2df = {n:,}")
+        n = sum(r["weights"] for r in report["rows"] if r["group"] in ("attention", "ffn"))
+        what = "counting only the weight matrices (no biases, no LayerNorm)"
+        steps = [f"attention 4d^2 = 4 * {d}^2 = {4 * d * d:,}", f"FFN 2df = 2 * {d} * {f} = {2 * d * f:,}",
+                 f"total 4d^2 + 2df = {n:,}"]
+    text = f"One encoder layer with d_model = {d}, d_ff = {f}, {what}: how many parameters?"
     return Question("params", variant, text, float(n), steps, {"d_model": d, "d_ff": f, "bias": bias}, True)
 
 
@@ -408,46 +376,55 @@ def _q_wo(rng: np.random.Generator) -> Question:
 
 
 def _q_flops(rng: np.random.Generator) -> Question:
+    from attnlab.audit.cost import audit_cost  # imports torch: only when FLOPs are asked
+
     variant = _choice(rng, ["qk", "approx_attn", "approx_mlp", "projections"])
     if variant == "qk":
         b, h, t, d_k = int(rng.integers(1, 5)), _choice(rng, [4, 8, 12]), _choice(rng, [128, 256, 512, 1024]), 64
-        n = attention_flops(b, h, t, t, d_k)
+        terms = {r["term"]: r for r in audit_cost(d_model=h * d_k, heads=h, d_ff=4 * h * d_k, seq=t,
+                                                  batch=b)["terms"]}
+        n = terms["QK\u1d40"]["flops"]
         text = (f"B = {b}, h = {h}, T = {t}, d_k = {d_k}. How many FLOPs does Q K^T take "
                 f"(1 multiply-add = 2 FLOPs)?")
         steps = [f"each of the B*h*T*T = {b * h * t * t:,} scores is a {d_k}-term dot product",
                  f"2 * {b} * {h} * {t}^2 * {d_k} = {n:,}"]
         return Question("flops", variant, text, float(n), steps, {"B": b, "h": h, "T": t, "d_k": d_k}, True)
     n_tok, d = _choice(rng, [512, 1024, 2048, 4096]), _choice(rng, [512, 768, 1024])
+    report = audit_cost(d_model=d, heads=8, d_ff=4 * d, seq=n_tok, batch=1)
     if variant == "approx_attn":
-        val = 4 * n_tok * n_tok * d
+        val = report["notes_check"]["attn_4n2d_per_layer_per_sequence"]
         text = (f"Using FLOPs_attn ~ 4 n^2 d per layer (QK^T and AV, 2 FLOPs per multiply-add), "
                 f"n = {n_tok}, d = {d}: how many FLOPs?")
         steps = [f"QK^T: 2 n^2 d; AV: 2 n^2 d; sum 4 n^2 d = 4 * {n_tok}^2 * {d} = {val:,}"]
     elif variant == "approx_mlp":
-        val = 16 * n_tok * d * d
+        val = report["notes_check"]["mlp_16nd2_per_layer_per_sequence"]
         text = (f"Using FLOPs_MLP ~ 16 n d^2 per layer (two d x 4d matrices, 2 FLOPs per multiply-add), "
                 f"n = {n_tok}, d = {d}: how many FLOPs?")
         steps = [f"each matrix: 2 * n * d * 4d = 8 n d^2; two of them: 16 n d^2 = 16 * {n_tok} * {d}^2 = {val:,}"]
     else:
-        val = 4 * 2 * n_tok * d * d
+        terms = {r["term"]: r["flops"] for r in report["terms"]}
+        val = sum(terms[k] for k in ("Q projection", "K projection", "V projection", "W^O"))
         text = f"n = {n_tok} tokens, d_model = {d}: FLOPs of the four projections Q, K, V, O (no bias)?"
         steps = [f"each projection: 2 * n * d^2 = {2 * n_tok * d * d:,}", f"four of them: 8 n d^2 = {val:,}"]
     return Question("flops", variant, text, float(val), steps, {"n": n_tok, "d": d}, True)
 
 
 def _q_kvcache(rng: np.random.Generator) -> Question:
+    from attnlab.audit.cost import kv_cache_bytes
+
     layers = _choice(rng, [12, 24, 32, 80])
     heads = _choice(rng, [8, 16, 32, 64])
     kv = _choice(rng, [heads, heads // 4, heads // 8, 1])
     d_head, nbytes = _choice(rng, [64, 128]), _choice(rng, [2, 4])
     tokens, batch = _choice(rng, [1, 1024, 4096]), _choice(rng, [1, 4])
-    n = kv_cache_bytes(layers, kv, d_head, nbytes, tokens, batch)
+    n = kv_cache_bytes(layers, kv, d_head, nbytes, tokens=tokens, batch=batch)
+    per_token = kv_cache_bytes(layers, kv, d_head, nbytes)
     kind = "MHA" if kv == heads else ("MQA" if kv == 1 else "GQA")
     text = (f"A decoder with L = {layers} layers, {heads} query heads and {kv} key/value heads ({kind}), "
             f"d_head = {d_head}, {nbytes} bytes per value. KV-cache size in bytes for a "
             f"context of {tokens} token{'s' if tokens > 1 else ''} and batch {batch}?")
     steps = ["per token and layer: K and V, each h_kv * d_head values: 2 * h_kv * d_head",
-             f"2 * {layers} * {kv} * {d_head} * {nbytes} bytes = {2 * layers * kv * d_head * nbytes:,} per token",
+             f"2 * {layers} * {kv} * {d_head} * {nbytes} bytes = {per_token:,} per token",
              f"* {tokens} token(s) * batch {batch} = {n:,} bytes ({n / 2**20:,.2f} MiB)"]
     return Question("kvcache", kind.lower(), text, float(n), steps,
                     {"layers": layers, "heads": heads, "kv_heads": kv, "d_head": d_head, "bytes": nbytes,
