@@ -1,0 +1,56 @@
+"""``attnlab lesson N | --all | --list [--json]``: run the notes' code blocks through attnlab and print
+Concept, Code, Output and Interpretation."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import click
+
+from attnlab.commands._errors import BadInput, usage_errors
+
+
+def _indent(text: str) -> str:
+    return textwrap.indent(text, "    ")
+
+
+def _render(lesson, output: list[str]) -> str:
+    wrap = lambda s: textwrap.fill(s, width=100, initial_indent="    ", subsequent_indent="    ")
+    return "\n".join([
+        f"Lesson {lesson.number}: {lesson.title}",
+        "Concept", wrap(lesson.concept),
+        "Code", _indent(lesson.code),
+        "Output", _indent("\n".join(output)),
+        "Interpretation", wrap(lesson.interpretation),
+    ])
+
+
+@click.command("lesson")
+@click.argument("number", required=False)
+@click.option("--all", "run_all", is_flag=True, help="Run every lesson, 01 to 05.")
+@click.option("--list", "list_only", is_flag=True, help="List the lessons without running them.")
+@click.option("--json", "as_json", is_flag=True, help="Print number, title, concept, code, output as JSON.")
+@usage_errors
+def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) -> None:
+    """Run lesson NUMBER (01-05) of the Week 1 notes: the original code next to attnlab's."""
+    from attnlab.lessons import LESSONS, get_lesson
+
+    if sum([number is not None, run_all, list_only]) != 1:
+        raise BadInput("give exactly one of: a lesson number (01-05), --all, --list")
+    if list_only:
+        if as_json:
+            click.echo(json.dumps([{"number": n, "title": les.title, "concept": les.concept}
+                                   for n, les in LESSONS.items()], indent=2))
+        else:
+            for n, les in LESSONS.items():
+                click.echo(f"{n}  {les.title:<26} {les.concept}")
+        return
+    chosen = list(LESSONS.values()) if run_all else [get_lesson(number)]
+    results = [(les, les.run()) for les in chosen]
+    if as_json:
+        click.echo(json.dumps([{"number": les.number, "title": les.title, "concept": les.concept,
+                                "code": les.code, "output": out, "interpretation": les.interpretation}
+                               for les, out in results], indent=2))
+        return
+    click.echo("\n\n".join(_render(les, out) for les, out in results))

@@ -1,0 +1,41 @@
+"""The :class:`Lesson` record: one executed code block of the notes (Concept -> Code -> Output ->
+Interpretation), run through attnlab next to the notes' original NumPy/PyTorch calls."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CHECK = "attnlab check: "  # prefix of the extra lines printed after the notes' own output
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson.
+
+    Attributes:
+        number: ``"01"`` .. ``"05"`` (section 5.1 .. 5.5 of the Week 1 notes).
+        title: the code block's name in the notes.
+        concept: the notes' one-line Concept.
+        interpretation: the notes' Interpretation (plus, where needed, how attnlab maps onto it).
+        func: the computation; its source is the Code shown to the reader, so the two cannot disagree.
+    """
+
+    number: str
+    title: str
+    concept: str
+    interpretation: str
+    func: Callable[[], list[str]] = field(repr=False, compare=False)
+
+    @property
+    def code(self) -> str:
+        """The code shown to the reader: the source of :attr:`func`, exactly what :meth:`run` executes."""
+        return textwrap.dedent(inspect.getsource(self.func)).rstrip()
+
+    def run(self) -> list[str]:
+        """Execute the lesson. Returns the Output lines: first the lines printed in the notes (the same
+        text, except floating-point discrepancy figures, which stay below 1e-6), then extra lines
+        starting with ``"attnlab check: "``."""
+        return list(self.func())
