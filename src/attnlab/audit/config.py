@@ -80,8 +80,13 @@ class Arch:
                 "model 'transformer' has standard multi-head attention with biases; "
                 "kv_heads and bias=False apply to encoder-layer, decoder-layer and gpt"
             )
-        if self.model == "bert" and self.h_kv != self.heads:
-            raise ValueError("model 'bert' has standard multi-head attention; kv_heads does not apply")
+        if self.model == "bert" and (self.h_kv != self.heads or not self.bias):
+            raise ValueError(
+                "model 'bert' has standard multi-head attention with biases; "
+                "kv_heads and bias=False do not apply"
+            )
+        if self.model == "bert" and self.norm != "post":
+            raise ValueError("model 'bert' is post-norm; norm='pre' does not apply")
 
     @property
     def h_kv(self) -> int:

@@ -112,13 +112,14 @@ def rows_for(a: Arch) -> list[Row]:
             _norm("LN_f (final)", None),
             Row("head", "logits W = Eᵀ (tied: counted once)", Poly(), Poly()),
         ]
-    # bert: word, position and segment tables + embedding LayerNorm, post-norm GELU layers
+    # bert: word, position and token-type tables + embedding LayerNorm, post-norm layers, pooler
     return [
         _table("word embedding [V, d]", "embeddings", "V", "d"),
         _table("learned positions [n_ctx, d]", "positions", "n_ctx", "d"),
         Row("embeddings", "token types [2, d]", Poly.term(2, "d"), Poly()),
         _norm("LN_emb", None),
         *_encoder_layer(a),
+        Row("head", "pooler W [d, d] (tanh on [CLS])", Poly.term(1, "d", "d"), Poly.term(1, "d")),
     ]
 
 

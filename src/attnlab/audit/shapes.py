@@ -39,7 +39,7 @@ _SKIP = (nn.Dropout, nn.Identity)
 def _leaf_label(path: str, module: nn.Module) -> str | None:
     leaf = path.rsplit(".", 1)[-1]
     if isinstance(module, nn.Embedding):
-        return f"embedding {leaf} [{module.num_embeddings}, {module.embedding_dim}]"
+        return f"embedding lookup, table [{module.num_embeddings}, {module.embedding_dim}]"
     if "linear1" in leaf or leaf in ("fc1", "w1", "c_fc"):
         return "FFN x W_1 + b_1"
     if "linear2" in leaf or leaf in ("fc2", "w2", "c_proj"):
@@ -47,7 +47,7 @@ def _leaf_label(path: str, module: nn.Module) -> str | None:
     if isinstance(module, (nn.ReLU, nn.GELU)):
         return f"FFN activation {type(module).__name__}"
     if isinstance(module, nn.Linear):
-        return f"linear {leaf} [{module.in_features} -> {module.out_features}]"
+        return f"linear [{module.in_features} -> {module.out_features}]"
     return f"{leaf} ({type(module).__name__})"
 
 
