@@ -58,8 +58,8 @@ def check_7(ev):
 
 def check_8(ev):
     assert ev["per_layer"] == 3_152_384 and ev["stack"] == 6 * 3_152_384 == 18_914_304  # seed 000 §4
-    assert ev["tensors"] == 6 * 12  # 12 parameter tensors per torch encoder layer, none shared
-    assert ev["minilm_min_pair_difference"] > 0.5
+    assert ev["tensors"] == 6 * 16  # 4 projections + 2 FFN linears (weight, bias) + 2 norms x 2: none shared
+    assert ev["init_min_pair_difference"] > 0.5 and ev["minilm_min_pair_difference"] > 0.5
 
 
 def check_9(ev):
@@ -133,7 +133,7 @@ def check_20(ev):
 def check_21(ev):
     d, f = 512, 2048
     assert (ev["MHA"], ev["FFN"], ev["norms"]) == (1_050_624, 2_099_712, 2_048)  # seed 000 §4
-    assert ev["total"] == 4 * d * d + 2 * d * f + f + 9 * d == 3_152_384
+    assert ev["total"] == ev["module"] == ev["torch"] == 4 * d * d + 2 * d * f + f + 9 * d == 3_152_384
     assert ev["weights_only"] == 4 * d * d + 2 * d * f
 
 

@@ -7,8 +7,9 @@ the numbers behind them (the tests assert those numbers). Seeds: 000 = Week 1 no
 plain language, 003 = the course page of the week that follows.
 
 Demonstrations are small (widths of 4-16, a few tokens) except where the notes' own numbers are the
-point (d_model 512). NumPy demonstrations use :mod:`attnlab.ref`; parameter counts build real modules
-(``attnlab.nn`` when available); the weight-sharing myths read the real MiniLM checkpoint.
+point (d_model 512). NumPy demonstrations use :mod:`attnlab.ref`; parameter counts build real
+``attnlab.nn`` modules (and :mod:`attnlab.audit`); the weight-sharing myths read the real MiniLM
+checkpoint.
 """
 
 from __future__ import annotations
@@ -86,18 +87,6 @@ def _param_count(tree) -> int:
 
 def _module_count(module) -> int:
     return sum(p.numel() for p in module.parameters())
-
-
-def _mha_module(d: int, h: int, bias: bool = True):
-    """A real multi-head attention module: ``attnlab.nn.MultiHeadAttention`` once the engine is
-    installed, else PyTorch's ``nn.MultiheadAttention`` (same parameter layout: Q, K, V, O)."""
-    try:
-        from attnlab.nn import MultiHeadAttention
-    except ImportError:
-        from torch import nn
-
-        return nn.MultiheadAttention(d, h, bias=bias, batch_first=True), "torch.nn.MultiheadAttention"
-    return MultiHeadAttention(d, h, bias=bias), "attnlab.nn.MultiHeadAttention"
 
 
 def minilm_path():
@@ -280,34 +269,36 @@ def _ffn_neighbours():
 
 def _layers_share_weights():
     import torch
-    from torch import nn
+
+    from attnlab.nn import Encoder, EncoderLayer
 
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
-    stack = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False)
-    per_layer, total = _module_count(layer), _module_count(stack)
+    per_layer = _module_count(EncoderLayer(512, 8, 2048))
+    stack = Encoder(6, 512, 8, 2048)  # six post-norm base layers
+    total = _module_count(stack)
     storages = {p.data_ptr() for p in stack.parameters()}
+    q = [layer.self_attn.q_proj.weight.detach().numpy() for layer in stack.layers]
+    init_pair = min(_rel(q[i], q[j]) for i in range(6) for j in range(6) if i < j)
     t = _minilm_tensors([f"encoder.layer.{i}.attention.self.query.weight" for i in range(6)])
     ws = [t[f"encoder.layer.{i}.attention.self.query.weight"] for i in range(6)]
     pair = min(_rel(ws[i], ws[j]) for i in range(6) for j in range(6) if i < j)
     lines = [
-        f"Six base encoder layers (d=512, h=8, f=2048): one layer {per_layer:,} parameters,",
-        f"  the stack {total:,} = 6 x {per_layer:,}; {len(storages)} separate parameter tensors",
-        f"The real MiniLM's six W^Q: closest pair differs by {pair:.3f} of its norm.",
+        f"attnlab.nn.Encoder, six base layers (d=512, h=8, f=2048): one layer {per_layer:,} parameters,",
+        f"  the stack {total:,} = 6 x {per_layer:,} in {len(storages)} separate tensors;",
+        f"  closest pair of the six freshly initialised W^Q differs by {init_pair:.3f} of its norm",
+        f"The real MiniLM's six trained W^Q: closest pair differs by {pair:.3f} of its norm.",
         "Same architecture, separately learned weights (sharing would be a deliberate choice, e.g. ALBERT).",
     ]
     return lines, {"per_layer": per_layer, "stack": total, "tensors": len(storages),
-                   "minilm_min_pair_difference": pair}
+                   "init_min_pair_difference": init_pair, "minilm_min_pair_difference": pair}
 
 
 def _more_heads_more_weights():
-    counts, names = {}, set()
-    for h in (1, 2, 4, 8):
-        module, name = _mha_module(512, h)
-        counts[h] = _module_count(module)
-        names.add(name)
+    from attnlab.nn import MultiHeadAttention
+
+    counts = {h: _module_count(MultiHeadAttention(512, h)) for h in (1, 2, 4, 8)}
     per_proj = {h: h * 512 * (512 // h) for h in (1, 2, 4, 8)}
-    lines = [f"d_model = 512, counted on {', '.join(sorted(names))} (Q, K, V, O with biases):"]
+    lines = ["d_model = 512, counted on attnlab.nn.MultiHeadAttention (Q, K, V, O with biases):"]
     lines += [f"  h = {h}: head width {512 // h:3d}, per projection {h} x 512 x {512 // h} = {per_proj[h]:,}, "
               f"module total {counts[h]:,}" for h in counts]
     lines.append("More heads split the same d_model columns; the count does not change (nor shrink).")
@@ -502,22 +493,27 @@ def _order_from_content():
 
 def _three_million():
     import torch
-    from torch import nn
 
-    torch.manual_seed(0)
-    full = nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
-    groups = {"MHA": _module_count(full.self_attn),
-              "FFN": _module_count(full.linear1) + _module_count(full.linear2),
-              "norms": _module_count(full.norm1) + _module_count(full.norm2)}
-    total = _module_count(full)
-    weights_only = sum(p.numel() for n, p in full.named_parameters() if n.endswith("weight") and p.ndim == 2)
+    from attnlab.audit.params import audit_params
+    from attnlab.nn import EncoderLayer
+
+    report = audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)
+    groups = {"MHA": report["by_group"]["attention"], "FFN": report["by_group"]["ffn"],
+              "norms": report["by_group"]["norms"]}
+    module = _module_count(EncoderLayer(512, 8, 2048))
+    torch_layer = _module_count(torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True))
+    weights_only = sum(r["weights"] for r in report["rows"] if r["group"] in ("attention", "ffn"))
+    total = report["total"]
     lines = [
-        "Base encoder layer, d=512, f=2048, counted on torch.nn.TransformerEncoderLayer:",
+        "Base encoder layer, d=512, f=2048 (attnlab.audit.audit_params):",
         *(f"  {g:5s} {c:9,}" for g, c in groups.items()),
-        f"  total {total:9,}   (weights only 4d^2 + 2df = {weights_only:,})",
+        f"  total {total:9,}   (attnlab.nn.EncoderLayer {module:,}; torch.nn.TransformerEncoderLayer "
+        f"{torch_layer:,})",
+        f"  weight matrices only, 4d^2 + 2df = {weights_only:,}",
         f"'1M + 2M = 3M' is off by {total - 3_000_000:,}; biases and norms add {total - weights_only:,} = f + 9d.",
     ]
-    return lines, {**groups, "total": total, "weights_only": weights_only}
+    return lines, {**groups, "total": total, "module": module, "torch": torch_layer,
+                   "weights_only": weights_only}
 
 
 def _head_wq_32178():
