@@ -237,3 +237,24 @@ def test_bad_forward_inputs_name_the_shapes():
         m(x, mask=torch.ones(3, 3))
     with pytest.raises(ValueError, match="x_kv has batch 1 but x_q has batch 2"):
         m(x, torch.randn(1, 3, 8))
+
+
+@pytest.mark.parametrize("case", [dict(), dict(num_kv_heads=2, positions="rope")])
+def test_flash_option_equals_sdpa_path_with_and_without_cache(case):
+    torch.manual_seed(20)
+    sdpa = MultiHeadAttention(16, 4, **case).eval()
+    flash = MultiHeadAttention(16, 4, attention="flash", **case).eval()
+    flash.load_state_dict(sdpa.state_dict())
+    x = torch.randn(2, 7, 16)
+    pad = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])[:, None, :]
+    for kw in (dict(), dict(is_causal=True), dict(mask=pad), dict(mask=pad, is_causal=True)):
+        torch.testing.assert_close(flash(x, **kw)[0], sdpa(x, **kw)[0], rtol=1e-5, atol=1e-5)
+    c1, c2 = KVCache(), KVCache()
+    flash(x[:, :4], is_causal=True, cache=c1)
+    sdpa(x[:, :4], is_causal=True, cache=c2)
+    torch.testing.assert_close(
+        flash(x[:, 4:6], is_causal=True, cache=c1)[0],
+        sdpa(x[:, 4:6], is_causal=True, cache=c2)[0],
+        rtol=1e-5,
+        atol=1e-5,
+    )

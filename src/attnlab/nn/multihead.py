@@ -81,8 +81,7 @@ def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.T
         ok = False
     if not ok:
         raise ValueError(
-            f"mask of shape {given} does not broadcast to the scores' shape "
-            f"[B, h, T_q, T_k] = {list(shape)}"
+            f"mask of shape {given} does not broadcast to the scores' shape [B, h, T_q, T_k] = {list(shape)}"
         )
     return mask
 
@@ -252,7 +251,8 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"is_causal needs T_k >= T_q (queries are the last positions), got T_q={t_q}, T_k={t_k}"
                 )
-            if t_q == t_k and mask is None and self.positions != "alibi" and not explicit:
+            flash = self.attention == "flash" and not explicit  # flash's causal is lower-right already
+            if flash or (t_q == t_k and mask is None and self.positions != "alibi" and not explicit):
                 sdpa_causal = True
             elif t_q > 1:  # one query at the end sees every key: nothing to mask
                 causal = causal_mask(t_q, t_k, device=x_q.device)  # [T_q, T_k]
