@@ -25,7 +25,13 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 def gelu(x, approximate: str = "none") -> np.ndarray:
     """GELU(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); ``approximate="tanh"`` gives
-    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Shape-preserving."""
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    Args:
+        x: any shape. approximate: ``"none"`` (exact erf) or ``"tanh"``.
+    Returns:
+        the same shape and dtype as ``x``.
+    """
     x = as_float("x", x)
     if approximate == "tanh":
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))

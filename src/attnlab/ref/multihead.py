@@ -17,7 +17,14 @@ from attnlab.ref.positions import alibi_bias, apply_rope
 
 
 def split_heads(x, num_heads: int) -> np.ndarray:
-    """``[..., T, h*d_h] -> [..., h, T, d_h]``."""
+    """Split the projected features into heads: Q = [Q_1 | ... | Q_h], head ``i`` owning columns
+    ``i*d_h .. (i+1)*d_h - 1``.
+
+    Args:
+        x: ``[..., T, h*d_h]`` (e.g. ``X W^Q``). num_heads: h; must divide the width.
+    Returns:
+        ``[..., h, T, d_h]``.
+    """
     x = as_float("x", x, min_ndim=2)
     num_heads = positive_int("num_heads", num_heads)
     *lead, t, width = x.shape
@@ -28,7 +35,13 @@ def split_heads(x, num_heads: int) -> np.ndarray:
 
 
 def merge_heads(x) -> np.ndarray:
-    """``[..., h, T, d_h] -> [..., T, h*d_h]`` (the concatenation Concat(H_1, ..., H_h))."""
+    """Concat(H_1, ..., H_h): put the heads side by side again (the inverse of :func:`split_heads`).
+
+    Args:
+        x: head outputs ``[..., h, T, d_h]``.
+    Returns:
+        ``[..., T, h*d_h]``, ready for ``@ W^O``.
+    """
     x = as_float("x", x, min_ndim=3)
     *lead, h, t, d_h = x.shape
     return np.swapaxes(x, -2, -3).reshape(*lead, t, h * d_h)  # [..., T, h*d_h]
