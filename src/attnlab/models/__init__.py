@@ -1,5 +1,11 @@
 """Whole models built from :mod:`attnlab.nn`, each with a frozen config and save/load."""
 
 from attnlab.models.base import ModelConfig, SavableModel, load_model
+from attnlab.models.bert import BertConfig, BertEncoder, embed, load_pretrained
+from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.rnn import AttentionRNN, AttentionRNNConfig, RNNConfig, Seq2SeqRNN
+from attnlab.models.transformer import Transformer, TransformerConfig
 
-__all__ = ["ModelConfig", "SavableModel", "load_model"]
+__all__ = ["GPT", "GPTConfig", "Transformer", "TransformerConfig",
+           "AttentionRNN", "AttentionRNNConfig", "BertConfig", "BertEncoder", "ModelConfig", "RNNConfig",
+           "SavableModel", "Seq2SeqRNN", "embed", "load_model", "load_pretrained"]
