@@ -169,6 +169,17 @@ def check_27(ev):
         assert _close(w, E**3 / (E**3 + t - 1), 1e-12)
 
 
+def check_28(ev):
+    for row in ev["flops"].values():
+        assert row["qk"] == row["av"] == 2 * 1024 * 1024 * 512  # 2 * T^2 * d, independent of h
+        assert row["projections"] == 4 * 2 * 1024 * 512 * 512
+
+
+def check_29(ev):
+    assert set(ev["max_difference"]) == {16, 64, 128}
+    assert max(ev["max_difference"].values()) < 1e-12
+
+
 CHECKS = {int(name.split("_")[1]): fn for name, fn in dict(globals()).items() if name.startswith("check_")}
 
 

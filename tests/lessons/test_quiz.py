@@ -3,6 +3,7 @@ arithmetic here), the grader checked both ways, tolerant parsing, and the CLI dr
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -224,3 +225,30 @@ def test_myths_cli():
     for bad in ("0", "99", "two"):
         r = run(["myths", bad])
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "unknown myth" in r.output
+
+
+class _TypedThenCtrlC(io.RawIOBase):
+    """Keyboard input: the given bytes, then the user presses Ctrl-C."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not buffer:
+            return 0
+        if not self.data:
+            raise KeyboardInterrupt
+        n = min(len(buffer), len(self.data))
+        buffer[:n], self.data = self.data[:n], self.data[n:]
+        return n
+
+
+def test_cli_ctrl_c_prints_score_so_far():
+    q = make_quiz("softmax", seed=8, count=3)[0]
+    typed = _TypedThenCtrlC((as_text(q, expected(q)) + "\n").encode())
+    r = run(["quiz", "--topic", "softmax", "--seed", "8", "--count", "3"], typed)
+    assert r.exit_code == 0 and r.exception is None, r.output
+    assert "Right." in r.output and "interrupted" in r.output and "Score: 1/1 (2 not asked)" in r.output

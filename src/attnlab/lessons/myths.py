@@ -644,6 +644,37 @@ def _heads_specialise():
     return lines, {"max_diff": diffs}
 
 
+def _heads_cost_more():
+    from attnlab.audit.cost import audit_cost
+
+    rows = {}
+    for h in (1, 2, 4, 8):
+        terms = {r["term"]: r["flops"] for r in audit_cost(d_model=512, heads=h, d_ff=2048, seq=1024)["terms"]}
+        rows[h] = {"qk": terms["QK\u1d40"], "av": terms["AV"],
+                   "projections": sum(terms[k] for k in ("Q projection", "K projection", "V projection", "W^O"))}
+    lines = ["FLOPs of one self-attention layer, d_model=512, T=1024 (attnlab.audit.audit_cost):",
+             "   h   d_k            QK^T              AV     projections"]
+    lines += [f"  {h:2d}  {512 // h:4d}  {r['qk']:14,}  {r['av']:14,}  {r['projections']:14,}"
+              for h, r in rows.items()]
+    lines.append("h heads of width d/h do the work of one full-width head: h * T^2 * (d/h) = T^2 * d.")
+    return lines, {"flops": rows}
+
+
+def _flash_approximate():
+    rng = np.random.default_rng(16)
+    q, k, v = (rng.normal(size=(2, 4, 200, 16)) for _ in range(3))  # [B, h, T, d]
+    dense, _ = ref.scaled_dot_product_attention(q, k, v, ref.causal_mask(200))
+    diffs = {}
+    for block in (16, 64, 128):
+        tiled = ref.flash_attention(q, k, v, causal=True, block_q=block, block_k=block)
+        diffs[block] = float(np.abs(tiled - dense).max())
+    lines = ["Causal attention, B=2, h=4, T=200, d=16: tiled (online softmax) vs dense softmax(QK^T/sqrt(d) + M) V",
+             *(f"  tiles {b:3d} x {b:3d} (largest score block {b * b:,} of {200 * 200:,} entries): "
+               f"max difference {d:.1e}" for b, d in diffs.items()),
+             "The running max and sum rescale exactly: same result up to float rounding, less memory."]
+    return lines, {"max_difference": diffs}
+
+
 # --------------------------------------------------------------------------- the list
 
 _S000, _S001, _S003 = "seed 000 (Week 1 notes)", "seed 001 (Week 1 plain language)", "seed 003 (course page)"
@@ -777,6 +808,16 @@ MYTHS: list[Myth] = [
          "Fitting in the window is not the same as being attended to: with more distractors the weight "
          "on any one relevant token dilutes.",
          _long_window),
+    Myth(28, "h heads cost h times the compute of one attention head.",
+         f"{_S003} multi-head lesson; {_S001} §5 (exam Q9: heads do not cut parameters either)",
+         "Each of the h heads works at width d/h, so QK^T and AV take h * T^2 * (d/h) = T^2 * d "
+         "multiply-adds, the same as one full-width head; the projections are d^2 each whatever h is.",
+         _heads_cost_more),
+    Myth(29, "FlashAttention is an approximation of attention.",
+         f"{_S003} FlashAttention lesson",
+         "It computes exact attention tile by tile with an online softmax (running max and sum); only "
+         "the memory traffic changes, never the result beyond float rounding.",
+         _flash_approximate),
 ]
 
 
