@@ -1,0 +1,50 @@
+"""`attnlab embed TEXT... [--json]` with the real MiniLM."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+from attnlab.models.bert import embed, load_pretrained
+
+TEXTS = ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."]
+
+
+def test_json_gives_norms_and_the_cosine_matrix():
+    result = CliRunner().invoke(cli, ["embed", *TEXTS, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["texts"] == TEXTS and data["dim"] == 384 and data["tokens"] == [9, 7, 9]
+    vectors = torch.tensor(data["embeddings"])  # [3, 384]
+    model, tokenizer = load_pretrained("minilm")
+    torch.testing.assert_close(vectors, embed(model, tokenizer, TEXTS), rtol=0, atol=1e-6)
+    torch.testing.assert_close(torch.tensor(data["norms"]), torch.ones(3), rtol=0, atol=1e-6)
+    cos = torch.tensor(data["cosine"])
+    torch.testing.assert_close(cos, vectors @ vectors.T, rtol=0, atol=1e-6)
+    torch.testing.assert_close(cos, cos.T, rtol=0, atol=0)
+    assert cos[0, 1] > 0.8 and abs(cos[0, 2]) < 0.1  # paraphrase vs unrelated
+
+
+def test_human_output_is_a_table():
+    result = CliRunner().invoke(cli, ["embed", *TEXTS[:2]])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "model minilm: 6 layers, d_model 384, mean pooling, L2-normalised"
+    assert lines[3].split()[:3] == ["1", "1.000000", "9"] and lines[3].endswith(TEXTS[0])
+    assert "cosine similarity" in lines
+    row1 = lines[lines.index("cosine similarity") + 2].split()
+    assert row1[0] == "1" and row1[1] == "1.0000" and 0.8 < float(row1[2]) < 0.9
+
+
+def test_bad_arguments_exit_2_with_one_line():
+    runner = CliRunner()
+    bad_model = runner.invoke(cli, ["embed", "hello", "--model", "no-such-model"])
+    assert bad_model.exit_code == 2
+    assert bad_model.output.strip().splitlines() == [
+        "Error: unknown pretrained model 'no-such-model': use one of ['minilm'] or a checkpoint directory"]
+    assert runner.invoke(cli, ["embed"]).exit_code == 2
+    bad_batch = runner.invoke(cli, ["embed", "hello", "--batch-size", "0"])
+    assert bad_batch.exit_code == 2 and "--batch-size must be a positive integer" in bad_batch.output
