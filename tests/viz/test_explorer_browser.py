@@ -33,6 +33,10 @@ def test_clicking_a_token_draws_exactly_the_computed_edges(tmp_path, open_page, 
     assert max(abs(got[e] - want[e]) for e in want) < 1e-7  # float32 round trip, exact
     assert page.page.get_attribute("#lines", "data-count") == str(len(want))
     assert page.page.get_attribute(f"button.tok[data-index='{it}']", "aria-selected") == "true"
+    # the per-head summary names each head's heaviest key
+    tops = page.page.eval_on_selector_all("#top-keys li", "els => els.map(e => Number(e.dataset.top))")
+    assert tops == [int(np.argmax(w[0, h, it])) for h in range(4)]
+    assert page.page.text_content("#top-keys li").startswith(f"head 1: {TOKENS[tops[0]]} ")
     # every row the model computed sums to one; the page holds the same numbers
     row = [page.page.evaluate(f"window.attnExplorer.weight(0, 2, {it}, {j})") for j in range(len(TOKENS))]
     np.testing.assert_allclose(row, w[0, 2, it], atol=1e-7)

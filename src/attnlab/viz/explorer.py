@@ -105,7 +105,7 @@ def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionVie
     """
     import torch
 
-    from attnlab.models import load_pretrained
+    from attnlab.models.bert import load_pretrained
 
     model, tokenizer = load_pretrained(model_name)
     enc = tokenizer.encode(sentence)

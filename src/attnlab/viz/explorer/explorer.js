@@ -170,6 +170,31 @@
   }
   var drawn = [];
 
+  // the three heaviest keys of the selected token in each shown head, as text
+  function listTopKeys() {
+    var v = view(), list = $("top-keys");
+    while (list.firstChild) list.removeChild(list.firstChild);
+    $("top-title").hidden = state.query === null;
+    if (state.query === null) return;
+    $("top-title").textContent = "Where \u201c" + v.queries[state.query] + "\u201d looks most (layer " +
+      (state.layer + 1) + ")";
+    selectedHeads(v).forEach(function (h) {
+      var order = [];
+      for (var j = 0; j < v.tk; j++) order.push(j);
+      var w = function (j) { return weight(v, state.layer, h, state.query, j); };
+      order.sort(function (a, b) { return w(b) - w(a); });
+      var li = document.createElement("li");
+      li.value = h + 1;
+      li.dataset.head = String(h);
+      li.dataset.top = String(order[0]);
+      li.textContent = "head " + (h + 1) + ": " + order.slice(0, 3).map(function (j) {
+        return v.keys[j] + " " + w(j).toFixed(3);
+      }).join(", ");
+      li.style.color = headColour(h, v.heads);
+      list.appendChild(li);
+    });
+  }
+
   // ---- heatmap with exact values on hover --------------------------------------------------
   var heat = { cell: 1, left: 0, top: 0 };
 
@@ -310,7 +335,7 @@
   }
 
   // ---- state changes -----------------------------------------------------------------------
-  function render() { updateMeta(); drawLines(); drawHeatmap(); markThumbs(); }
+  function render() { updateMeta(); drawLines(); listTopKeys(); drawHeatmap(); markThumbs(); }
 
   function selectQuery(i) { state.query = i; render(); }
 
