@@ -125,9 +125,9 @@ def check_19(ev):
 
 
 def check_20(ev):
-    d = np.array(ev["max_diff"])
-    assert d[0, 1] == 0.0 and d[1, 0] == 0.0 and np.all(np.diag(d) == 0)
-    assert d[0, 2] > 1e-2 and d[2, 3] > 1e-2
+    assert ev["heads"] == 6 * 12 and ev["row_sum_error"] < 1e-5  # MiniLM: 6 layers x 12 heads, real weights
+    assert ev["sink_heads"] >= 10  # many heads do little but attend to [CLS]/[SEP]
+    assert ev["closest_pair_tv"] < 0.2 < ev["median_pair_tv"]  # a near-duplicate pair among distinct heads
 
 
 def check_21(ev):
