@@ -132,3 +132,24 @@ def test_decoder_layer_matches_nn_transformer_decoder_layer(dtype, norm, activat
     assert got.dtype == dtype and got.shape == (b, t_tgt, d)
     assert np.max(np.abs(got - expected)) <= TOL[dtype]
 
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_layers_without_bias_match_torch(norm, rng):
+    # bias=False: no projection/FFN biases and LayerNorms without beta (still centred, not RMSNorm)
+    torch.manual_seed(0)
+    enc = _seeded(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, bias=False,
+                                             norm_first=norm == "pre", dtype=torch.float64), 3)
+    dec = _seeded(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True, bias=False,
+                                             norm_first=norm == "pre", dtype=torch.float64), 4)
+    x, memory = rng.normal(size=(2, 4, 8)) * 3 + 1, rng.normal(size=(2, 6, 8))
+    p_enc, p_dec = ref.params_from_torch(enc), ref.params_from_torch(dec)
+    assert "b_q" not in p_enc["attn"] and not p_enc["norm1"]["beta"].any()
+    with torch.no_grad():
+        want_enc = enc(torch.from_numpy(x)).numpy()
+        want_dec = dec(torch.from_numpy(x), torch.from_numpy(memory),
+                       tgt_mask=torch.from_numpy(~ref.causal_mask(4))).numpy()
+    got_enc = ref.encoder_layer(x, p_enc, 2, norm=norm)
+    got_dec = ref.decoder_layer(x, memory, p_dec, 2, norm=norm, self_mask=ref.causal_mask(4))
+    assert np.max(np.abs(got_enc - want_enc)) <= 1e-10
+    assert np.max(np.abs(got_dec - want_dec)) <= 1e-10

@@ -36,7 +36,9 @@ def _mha(m, dtype) -> dict:
 
 
 def _norm(m, dtype) -> dict:
-    return {"gamma": _np(m.weight, dtype), "beta": _np(m.bias, dtype)}
+    # LayerNorm(bias=False) still centres: beta = 0 (a missing beta would mean RMSNorm in ref.layers)
+    beta = _np(m.bias, dtype) if m.bias is not None else np.zeros(m.weight.shape, dtype=dtype)
+    return {"gamma": _np(m.weight, dtype), "beta": beta}
 
 
 def _ffn(layer, dtype) -> dict:
