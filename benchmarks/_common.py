@@ -1,0 +1,131 @@
+"""Shared by every benchmark: interleaved timing, summaries, target records, the machine description.
+
+Method: the candidates of one comparison run in the same process, interleaved (A, B, A, B, ...)
+after one warm-up call each, so slow phases of a shared machine hit both alike. A table shows the
+median and the min-max of the runs; a ratio is median(A) / median(B).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list]:
+    """Seconds per call for each candidate: ``{name: [t_1, ..., t_repeats]}``, runs interleaved."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    runs: dict[str, list] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            runs[name].append(time.perf_counter() - t0)
+    return runs
+
+
+def summary(runs: list[float]) -> dict:
+    """Median, min, max and the runs themselves (seconds)."""
+    return {"median": statistics.median(runs), "min": min(runs), "max": max(runs), "runs": list(runs),
+            "n": len(runs)}
+
+
+def ratio(a: list[float], b: list[float]) -> float:
+    """median(a) / median(b)."""
+    return statistics.median(a) / statistics.median(b)
+
+
+def fmt_s(s: dict, unit: str = "ms", scale: float = 1e3, digits: int = 1) -> str:
+    """``median (min–max)`` of a :func:`summary`, in ``unit``."""
+    med, lo, hi = (f"{s[key] * scale:.{digits}f}" for key in ("median", "min", "max"))
+    return f"{med} ({lo}–{hi}) {unit}"
+
+
+def target(what: str, goal: str, measured: float, met: bool, shown: str, limit: str = "") -> dict:
+    """One row of the target table: what is compared, the goal, the measured figure, met or not.
+
+    ``limit`` says what limits a missed target (filled from a measurement where one exists).
+    """
+    return {"what": what, "target": goal, "measured": measured, "shown": shown, "met": bool(met),
+            "limit": limit}
+
+
+def table(title: str, columns: list[str], rows: list[list]) -> dict:
+    return {"title": title, "columns": columns, "rows": [[str(c) for c in r] for r in rows]}
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _blas_info() -> list[dict]:
+    """BLAS libraries loaded by NumPy and PyTorch, with threads and the kernel OpenBLAS chose."""
+    import numpy  # noqa: F401  (loads its BLAS so threadpoolctl can see it)
+    import torch  # noqa: F401
+
+    try:
+        import threadpoolctl
+    except ImportError:
+        cfg = numpy.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {})
+        return [{"source": "numpy.show_config", "name": blas.get("name"), "version": blas.get("version"),
+                 "openblas configuration": blas.get("openblas configuration")}]
+    keep = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture", "prefix")
+    libs = threadpoolctl.threadpool_info()
+    return [{k: lib.get(k) for k in keep if lib.get(k) is not None} for lib in libs]
+
+
+def machine() -> dict:
+    """Machine, library versions, BLAS and its environment settings."""
+    import numpy
+    import torch
+
+    env_keys = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                "MKL_NUM_THREADS")
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gib = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(__file__), timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_gib, 1) if mem_gib else None,
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "versions": {d: _version(d) for d in ("attnlab", "numpy", "torch", "transformers",
+                                               "sentence-transformers", "tokenizers", "threadpoolctl")},
+        "torch_threads": torch.get_num_threads(),
+        "torch_blas": "MKL" if torch.backends.mkl.is_available() else "other",
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "numpy_simd": sorted(numpy.__config__.CONFIG.get("SIMD Extensions", {}).get("found", []) or []),
+        "blas": _blas_info(),
+        "env": {k: os.environ.get(k, "(unset)") for k in env_keys},
+        "commit": commit,
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }

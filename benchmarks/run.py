@@ -1,0 +1,122 @@
+"""Run every benchmark (what ``make bench`` runs) and write benchmarks/results.json and docs/performance.md.
+
+Each benchmark runs in its own subprocess (so one's memory or threads cannot disturb the next, and
+a missing engine piece fails only its own section), in the order below. The matmul peak is
+measured first and handed to the benchmarks that report a fraction of it.
+
+    python benchmarks/run.py                  # everything (< 15 minutes on the 2-core machine)
+    python benchmarks/run.py --only mha,minilm
+    python benchmarks/run.py --quick          # small sizes, for checking the scripts themselves
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+BENCHMARKS = ["peak", "numpy_flash", "torch_flash", "sdpa_pitfalls", "mha", "encoder_layer", "gpt_generate",
+              "minilm", "train_transformer", "demo"]
+TIMEOUT_S = {"demo": 600}
+
+
+def _child(name: str, ctx_path: str, out_path: str) -> None:
+    with open(ctx_path) as f:
+        ctx = json.load(f)
+    module = importlib.import_module(f"bench_{name}")
+    result = module.run(ctx)
+    with open(out_path, "w") as f:
+        json.dump(result, f, default=float)
+
+
+def _run_one(name: str, ctx: dict, workdir: str) -> dict:
+    import subprocess
+
+    ctx_path = os.path.join(workdir, "ctx.json")
+    out_path = os.path.join(workdir, f"{name}.json")
+    with open(ctx_path, "w") as f:
+        json.dump(ctx, f)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--ctx", ctx_path,
+                               "--result", out_path], capture_output=True, text=True, cwd=ROOT,
+                              timeout=TIMEOUT_S.get(name, 420))
+        failed = proc.returncode != 0 or not os.path.exists(out_path)
+        err = (proc.stderr or "").strip().splitlines()[-12:]
+    except subprocess.TimeoutExpired:
+        failed, err = True, [f"timed out after {TIMEOUT_S.get(name, 420)} s"]
+    wall = time.perf_counter() - t0
+    if failed:
+        return {"name": name, "title": name, "error": "\n".join(err), "wall_s": wall, "tables": [],
+                "targets": [], "notes": []}
+    with open(out_path) as f:
+        result = json.load(f)
+    result["wall_s"] = wall
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated benchmark names: " + ",".join(BENCHMARKS))
+    ap.add_argument("--quick", action="store_true", help="small sizes, to check the scripts")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--ctx", help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        try:
+            _child(args.child, args.ctx, args.result)
+        except Exception:
+            traceback.print_exc()
+            return 1
+        return 0
+
+    from _common import machine
+    from report import render
+    from tqdm import tqdm
+
+    from attnlab._io import atomic_write_bytes
+
+    names = BENCHMARKS if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS}", file=sys.stderr)
+        return 2
+    if "peak" not in names and any(n in names for n in ("minilm", "train_transformer")):
+        names = ["peak"] + names
+    started = time.time()
+    results = {"machine": machine(), "quick": args.quick, "started_utc": time.strftime(
+        "%Y-%m-%d %H:%M:%S", time.gmtime(started)), "benchmarks": []}
+    ctx = {"quick": args.quick, "root": ROOT}
+    with tempfile.TemporaryDirectory() as workdir:
+        bar = tqdm(names, desc="benchmarks", unit="bench")
+        for name in bar:
+            bar.set_postfix_str(name)
+            res = _run_one(name, ctx, workdir)
+            if name == "peak" and "error" not in res:
+                ctx["peak_flops"] = res["raw"]["peak_flops"]
+            results["benchmarks"].append(res)
+            status = "error" if "error" in res else "ok"
+            tqdm.write(f"{name}: {status} in {res['wall_s']:.0f} s")
+    results["wall_s"] = time.time() - started
+    results["machine"]["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    atomic_write_bytes(args.out, (json.dumps(results, indent=1, default=float) + "\n").encode())
+    atomic_write_bytes(args.doc, render(results).encode())
+    print(f"wrote {os.path.relpath(args.out, ROOT)} and {os.path.relpath(args.doc, ROOT)} "
+          f"in {results['wall_s'] / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
