@@ -98,3 +98,30 @@ def test_sliding_window_output_ignores_tokens_outside_the_window(seed, t, window
         lo = max(0, i - window + 1)
         ref_i, _ = ref.scaled_dot_product_attention(q[i:i + 1], k[lo:i + 1], v[lo:i + 1])
         np.testing.assert_allclose(out[i], ref_i[0], atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=SEEDS, t_q=st.integers(1, 5), t_k=st.integers(2, 7))
+def test_cross_attention_is_invariant_to_the_order_of_the_memory(seed, t_q, t_k):
+    g = np.random.default_rng(seed)
+    params = _params(g, 6, 2, 3)
+    x, memory = g.normal(size=(1, t_q, 6)), g.normal(size=(1, t_k, 6))
+    perm = g.permutation(t_k)
+    out, w = ref.multi_head_attention(x, memory, params, 2)
+    out_p, w_p = ref.multi_head_attention(x, memory[:, perm], params, 2)
+    np.testing.assert_allclose(out_p, out, atol=1e-10)  # a set of keys, not a sequence
+    np.testing.assert_allclose(w_p, w[..., perm], atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=SEEDS, t=st.integers(1, 7), positions=st.sampled_from([None, "rope", "alibi"]))
+def test_one_query_over_the_cached_prefix_equals_that_row_of_full_causal_attention(seed, t, positions):
+    # the lower-right causal alignment: decoding step i (t_q = 1, t_k = i + 1) sees every cached key
+    g = np.random.default_rng(seed)
+    params = _params(g, 8, 2, 4)
+    x = g.normal(size=(1, t, 8))
+    full, _ = ref.multi_head_attention(x, x, params, 2, mask=ref.causal_mask(t), positions=positions)
+    for i in range(t):
+        step, _ = ref.multi_head_attention(x[:, i:i + 1], x[:, :i + 1], params, 2,
+                                           mask=ref.causal_mask(1, i + 1), positions=positions)
+        np.testing.assert_allclose(step[0, 0], full[0, i], atol=1e-10)
