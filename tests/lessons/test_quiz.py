@@ -201,7 +201,21 @@ def test_cli_answers_mode_prints_worked_answers():
         assert all(step in r.output for step in q.steps)
 
 
+def test_cli_answers_json():
+    import json
+
+    r = run(["quiz", "--topic", "kvcache", "--seed", "3", "--count", "2", "--answers", "--json"])
+    assert r.exit_code == 0
+    data = json.loads(r.output)
+    assert data["seed"] == 3 and len(data["questions"]) == 2
+    for item in data["questions"]:
+        d = item["data"]
+        per_value = 2 * d["layers"] * d["kv_heads"] * d["d_head"]
+        assert item["answer"] == per_value * d["bytes"] * d["tokens"] * d["batch"]
+
+
 @pytest.mark.parametrize("args,message", [
+    (["--json"], "--json prints the answers"),
     (["--topic", "nope"], "unknown topic 'nope'"), (["--count", "x"], "--count must be an integer"),
     (["--count", "0"], "--count must be >= 1"), (["--seed", "-1"], "--seed must be >= 0"),
 ])

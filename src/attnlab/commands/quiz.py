@@ -7,6 +7,7 @@ is not a number is explained and the question asked again.
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 
@@ -45,10 +46,12 @@ def _score(right: int, asked: int, total: int) -> None:
               help="Random seed (default: a fresh one, printed).")
 @click.option("--count", "count", default="5", metavar="N", show_default=True, help="Number of questions.")
 @click.option("--answers", is_flag=True, help="Print the questions with their worked answers and exit.")
+@click.option("--json", "as_json", is_flag=True,
+              help="With --answers: the questions, answers and steps as JSON.")
 @usage_errors
-def quiz(topic: str | None, seed: str | None, count: str, answers: bool) -> None:
+def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json: bool) -> None:
     """Questions in the style of the notes' worked checks, with random numbers and worked solutions."""
-    from attnlab.lessons.quiz import TOPICS, grade, make_quiz, parse_answer
+    from attnlab.lessons.quiz import TOPICS, grade, iter_quiz, parse_answer
 
     if topic is not None and topic not in TOPICS:
         raise ValueError(f"unknown topic {topic!r}: choose one of {', '.join(TOPICS)}")
@@ -58,7 +61,15 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool) -> None
     s = _int_option("--seed", seed, 0)
     if s is None:
         s = secrets.randbelow(10**6)
-    questions = make_quiz(topic, seed=s, count=n)
+    questions = iter_quiz(topic, seed=s, count=n)
+    if as_json:
+        if not answers:
+            raise ValueError("--json prints the answers: use it with --answers")
+        click.echo(json.dumps({"seed": s, "topic": topic, "questions": [
+            {"topic": q.topic, "variant": q.variant, "question": q.text,
+             "answer": list(q.answer) if q.is_vector else q.answer, "answer_text": q.format_answer(),
+             "steps": q.steps, "data": q.data} for q in questions]}, indent=2))
+        return
     click.echo(f"attnlab quiz: {n} question{'s' if n > 1 else ''}, "
                f"topic {topic or 'all'}, seed {s} (--seed {s} repeats them)")
 

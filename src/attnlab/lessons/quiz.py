@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -444,8 +444,9 @@ TOPICS: dict[str, tuple[str, Callable[[np.random.Generator], Question]]] = {
 }
 
 
-def make_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> list[Question]:
-    """``count`` questions on ``topic`` (None = all topics, mixed) drawn with ``seed``.
+def iter_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> Iterator[Question]:
+    """Yield ``count`` questions on ``topic`` (None = all topics, in shuffled rounds) drawn with
+    ``seed``, one at a time (a question that needs torch imports it only when it is reached).
 
     Raises:
         ValueError: unknown topic (the message lists the topics) or a non-positive count.
@@ -454,9 +455,19 @@ def make_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> list[Q
         raise ValueError(f"unknown topic {topic!r}: choose one of {', '.join(TOPICS)}")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
+    return _generate(topic, seed, count)
+
+
+def _generate(topic: str | None, seed: int, count: int) -> Iterator[Question]:
     rng = np.random.default_rng(seed)
     names = [topic] if topic else list(TOPICS)
     order: list[str] = []
     while len(order) < count:
         order += [names[i] for i in rng.permutation(len(names))]
-    return [TOPICS[name][1](rng) for name in order[:count]]
+    for name in order[:count]:
+        yield TOPICS[name][1](rng)
+
+
+def make_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> list[Question]:
+    """All questions of :func:`iter_quiz` as a list."""
+    return list(iter_quiz(topic, seed, count))
