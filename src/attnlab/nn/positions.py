@@ -22,20 +22,21 @@ def _check_range(name: str, offset: int, t: int, max_len: int) -> None:
 
 def sinusoidal_table(max_len: int, d: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): ``[max_len, d]``
-    float32 (computed in float64; odd ``d`` drops the last cosine)."""
+    float64 (odd ``d`` drops the last cosine)."""
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # [max_len, 1]
     two_i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]  # [1, ceil(d/2)]
     angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64), two_i / d)  # [max_len, ceil(d/2)]
     pe = torch.zeros(max_len, d, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : d // 2])
-    return pe.float()
+    return pe
 
 
 class SinusoidalPositions(nn.Module):
     """Fixed sinusoidal encodings added to the embeddings: ``x + PE[offset : offset + T]``.
 
-    The table is a non-persistent buffer (not saved: it is a function of ``max_len`` and ``d``).
+    The table is a non-persistent float64 buffer (not saved: it is a function of ``max_len`` and
+    ``d``), cast to the input's dtype when added, so float64 models get float64 positions.
     """
 
     def __init__(self, max_len: int, d: int):

@@ -1,0 +1,240 @@
+"""The original encoder-decoder Transformer (Vaswani et al. 2017), built from :mod:`attnlab.nn`.
+
+  memory = Encoder(Emb_src(src) sqrt(d_model) + PE)
+  logits = Decoder(Emb_tgt(tgt_in) sqrt(d_model) + PE, memory) W_out + b_out
+
+Post-norm by default (pre-norm by option, which adds a final LayerNorm to each stack), sinusoidal
+positions, PAD keys masked in every attention, causal decoder self-attention. With
+``share_embeddings`` the source embedding, target embedding and output projection share one
+matrix (the paper's choice; needs one vocabulary). Incremental decoding (``start``/``step``/
+``reorder``) keeps a KV cache per decoder layer and the projected memory per cross-attention.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from torch import nn
+
+from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
+from attnlab.nn.layers import Decoder, Encoder
+from attnlab.nn.multihead import KVCache
+from attnlab.nn.positions import SinusoidalPositions
+
+
+def check_ids(name: str, ids: torch.Tensor, vocab: int, max_len: int, ndim: int = 2) -> None:
+    """Raise ``ValueError`` unless ``ids`` is an integer tensor of rank ``ndim`` with every id in
+    ``0..vocab-1`` and (for rank 2) a length of at most ``max_len``."""
+    if not torch.is_tensor(ids) or ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise ValueError(
+            f"{name} must be an integer tensor of token ids, got "
+            f"{type(ids).__name__} {getattr(ids, 'dtype', '')}".rstrip()
+        )
+    if ids.ndim != ndim:
+        raise ValueError(
+            f"{name} must have rank {ndim} ({'[B, T]' if ndim == 2 else '[B]'}), got shape {list(ids.shape)}"
+        )
+    if ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= vocab:
+            bad = lo if lo < 0 else hi
+            raise ValueError(
+                f"{name} has token id {bad} outside the vocabulary 0..{vocab - 1} (size {vocab})"
+            )
+    if ndim == 2 and ids.shape[1] > max_len:
+        raise ValueError(f"{name} has length {ids.shape[1]}, longer than max_len={max_len}")
+    if ndim == 2 and ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {list(ids.shape)})")
+
+
+def check_dropout(config, name: str = "dropout") -> None:
+    value = getattr(config, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{type(config).__name__}.{name} must lie in [0, 1), got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig(ModelConfig):
+    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model)."""
+
+    src_vocab: int
+    tgt_vocab: int
+    d_model: int = 512
+    num_heads: int = 8
+    d_ff: int = 2048
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    max_len: int = 512
+    norm: str = "post"
+    activation: str = "relu"
+    dropout: float = 0.1
+    share_embeddings: bool = False
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        check_positive(
+            self,
+            "src_vocab",
+            "tgt_vocab",
+            "d_model",
+            "num_heads",
+            "d_ff",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "max_len",
+        )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"TransformerConfig.d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
+        check_choice(self, "norm", ("post", "pre"))
+        check_choice(self, "activation", ("relu", "gelu", "gelu_tanh"))
+        check_dropout(self)
+        if self.share_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(
+                f"TransformerConfig.share_embeddings needs src_vocab == tgt_vocab, got "
+                f"{self.src_vocab} and {self.tgt_vocab}"
+            )
+        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
+            raise ValueError(f"TransformerConfig.pad_id={self.pad_id!r} must be an id of both vocabularies")
+
+
+@dataclasses.dataclass
+class TransformerState:
+    """Incremental-decoding state: encoder memory ``[B, S, d]``, its key mask ``[B, 1, S]`` (or
+    None), one self-attention cache and one static cross-attention cache per decoder layer, and
+    the number of target positions consumed."""
+
+    memory: torch.Tensor
+    memory_mask: torch.Tensor | None
+    caches: list[KVCache]
+    memory_caches: list[KVCache]
+    length: int = 0
+    last_logits: torch.Tensor | None = None  # seq2seq: the first step consumes BOS, so none yet
+
+
+class Transformer(SavableModel):
+    """Encoder-decoder Transformer: ``forward(src [B, S], tgt_in [B, T]) -> logits [B, T, V_tgt]``."""
+
+    kind = "transformer"
+    config_class = TransformerConfig
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = c = config
+        layer_kw = dict(norm=c.norm, activation=c.activation, dropout=c.dropout)
+        self.src_embed = nn.Embedding(c.src_vocab, c.d_model)
+        self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab, c.d_model)
+        self.positions = SinusoidalPositions(c.max_len, c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
+        self.encoder = Encoder(c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, **layer_kw)
+        self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, **layer_kw)
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab)
+        for p in self.parameters():  # Glorot/Xavier for every matrix, as the Annotated Transformer does
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        if c.share_embeddings:
+            self.generator.weight = self.tgt_embed.weight  # [V, d]: one matrix in three places
+
+    # ------------------------------------------------------------------------------ pieces
+    def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        x = embedding(ids) * math.sqrt(self.config.d_model)  # [B, T, d]
+        return self.dropout(self.positions(x, offset))  # [B, T, d]
+
+    def _src_mask(self, src: torch.Tensor) -> torch.Tensor | None:
+        real = src != self.config.pad_id  # [B, S]
+        return None if bool(real.all()) else real[:, None, :]  # [B, 1, S] or None (no padding)
+
+    def encode(self, src: torch.Tensor, need_weights: bool = False):
+        """``src [B, S]`` -> ``(memory [B, S, d], src key mask [B, 1, S] or None)`` (and the encoder's
+        self-attention weights, a list of ``[B, h, S, S]``, with ``need_weights``)."""
+        c = self.config
+        check_ids("src", src, c.src_vocab, c.max_len)
+        mask = self._src_mask(src)
+        out = self.encoder(self._embed(self.src_embed, src), mask, need_weights=need_weights)
+        if need_weights:
+            return out[0], mask, out[1]
+        return out, mask
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+        """Teacher forcing: the decoder reads the gold previous tokens ``tgt_in`` all at once.
+
+        Args:
+            src: ``[B, S]`` source ids (PAD-padded on the right). tgt_in: ``[B, T]`` decoder inputs
+                (BOS y_1 .. y_{T-1}).
+            return_attention: also return ``{"encoder_self": [B, h, S, S] per layer,
+                "decoder_self": [B, h, T, T] per layer, "cross": [B, h, T, S] per layer}``.
+        Returns:
+            ``logits [B, T, V_tgt]`` (or ``(logits, attention)``).
+        """
+        c = self.config
+        check_ids("tgt_in", tgt_in, c.tgt_vocab, c.max_len)
+        if tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in has batch {tgt_in.shape[0]} but src has batch {src.shape[0]}")
+        enc = self.encode(src, need_weights=return_attention)
+        memory, mem_mask = enc[0], enc[1]
+        tgt_real = tgt_in != c.pad_id  # [B, T]
+        self_mask = None if bool(tgt_real.all()) else tgt_real[:, None, :]  # [B, 1, T] key padding
+        y = self._embed(self.tgt_embed, tgt_in)  # [B, T, d]
+        out = self.decoder(
+            y,
+            memory,
+            self_mask=self_mask,
+            memory_mask=mem_mask,
+            is_causal=True,
+            need_weights=return_attention,
+        )
+        if not return_attention:
+            return self.generator(out)  # [B, T, V_tgt]
+        y, self_ws, cross_ws = out
+        return self.generator(y), {"encoder_self": enc[2], "decoder_self": self_ws, "cross": cross_ws}
+
+    # ------------------------------------------------------------------------------ decoding protocol
+    def start(self, src: torch.Tensor) -> TransformerState:
+        """Encode ``src [B, S]`` once; the returned state carries the memory and empty caches."""
+        memory, mask = self.encode(src)
+        n = len(self.decoder.layers)
+        return TransformerState(
+            memory, mask, [KVCache() for _ in range(n)], [KVCache(static=True) for _ in range(n)]
+        )
+
+    def step(self, tokens: torch.Tensor, state: TransformerState) -> tuple[torch.Tensor, TransformerState]:
+        """Feed one token per sequence, ``tokens [B]``, at position ``state.length``.
+
+        Returns:
+            ``(logits [B, V_tgt], state)`` with the caches extended by one position.
+        """
+        c = self.config
+        check_ids("tokens", tokens, c.tgt_vocab, c.max_len, ndim=1)
+        if tokens.shape[0] != state.memory.shape[0]:
+            raise ValueError(
+                f"tokens has batch {tokens.shape[0]} but the state has batch {state.memory.shape[0]}"
+            )
+        if state.length >= c.max_len:
+            raise ValueError(f"cannot decode position {state.length}: max_len={c.max_len}")
+        y = self._embed(self.tgt_embed, tokens[:, None], offset=state.length)  # [B, 1, d]
+        y = self.decoder(
+            y,
+            state.memory,
+            memory_mask=state.memory_mask,
+            is_causal=True,
+            caches=state.caches,
+            memory_caches=state.memory_caches,
+        )  # [B, 1, d]
+        state.length += 1
+        logits = self.generator(y[:, 0])  # [B, V_tgt]
+        state.last_logits = logits
+        return logits, state
+
+    def reorder(self, state: TransformerState, index: torch.Tensor) -> TransformerState:
+        """Keep batch rows ``index [B']`` of the state (beam search)."""
+        for cache in (*state.caches, *state.memory_caches):
+            cache.reorder(index)
+        state.memory = state.memory.index_select(0, index)
+        if state.memory_mask is not None:
+            state.memory_mask = state.memory_mask.index_select(0, index)
+        if state.last_logits is not None:
+            state.last_logits = state.last_logits.index_select(0, index)
+        return state
