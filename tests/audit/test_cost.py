@@ -129,3 +129,13 @@ def test_sdpa_path_never_silently_wrong():
         assert any(op in w for op in m["missed_ops"] for w in m["warnings"])
     else:
         assert m["warnings"] == []
+
+
+def test_gpt_logits_and_reconciliation():
+    kw = dict(model="gpt", d_model=32, heads=4, kv_heads=2, d_ff=64, seq=6, batch=2, layers=2, vocab=100)
+    r = audit_cost(measure=True, path="explicit", **kw)
+    assert r["config"]["causal"] is True
+    assert _macs(r)["logits"] == 2 * 6 * 32 * 100
+    rows = {row["term"]: row for row in r["measured"]["rows"]}
+    assert rows["outside attention and FFN"]["measured"] == 2 * 2 * 6 * 32 * 100  # the lm_head matmul
+    assert all(row["equal"] for row in rows.values()) and r["measured"]["warnings"] == []

@@ -46,9 +46,9 @@ def test_render_shows_rows_and_module_check():
     assert "equal to formula: True" in text
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(
-    model=st.sampled_from(["encoder-layer", "decoder-layer"]),
+    model=st.sampled_from(["encoder-layer", "decoder-layer", "transformer", "gpt", "bert"]),
     d_k=st.integers(1, 8),
     kv=st.sampled_from([1, 2, 4]),
     group=st.sampled_from([1, 2, 3]),
@@ -57,24 +57,59 @@ def test_render_shows_rows_and_module_check():
     norm=st.sampled_from(["post", "pre"]),
     bias=st.booleans(),
     activation=st.sampled_from(["relu", "gelu"]),
+    vocab=st.integers(5, 50),
+    max_len=st.integers(1, 40),
 )
 def test_formula_equals_module_for_random_configs(
-    model, d_k, kv, group, d_ff, layers, norm, bias, activation
+    model, d_k, kv, group, d_ff, layers, norm, bias, activation, vocab, max_len
 ):
     heads = kv * group
+    kv_heads = kv
+    if model in ("transformer", "bert"):  # standard MHA with biases only
+        kv_heads, bias = None, True
+    if model == "bert":
+        norm = "post"
+    if model == "gpt":
+        bias = True
     r = audit_params(
         model=model,
         d_model=heads * d_k,
         heads=heads,
-        kv_heads=kv,
+        kv_heads=kv_heads,
         d_ff=d_ff,
         layers=layers,
         norm=norm,
         bias=bias,
         activation=activation,
+        vocab=vocab,
+        max_len=max_len,
     )
     assert r["total"] == r["formula_total"] == r["module_total"]
     assert {k: v for k, v in r["by_group"].items() if v} == r["module_by_group"]
+
+
+def test_tied_weights_count_once():
+    from attnlab.audit.build import build
+    from attnlab.audit.config import Arch
+
+    r = audit_params(model="gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=1000, max_len=128)
+    assert r["by_group"]["head"] == 0 and r["by_group"]["embeddings"] == 1000 * 64
+    gpt = build(Arch(model="gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=1000, max_len=128))
+    assert gpt.lm_head.weight is gpt.tok_embed.weight
+    # the state dict lists the shared matrix twice; the audit (like parameters()) counts it once
+    assert sum(t.numel() for t in gpt.state_dict().values()) == r["module_total"] + 1000 * 64
+    block = 4 * 64 * 64 + 2 * 64 * 256 + 256 + 9 * 64
+    assert r["total"] == 2 * block + 1000 * 64 + 128 * 64 + 2 * 64
+
+
+def test_transformer_base_by_hand():
+    # the paper's base model with a shared-size 37,000 vocabulary, separate tables, untied generator
+    r = audit_params(model="transformer", d_model=512, heads=8, d_ff=2048, layers=6, vocab=37000)
+    enc = 3_152_384
+    dec = 8 * 512**2 + 2 * 512 * 2048 + 2048 + 15 * 512  # self + cross attention, FFN, three norms
+    assert r["module_total"] == r["total"] == 6 * enc + 6 * dec + 3 * 37000 * 512 + 37000
+    assert r["total_without_embeddings"] == 6 * enc + 6 * dec + 37000 * 512 + 37000
+    assert r["by_group"]["positions"] == 0  # sinusoidal
 
 
 @pytest.mark.parametrize(

@@ -75,3 +75,24 @@ def test_render_draws_block():
     assert (
         text.index("W^O output") < text.index("norm LN_1") < text.index("FFN x W_1") < text.index("norm LN_2")
     )
+
+
+def test_whole_models():
+    g = audit_shapes(
+        model="gpt", d_model=32, heads=4, kv_heads=2, d_ff=64, seq=6, batch=2, layers=2, vocab=100
+    )
+    assert g["output"] == [2, 6, 100]  # logits [B, T, V]
+    assert g["layer_outputs"] == [[2, 6, 32]] * 2 and g["layer_output_names"] == ["blocks.0", "blocks.1"]
+    assert [s["step"] for s in g["steps"]][-2:] == ["final LayerNorm LN_f", "logits = h W_out [32 -> 100]"]
+    t = audit_shapes(model="transformer", d_model=32, heads=4, d_ff=64, seq=5, batch=3, layers=2, vocab=50)
+    assert t["layer_output_names"] == [
+        "encoder.layers.0",
+        "encoder.layers.1",
+        "decoder.layers.0",
+        "decoder.layers.1",
+    ]
+    assert t["output"] == [3, 5, 50]
+    cross = {s["step"]: s["shape"] for s in t["steps"] if s["where"] == "cross_attn"}
+    assert cross["scores QKᵀ/√d_k"] == [3, 4, 5, 5]
+    b = audit_shapes(model="bert", d_model=32, heads=4, d_ff=64, seq=7, batch=2, layers=1, vocab=60)
+    assert b["output"] == [2, 7, 32] and b["per_sequence_output"] == [7, 32]

@@ -75,6 +75,11 @@ class Arch:
         if self.model in ("transformer", "gpt", "bert") and self.vocab is None:
             raise ValueError(f"model {self.model!r} needs a vocabulary size: pass vocab (--vocab)")
         # what the engine's whole models can express
+        if self.model == "gpt":  # GPT blocks are pre-norm with a GELU MLP, whatever the defaults say
+            set_("norm", "pre")
+            set_("activation", "gelu")
+            if not self.bias:
+                raise ValueError("model 'gpt' has biases in every linear layer; bias=False does not apply")
         if self.model == "transformer" and (self.h_kv != self.heads or not self.bias):
             raise ValueError(
                 "model 'transformer' has standard multi-head attention with biases; "

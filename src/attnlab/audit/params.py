@@ -85,6 +85,10 @@ def _decoder_layer(a: Arch, stack: str = "layer") -> list[Row]:
     ]
 
 
+def _prefixed(prefix: str, rows: list[Row]) -> list[Row]:
+    return [dataclasses.replace(r, part=prefix + r.part) for r in rows]
+
+
 def _table(part: str, group: str, *symbols: str) -> Row:
     return Row(group, part, Poly.term(1, *symbols), Poly())
 
@@ -99,10 +103,12 @@ def rows_for(a: Arch) -> list[Row]:
         return [
             _table("source token embedding E_src [V, d]", "embeddings", "V", "d"),
             _table("target token embedding E_tgt [V, d]", "embeddings", "V", "d"),
-            Row("positions", "sinusoidal (fixed)", Poly(), Poly()),
-            *_encoder_layer(a, "encoder"),
-            *_decoder_layer(a, "decoder"),
-            Row("head", "logits W [d, V]", Poly.term(1, "d", "V"), Poly.term(1, "V")),
+            Row("positions", "sinusoidal (fixed, no parameters)", Poly(), Poly()),
+            *_prefixed("encoder ", _encoder_layer(a, "encoder")),
+            *([_norm("encoder final LN", None)] if a.norm == "pre" else []),
+            *_prefixed("decoder ", _decoder_layer(a, "decoder")),
+            *([_norm("decoder final LN", None)] if a.norm == "pre" else []),
+            Row("head", "generator W [d, V] + b [V]", Poly.term(1, "d", "V"), Poly.term(1, "V")),
         ]
     if a.model == "gpt":  # pre-norm, learned positions, final LayerNorm, head tied to the embedding
         return [
@@ -136,16 +142,26 @@ def sizes(a: Arch) -> dict[str, int]:
     }
 
 
-def closed_form(rows: list[Row]) -> tuple[str, Poly]:
-    """The whole model as one formula: ``L·(per-layer poly) + ...`` and the poly it stands for."""
+def _times_l(text: str) -> str:
+    """``L·(a + b)``, or ``L·a`` for a single term."""
+    return f"L·({text})" if " + " in text else f"L·{text}"
+
+
+def closed_form(rows: list[Row], weights_only: bool = False) -> tuple[str, Poly]:
+    """The whole model as one formula: ``L·(per-layer poly) + ...`` and the poly it stands for.
+
+    ``weights_only`` leaves out biases (the notes' ``4d² + 2df`` for one encoder layer; the
+    LayerNorm scales γ stay, as they are weights).
+    """
     stacks: dict[str, Poly] = {}
     rest = Poly()
     for r in rows:
+        p = r.weights if weights_only else r.weights + r.biases
         if r.stack is None:
-            rest = rest + r.weights + r.biases
+            rest = rest + p
         else:
-            stacks[r.stack] = stacks.get(r.stack, Poly()) + r.weights + r.biases
-    texts = [f"L·({p})" for p in stacks.values()] + ([str(rest)] if rest.terms else [])
+            stacks[r.stack] = stacks.get(r.stack, Poly()) + p
+    texts = [_times_l(str(p)) for p in stacks.values()] + ([str(rest)] if rest.terms else [])
     poly = rest
     for p in stacks.values():
         poly = poly + p.times("L")
@@ -203,7 +219,7 @@ def audit_params(
                 "weights": w,
                 "biases": b,
                 "total": w + b,
-                "formula": (f"L·({text})" if r.stack and mult > 1 else text),
+                "formula": (_times_l(text) if r.stack and mult > 1 else text),
             }
         )
     by_group = {
@@ -225,6 +241,7 @@ def audit_params(
         "total_without_embeddings": total - sum(by_group.get(g, 0) for g in EMBEDDING_GROUPS),
         "formula": text,
         "formula_total": poly.value(s),
+        "formula_weights_only": closed_form(rows, weights_only=True)[0],
         "per_head": {"W_Q_one_head": a.d_model * a.d_k, "W_O": a.heads * a.d_k * a.d_model},
         "module_total": None,
         "module_by_group": None,
@@ -267,7 +284,9 @@ def render_params(report: dict) -> str:
         f"total                      {_n(report['total'])}  "
         f"(weights {_n(report['weights_total'])}, biases {_n(report['biases_total'])})",
         f"total without embeddings   {_n(report['total_without_embeddings'])}",
-        f"formula  {report['formula']} = {_n(report['formula_total'])}",
+        f"formula  {report['formula']} = {_n(report['formula_total'])}  (L = {report['sizes']['L']})",
+        f"weights only (norm scales γ are weights)  {report['formula_weights_only']} = "
+        f"{_n(report['weights_total'])}",
         f"module built ({report['model']}): {_n(report['module_total'])} parameters"
         + (
             ""

@@ -84,4 +84,9 @@ def render_peak(report: dict) -> str:
             f"MFU = {m['tokens_per_s']:,} tokens/s × {m['flops_per_token']:,.0f} FLOPs/token / peak = "
             f"{100 * m['mfu']:.2f}% ({m['flops_source']})"
         )
+        if m["mfu"] > 1:
+            out.append(
+                "WARNING: MFU above 100% is impossible: the throughput, the FLOPs per token or the "
+                "peak measurement (a busy machine measures low) is wrong"
+            )
     return "\n".join(out)

@@ -41,17 +41,21 @@ def _leaf_label(path: str, module: nn.Module) -> str | None:
     if isinstance(module, nn.Embedding):
         return f"embedding lookup, table [{module.num_embeddings}, {module.embedding_dim}]"
     if "linear1" in leaf or leaf in ("fc1", "w1", "c_fc"):
-        return "FFN x W_1 + b_1"
+        return "FFN x W_1 + b_1" if getattr(module, "bias", None) is not None else "FFN x W_1"
     if "linear2" in leaf or leaf in ("fc2", "w2", "c_proj"):
-        return "FFN output (· W_2 + b_2)"
+        return (
+            "FFN output (· W_2 + b_2)" if getattr(module, "bias", None) is not None else "FFN output (· W_2)"
+        )
     if isinstance(module, (nn.ReLU, nn.GELU)):
         return f"FFN activation {type(module).__name__}"
+    if leaf in ("lm_head", "generator", "head"):
+        return f"logits = h W_out [{module.in_features} -> {module.out_features}]"
     if isinstance(module, nn.Linear):
         return f"linear [{module.in_features} -> {module.out_features}]"
     return f"{leaf} ({type(module).__name__})"
 
 
-def _norm_labels(norm: str, leaf: str, decoder: bool) -> tuple[str | None, str]:
+def _norm_labels(norm: str, leaf: str, decoder: bool, cross: bool = True) -> tuple[str | None, str]:
     """(label of the norm's input, label of its output) for post- or pre-norm layers.
 
     Post-norm: the input of LN_i is the residual sum X + Sublayer(X) ("add & norm"). Pre-norm: LN_i
@@ -63,6 +67,8 @@ def _norm_labels(norm: str, leaf: str, decoder: bool) -> tuple[str | None, str]:
         if decoder
         else {"1": "self-attention", "2": "FFN"}
     )
+    if decoder and not cross:  # a decoder-only block (GPT): LN_1 before attention, LN_3 before the FFN
+        subs["2"] = subs["1"]
     sub = subs.get(index, "sublayer")
     if norm == "post":
         return f"add: X + {sub}(X)", f"norm LN_{index} (add & norm)"
@@ -116,7 +122,7 @@ def audit_shapes(
     torch.manual_seed(seed)
     module = build(a)
     steps: list[dict] = []
-    layer_outputs: list[list[int]] = []
+    layer_outputs: list[tuple[str, list[int]]] = []
     layer_names = [
         n for n, m in module.named_modules() if type(m).__name__ in ("EncoderLayer", "DecoderLayer")
     ]
@@ -146,7 +152,7 @@ def audit_shapes(
         if path in layer_names:
             handles.append(
                 m.register_forward_hook(
-                    lambda _m, _i, out, path=path: layer_outputs.append(list(_first(out).shape))
+                    lambda _m, _i, out, path=path: layer_outputs.append((path, list(_first(out).shape)))
                 )
             )
             continue
@@ -156,11 +162,13 @@ def audit_shapes(
         if isinstance(m, nn.LayerNorm) or "norm" in leaf.lower():
             owner = where(path)[0]
             if owner:
+                layer = module.get_submodule(owner)
+                decoder = type(layer).__name__ == "DecoderLayer"
                 pre, post = _norm_labels(
-                    a.norm, leaf, "DecoderLayer" in type(module.get_submodule(owner)).__name__
+                    a.norm, leaf, decoder, getattr(layer, "cross_attn", None) is not None
                 )
             else:
-                pre, post = None, f"norm {leaf}"
+                pre, post = None, ("final LayerNorm LN_f" if leaf == "norm" else f"norm {leaf}")
             if pre:
                 handles.append(
                     m.register_forward_pre_hook(
@@ -190,7 +198,8 @@ def audit_shapes(
         "model": a.model,
         "config": {**dataclasses.asdict(a), "seq": seq, "batch": batch},
         "steps": steps,
-        "layer_outputs": layer_outputs,
+        "layer_outputs": [shape for _, shape in layer_outputs],
+        "layer_output_names": [name for name, _ in layer_outputs],
         "output": shape,
         "output_numbers": math.prod(shape),
         "per_sequence_output": shape[1:],
@@ -259,7 +268,11 @@ def render_shapes(report: dict) -> str:
             out.append("└─")
     if report["layer_outputs"]:
         out += ["", "output of each layer (in the order they ran):"]
-        out += [f"  {i + 1:>2}: {_shape(shape)}" for i, shape in enumerate(report["layer_outputs"])]
+        names = report.get("layer_output_names") or [""] * len(report["layer_outputs"])
+        out += [
+            f"  {i + 1:>2}: {_shape(shape)}  {name}"
+            for i, (name, shape) in enumerate(zip(names, report["layer_outputs"]))
+        ]
     shape = report["output"]
     out += [
         "",
