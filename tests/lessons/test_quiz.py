@@ -186,6 +186,15 @@ def test_cli_wrong_then_bad_then_quit():
     assert f"Answer: {qs[0].format_answer()}" in r.output  # the worked solution follows
 
 
+def test_cli_vector_answer_with_wrong_length_is_asked_again():
+    q = make_quiz("softmax", seed=1, count=1)[0]
+    assert q.is_vector
+    typed = "0.5\n" + as_text(q, expected(q)) + "\n"
+    r = run(["quiz", "--topic", "softmax", "--seed", "1", "--count", "1"], typed)
+    assert r.exit_code == 0 and f"the answer has {len(q.answer)} numbers, you gave 1" in r.output
+    assert "Score: 1/1" in r.output
+
+
 def test_cli_end_of_input_prints_score():
     q = make_quiz("wo", seed=5, count=2)[0]
     r = run(["quiz", "--topic", "wo", "--seed", "5", "--count", "2"], as_text(q, expected(q)) + "\n")

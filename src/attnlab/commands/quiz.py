@@ -84,7 +84,8 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
     right = asked = 0
     try:
         for i, q in enumerate(questions, 1):
-            click.echo(f"\nQ{i}/{n} [{q.topic}] {q.text}")
+            hint = f" ({len(q.answer)} numbers)" if q.is_vector else ""
+            click.echo(f"\nQ{i}/{n} [{q.topic}] {q.text}{hint}")
             while True:
                 click.echo("> ", nl=False)
                 line = stdin.readline()
@@ -101,6 +102,10 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
                     given = parse_answer(line, q.is_vector)
                 except ValueError as exc:
                     click.echo(f"  {exc}; try again (q quits).")
+                    continue
+                if q.is_vector and len(given) != len(q.answer):
+                    click.echo(f"  the answer has {len(q.answer)} numbers, you gave {len(given)}; "
+                               f"try again (q quits).")
                     continue
                 break
             asked += 1
