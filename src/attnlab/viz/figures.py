@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
@@ -286,6 +287,7 @@ def fig5_parameter_groups(d_model: int = 512, num_heads: int = 8, d_ff: int = 20
     for bar, v in zip(bars, values):
         ax.text(bar.get_x() + bar.get_width() / 2, v, f"{v:,}", ha="center", va="bottom", fontsize=9)
     ax.set_ylabel("parameters")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(0, max(values) * 1.15)
     ax.set_title(f"Figure 5: one encoder layer, d_model={d_model}, h={num_heads}, d_ff={d_ff}\n"
                  f"total {groups['total']:,} (counted from {groups['source']})", fontsize=9)
