@@ -1,0 +1,232 @@
+"""``attnlab train``, ``attnlab evaluate`` and ``attnlab translate``: train a model on a built-in
+task, score a trained model, and run it on your own input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from attnlab.commands._errors import usage_errors
+
+# CLI option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
+_ROUTES = {
+    "min_len": ("task", "min_len"), "max_len": ("task", "max_len"), "num_symbols": ("task", "num_symbols"),
+    "d_model": ("model", "d_model"), "heads": ("model", "heads"), "d_ff": ("model", "d_ff"),
+    "layers": ("model", "layers"), "hidden": ("model", "hidden"), "emb": ("model", "emb"),
+    "cell": ("model", "cell"), "attention": ("model", "attention"), "dropout": ("model", "dropout"),
+    "steps": ("train", "steps"), "batch": ("train", "batch_size"), "lr": ("train", "lr"),
+    "schedule": ("train", "schedule"), "warmup": ("train", "warmup"),
+    "label_smoothing": ("train", "label_smoothing"), "clip": ("train", "clip"),
+    "weight_decay": ("train", "weight_decay"), "eval_every": ("train", "eval_every"),
+    "eval_size": ("train", "eval_size"), "decode": ("train", "decode"), "beam_size": ("train", "beam_size"),
+    "ckpt_every": ("train", "ckpt_every"), "train_size": ("train", "train_size"), "seed": ("train", "seed"),
+    "task": ("train", "task"), "model": ("train", "model"),
+}
+_MODEL_OPTS = {"seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
+               "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
+               "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
+               "gpt": {"d_model", "heads", "d_ff", "layers", "dropout"}}
+
+
+def _config_from_options(ctx: click.Context, opts: dict, base=None):
+    """A TrainConfig from the options; with ``base`` (resuming) only the options given on the
+    command line override the checkpoint's values."""
+    from attnlab.training import TrainConfig
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+    if base is None:
+        if opts["task"] is None:
+            raise ValueError("--task is required (e.g. --task reverse)")
+        model = opts["model"]
+        fields = {"task": opts["task"], "model": model, "task_params": {}, "model_params": {}}
+        for name, (where, key) in _ROUTES.items():
+            value = opts[name]
+            if where == "task" and value is not None:
+                fields["task_params"][key] = value
+            elif where == "model" and value is not None:
+                if name not in _MODEL_OPTS.get(model, set()):
+                    if given(name):
+                        raise ValueError(f"--{name.replace('_', '-')} does not apply to model {model!r}")
+                    continue
+                fields["model_params"][key] = value
+            elif where == "train":
+                fields[key] = value
+        return TrainConfig(**fields)
+    fields = base.to_dict()
+    for name, (where, key) in _ROUTES.items():
+        if not given(name):
+            continue
+        if where == "task":
+            fields["task_params"] = {**fields["task_params"], key: opts[name]}
+        elif where == "model":
+            fields["model_params"] = {**fields["model_params"], key: opts[name]}
+        else:
+            fields[key] = opts[name]
+    return TrainConfig(**fields)
+
+
+@click.command()
+@click.option("--task", type=str, default=None, help="reverse | copy | sort | dates.")
+@click.option("--model", type=str, default="transformer", show_default=True,
+              help="seq2seq-rnn | attention-rnn | transformer | gpt.")
+@click.option("--steps", type=int, default=1000, show_default=True, help="Optimisation steps in total.")
+@click.option("--batch", type=int, default=64, show_default=True, help="Global batch size.")
+@click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (noam: factor).")
+@click.option("--schedule", type=click.Choice(["cosine", "noam", "constant"]), default="cosine",
+              show_default=True)
+@click.option("--warmup", type=int, default=50, show_default=True)
+@click.option("--label-smoothing", type=float, default=0.0, show_default=True)
+@click.option("--clip", type=float, default=1.0, show_default=True, help="Max gradient norm (0 = off).")
+@click.option("--weight-decay", type=float, default=0.01, show_default=True)
+@click.option("--eval-every", type=int, default=0, show_default=True, help="0 = only at the end.")
+@click.option("--eval-size", type=int, default=200, show_default=True)
+@click.option("--decode", type=click.Choice(["greedy", "beam"]), default="greedy", show_default=True)
+@click.option("--beam-size", type=int, default=4, show_default=True)
+@click.option("--ckpt-every", type=int, default=0, show_default=True, help="0 = only at the end.")
+@click.option("--train-size", type=int, default=10000, show_default=True, help="Training examples.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--min-len", type=int, default=None, help="Task: shortest source.")
+@click.option("--max-len", type=int, default=None, help="Task: longest source.")
+@click.option("--num-symbols", type=int, default=None, help="Symbol tasks: alphabet size.")
+@click.option("--d-model", type=int, default=None, help="transformer/gpt width (default 64).")
+@click.option("--heads", type=int, default=None, help="transformer/gpt heads (default 4).")
+@click.option("--d-ff", type=int, default=None, help="transformer/gpt FFN width (default 4 d_model).")
+@click.option("--layers", type=int, default=None, help="Layers (default 2 transformer/gpt, 1 RNN).")
+@click.option("--hidden", type=int, default=None, help="RNN state width (default 64).")
+@click.option("--emb", type=int, default=None, help="RNN embedding width (default 32).")
+@click.option("--cell", type=click.Choice(["gru", "lstm"]), default=None, help="RNN cell (default gru).")
+@click.option("--attention", type=click.Choice(["bahdanau", "luong-dot", "luong-general", "luong-concat"]),
+              default=None, help="attention-rnn score (default bahdanau).")
+@click.option("--dropout", type=float, default=None)
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Checkpoint folder.")
+@click.option("--resume", is_flag=True, help="Continue the checkpoint in --out.")
+@click.option("--nproc", type=int, default=1, show_default=True, help="DDP processes (gloo on CPU).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final metrics as JSON.")
+@click.pass_context
+@usage_errors
+def train(ctx: click.Context, out: str | None, resume: bool, nproc: int, quiet: bool, as_json: bool,
+          **opts) -> None:
+    """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
+    from attnlab.training.checkpoint import load_checkpoint, load_trained
+    from attnlab.training.distributed import init_from_env, train_distributed
+    from attnlab.training.trainer import train as run
+
+    if resume and out is None:
+        raise ValueError("--resume needs --out DIR")
+    base = load_checkpoint(out).config if resume else None
+    config = _config_from_options(ctx, opts, base)
+    if nproc < 1:
+        raise ValueError(f"--nproc must be a positive integer, got {nproc}")
+    if nproc > 1:
+        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet)
+        if out is None:
+            return
+        _, state = load_trained(out)
+        history, step = state["history"], state["step"]
+    else:
+        rank, world = init_from_env()  # torchrun sets WORLD_SIZE/RANK
+        result = run(config, out, resume=resume, progress=not quiet and rank == 0, rank=rank, world=world)
+        if rank != 0:
+            return
+        history, step = result.history, result.step
+    final = history[-1] if history else {}
+    summary = {"task": config.task, "model": config.model, "step": step, "out": out,
+               "val_token_acc": final.get("val_token_acc"), "val_exact": final.get("val_exact"),
+               "loss": final.get("loss")}
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    if final:
+        click.echo(f"{config.model} on {config.task}: step {step}, loss {final['loss']:.4f}, "
+                   f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}")
+    if out:
+        click.echo(f"checkpoint: {Path(out) / 'latest.json'} (load with attnlab.models.load_model({out!r}))")
+
+
+def _task_of(state: dict, min_len: int | None, max_len: int | None):
+    from attnlab.tasks import get_task
+
+    spec = state["task"]
+    params = dict(spec["params"])
+    if min_len is not None:
+        params["min_len"] = min_len
+    if max_len is not None:
+        params["max_len"] = max_len
+    return get_task(spec["name"], **params)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--task", type=str, default=None, help="Must match the checkpoint's task (default: it).")
+@click.option("--split", type=click.Choice(["train", "validation", "test"]), default="test",
+              show_default=True)
+@click.option("--n", "n", type=int, default=500, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--min-len", type=int, default=None, help="Override the task's shortest source.")
+@click.option("--max-len", type=int, default=None, help="Override the task's longest source.")
+@click.option("--decode", type=click.Choice(["greedy", "beam"]), default="greedy", show_default=True)
+@click.option("--beam-size", type=int, default=4, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@usage_errors
+def evaluate(directory: str, task: str | None, split: str, n: int, seed: int, min_len: int | None,
+             max_len: int | None, decode: str, beam_size: int, as_json: bool) -> None:
+    """Score the model trained in DIRECTORY: token and exact-sequence accuracy, by source length."""
+    from attnlab.training.checkpoint import load_trained
+    from attnlab.training.evaluate import predict, score
+
+    model, state = load_trained(directory)
+    if task is not None and task != state["task"]["name"]:
+        raise ValueError(f"{directory} was trained on task {state['task']['name']!r}, not {task!r}")
+    t = _task_of(state, min_len, max_len)
+    examples = t.sample(split, n, seed=seed)
+    preds = predict(model, t, [e.src for e in examples], decode=decode, beam_size=beam_size)
+    total = score(preds, [e.tgt for e in examples])
+    by_len: dict[int, list[int]] = {}
+    for i, e in enumerate(examples):
+        by_len.setdefault(len(e.src), []).append(i)
+    rows = [{"src_len": k, **score([preds[i] for i in v], [examples[i].tgt for i in v])}
+            for k, v in sorted(by_len.items())]
+    if as_json:
+        click.echo(json.dumps({"task": t.spec(), "split": split, "overall": total, "by_length": rows},
+                              indent=2))
+        return
+    click.echo(f"{state['config']['model']} on {t.name} ({split}, {n} examples, {decode}): "
+               f"token accuracy {total['token_acc']:.3f}, exact {total['exact']:.3f}")
+    click.echo(f"{'src len':>7}  {'n':>5}  {'token acc':>9}  {'exact':>6}")
+    for r in rows:
+        click.echo(f"{r['src_len']:>7}  {r['n']:>5}  {r['token_acc']:>9.3f}  {r['exact']:>6.3f}")
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("text", nargs=-1, required=True)
+@click.option("--decode", type=click.Choice(["greedy", "beam"]), default="greedy", show_default=True)
+@click.option("--beam-size", type=int, default=4, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@usage_errors
+def translate(directory: str, text: tuple[str, ...], decode: str, beam_size: int, as_json: bool) -> None:
+    """Run the model trained in DIRECTORY on TEXT (one or more inputs)."""
+    from attnlab.training.checkpoint import load_trained
+    from attnlab.training.evaluate import predict
+
+    model, state = load_trained(directory)
+    t = _task_of(state, None, None)
+    unknown = sorted({ch for s in text for ch in s} - set(t.tokenizer.symbols))
+    if unknown:
+        raise ValueError(f"text has characters outside the {t.name!r} alphabet: {unknown}")
+    if any(not s for s in text):
+        raise ValueError("text must not be empty")
+    preds = predict(model, t, list(text), decode=decode, beam_size=beam_size)
+    if as_json:
+        click.echo(json.dumps([{"src": s, "out": p} for s, p in zip(text, preds)], indent=2))
+        return
+    for s, p in zip(text, preds):
+        click.echo(f"{s}  ->  {p}")
+
+

@@ -1,0 +1,101 @@
+"""``TrainConfig``: everything that decides a training run's result (frozen, validated)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from attnlab.training.schedule import SCHEDULES
+
+MODEL_KINDS = ("seq2seq-rnn", "attention-rnn", "transformer", "gpt")
+DECODERS = ("greedy", "beam")
+# fields that may change between a run and its resumption without changing the result's meaning
+RESUMABLE_CHANGES = ("steps", "eval_every", "eval_size", "ckpt_every", "decode", "beam_size")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run.
+
+    Attributes:
+        task, task_params: the built-in task and its parameters (``attnlab.tasks.get_task``).
+        model, model_params: model kind (one of ``MODEL_KINDS``) and size options
+            (see :func:`attnlab.training.models.build_model`).
+        steps: optimisation steps in total; batch_size: global batch (all DDP ranks together).
+        lr, schedule, warmup: peak learning rate, ``cosine``/``noam``/``constant``, warm-up steps.
+        label_smoothing: epsilon_ls of the cross-entropy; clip: max global grad norm (0 = off);
+        weight_decay: AdamW's decoupled weight decay.
+        eval_every: evaluate on validation every N steps (0 = only at the end);
+        eval_size: validation examples; decode: ``greedy`` or ``beam`` (``beam_size``).
+        ckpt_every: checkpoint every N steps (0 = only at the end).
+        train_size: examples in the fixed training set; seed: data, init, dropout seed.
+    """
+
+    task: str
+    model: str
+    steps: int
+    task_params: dict[str, Any] = field(default_factory=dict)
+    model_params: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 64
+    lr: float = 1e-3
+    schedule: str = "cosine"
+    warmup: int = 50
+    label_smoothing: float = 0.0
+    clip: float = 1.0
+    weight_decay: float = 0.01
+    eval_every: int = 0
+    eval_size: int = 200
+    decode: str = "greedy"
+    beam_size: int = 4
+    ckpt_every: int = 0
+    train_size: int = 10000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_KINDS:
+            raise ValueError(f"unknown model {self.model!r}; choose from {list(MODEL_KINDS)}")
+        for name in ("steps", "batch_size", "eval_size", "train_size", "beam_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name in ("warmup", "eval_every", "ckpt_every", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
+        if self.clip < 0 or self.weight_decay < 0:
+            raise ValueError(f"clip and weight_decay must be >= 0, got {self.clip!r}, {self.weight_decay!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if self.decode not in DECODERS:
+            raise ValueError(f"decode must be one of {list(DECODERS)}, got {self.decode!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"TrainConfig has no field(s) {unknown}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def resume_conflicts(saved: TrainConfig, new: TrainConfig) -> list[str]:
+    """Human-readable differences that make ``new`` unable to continue ``saved``."""
+    out = []
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in RESUMABLE_CHANGES:
+            continue
+        a, b = getattr(saved, f.name), getattr(new, f.name)
+        if a != b:
+            out.append(f"{f.name} {a!r} (checkpoint) vs {b!r} (requested)")
+    return out

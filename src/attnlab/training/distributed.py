@@ -1,0 +1,75 @@
+"""Data-parallel training on PyTorch's own engine: ``DistributedDataParallel`` over ``gloo`` (CPU).
+
+``train_distributed(config, out_dir, nproc=2)`` spawns ``nproc`` processes with
+``torch.multiprocessing``; they meet through a rendezvous file, each builds the same model from
+the same seed, takes rows ``rank, rank + W, ...`` of every global batch, and DDP all-reduces
+(averages) the gradients, so every replica applies the same update and the weights stay
+identical. Only rank 0 evaluates, prints and writes checkpoints.
+
+Under ``torchrun`` (``WORLD_SIZE``/``RANK`` in the environment) use :func:`init_from_env` and call
+:func:`attnlab.training.trainer.train` with the rank and world size directly.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from safetensors.torch import save_file
+
+from attnlab.training.config import TrainConfig
+from attnlab.training.trainer import preflight, train
+
+
+def _worker(rank: int, world: int, config: TrainConfig, out_dir: str | None, resume: bool, progress: bool,
+            init_file: str, replica_dir: str | None) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        result = train(config, out_dir, resume=resume, progress=progress and rank == 0, rank=rank,
+                       world=world, desc=f"train {config.model} on {config.task} ({world} processes)",
+                       threads=1)
+        if replica_dir is not None:  # for checking that the replicas agree; each rank writes its own
+            state = {k: v.contiguous() for k, v in result.model.state_dict().items()}
+            seen, unique = set(), {}
+            for k, v in state.items():
+                if v.data_ptr() not in seen:
+                    seen.add(v.data_ptr())
+                    unique[k] = v
+            save_file(unique, str(Path(replica_dir) / f"replica-{rank}.safetensors"))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def train_distributed(config: TrainConfig, out_dir: str | Path | None, *, nproc: int, resume: bool = False,
+                      progress: bool = True, replica_dir: str | Path | None = None) -> None:
+    """Train with ``nproc`` DDP processes on this machine (see module doc).
+
+    Every check that can fail runs here first, in the parent, so bad input never starts workers.
+    ``replica_dir``: if given, every rank saves its final weights there as
+    ``replica-{rank}.safetensors`` (to verify the replicas are identical)."""
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"nproc must be a positive integer, got {nproc!r}")
+    if config.batch_size < nproc:
+        raise ValueError(f"batch size {config.batch_size} is smaller than nproc={nproc}")
+    preflight(config, out_dir, resume)
+    with tempfile.TemporaryDirectory(prefix="attnlab-ddp-") as tmp:
+        init_file = str(Path(tmp) / "rendezvous")
+        mp.spawn(_worker, nprocs=nproc, join=True,
+                 args=(nproc, config, None if out_dir is None else str(out_dir), resume, progress, init_file,
+                       None if replica_dir is None else str(replica_dir)))
+
+
+def init_from_env() -> tuple[int, int]:
+    """Join the process group torchrun describes in the environment -> ``(rank, world_size)``;
+    ``(0, 1)`` outside torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend)
+    return dist.get_rank(), world

@@ -1,0 +1,195 @@
+"""The training loop: teacher forcing, AdamW, scheduled learning rate, label smoothing, gradient
+clipping, periodic validation with decoding, atomic checkpoints, exact resumption, optional DDP.
+
+Loss (teacher forcing): L = -(1/N) sum_{i,t} log p(y_t^i | y_<t^i, x^i), over the N non-PAD target
+tokens of the batch, with label smoothing eps: the one-hot target becomes
+(1 - eps) onehot + eps / V.
+
+Reproducibility: parameters are initialised after ``torch.manual_seed(seed)``; before step ``s``
+the generator is reseeded from ``(seed, s, rank)`` (dropout) and the batch is a function of
+``(seed, s)`` (see :mod:`attnlab.training.data`). So weights after step ``s`` depend only on the
+config and the state after step ``s - 1`` — the state a checkpoint holds — and a run killed and
+resumed ends bit-for-bit where an uninterrupted run ends (on the same machine and thread count).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from attnlab.tasks import PAD, Task, get_task
+from attnlab.training.checkpoint import latest_step, load_checkpoint, save_checkpoint
+from attnlab.training.config import TrainConfig, resume_conflicts
+from attnlab.training.data import TrainData
+from attnlab.training.evaluate import evaluate_examples
+from attnlab.training.models import build_model, count_parameters, resolve_params
+from attnlab.training.schedule import learning_rate
+
+
+@dataclass
+class TrainResult:
+    """What a run returns: the trained ``model`` (unwrapped, CPU), its ``history`` of metric
+    records, the final ``step`` and the task."""
+
+    model: torch.nn.Module
+    history: list[dict[str, Any]]
+    step: int
+    task: Task
+    params: int
+    resumed_from: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def step_seed(seed: int, step: int, rank: int) -> int:
+    """The torch seed used for step ``step`` on ``rank`` (a hash of the three)."""
+    return int(np.random.SeedSequence([seed, step, rank, 0x5EED]).generate_state(1)[0])
+
+
+def batch_loss(model, batch: tuple[torch.Tensor, ...], decoder_only: bool, label_smoothing: float):
+    """Cross-entropy over non-PAD targets -> ``(loss, correct tokens, target tokens)``.
+
+    Seq2seq batch ``(src [B, S], tgt_in [B, T], tgt_out [B, T])``; GPT batch ``(ids [B, L], labels
+    [B, L])``."""
+    if decoder_only:
+        ids, target = batch
+        logits = model(ids)  # [B, L, V]
+    else:
+        src, tgt_in, target = batch
+        logits = model(src, tgt_in)  # [B, T, V]
+    vocab = logits.shape[-1]
+    loss = F.cross_entropy(logits.reshape(-1, vocab), target.reshape(-1),  # [B*T, V] vs [B*T]
+                           ignore_index=PAD, label_smoothing=label_smoothing)
+    mask = target != PAD
+    correct = ((logits.argmax(-1) == target) & mask).sum()
+    return loss, int(correct), int(mask.sum())
+
+
+def prepare(config: TrainConfig) -> Task:
+    """Build the task and check the model options (raises ``ValueError`` before any work)."""
+    task = get_task(config.task, **config.task_params)
+    resolve_params(config.model, config.model_params)
+    if config.batch_size > config.train_size:
+        raise ValueError(f"batch size {config.batch_size} is larger than the training set "
+                         f"({config.train_size} examples)")
+    return task
+
+
+def preflight(config: TrainConfig, out_dir: str | Path | None, resume: bool):
+    """Every check that must pass before anything is written; returns the checkpoint to resume
+    (or None). Raises ``ValueError`` naming the problem."""
+    prepare(config)
+    if out_dir is None:
+        if resume:
+            raise ValueError("--resume needs --out DIR")
+        return None
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    if not resume:
+        if out.is_dir() and (latest_step(out) is not None or any(out.glob("ckpt-*"))):
+            raise ValueError(f"{out} already holds a checkpoint (step {latest_step(out)}); "
+                             f"pass --resume to continue it or choose another --out")
+        return None
+    ckpt = load_checkpoint(out)
+    conflicts = resume_conflicts(ckpt.config, config)
+    if conflicts:
+        raise ValueError(f"cannot resume {out}: " + "; ".join(conflicts))
+    return ckpt
+
+
+def train(config: TrainConfig, out_dir: str | Path | None = None, *, resume: bool = False,
+          progress: bool = True, rank: int = 0, world: int = 1, desc: str | None = None,
+          threads: int | None = 1, until: int | None = None) -> TrainResult:
+    """Run (or resume) training; see the module doc. Only ``rank`` 0 writes or evaluates.
+
+    ``threads``: torch intra-op threads while training (restored afterwards; None = leave as is).
+    One thread is the default: these models are small, and on a busy 2-core machine extra threads
+    spin against each other and can make a step ten times slower.
+    ``until``: stop after this step as if interrupted (the schedule still runs to ``config.steps``).
+
+    Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
+    or a checkpoint that cannot be resumed."""
+    ckpt = preflight(config, out_dir, resume)
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run(config, out_dir, ckpt, progress=progress, rank=rank, world=world, desc=desc,
+                    until=config.steps if until is None else min(until, config.steps))
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world: int,
+         desc: str | None, until: int) -> TrainResult:
+    task = get_task(config.task, **config.task_params)
+    tok = task.tokenizer
+    decoder_only = config.model == "gpt"
+    data = TrainData(task.sample("train", config.train_size, seed=config.seed), tok,
+                     decoder_only=decoder_only, batch_size=config.batch_size, seed=config.seed)
+    val = task.sample("validation", config.eval_size, seed=config.seed)
+
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, tok.vocab_size, config.model_params)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    start, history = 0, []
+    if ckpt is not None:
+        model.load_state_dict(ckpt.model.state_dict())
+        optimizer.load_state_dict(ckpt.optimizer_state)
+        torch.set_rng_state(ckpt.rng_state)
+        start, history = ckpt.step, ckpt.history
+    n_params = count_parameters(model)
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(model)
+    d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
+    lead = rank == 0
+
+    bar = tqdm(total=config.steps, initial=start, disable=not (progress and lead), unit="step",
+               desc=desc or f"train {config.model} on {config.task}", dynamic_ncols=True)
+    model.train()
+    t0, tokens_seen, recent = time.perf_counter(), 0, []
+    step = start
+    while step < until:
+        lr = learning_rate(step, schedule=config.schedule, lr=config.lr, warmup=config.warmup,
+                           total=config.steps, d_model=d_model)
+        for g in optimizer.param_groups:
+            g["lr"] = lr
+        torch.manual_seed(step_seed(config.seed, step, rank))
+        loss, correct, count = batch_loss(net, data.batch(step, rank, world), decoder_only,
+                                          config.label_smoothing)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+        optimizer.step()
+        step += 1
+        tokens_seen += count * world
+        recent = (recent + [(float(loss.detach()), correct / max(count, 1))])[-20:]
+        elapsed = time.perf_counter() - t0
+        record = {"step": step, "lr": lr, "loss": float(np.mean([r[0] for r in recent])),
+                  "train_token_acc": float(np.mean([r[1] for r in recent])),
+                  "tokens_per_s": tokens_seen / elapsed if elapsed > 0 else 0.0}
+        bar.update(1)
+        bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['train_token_acc']:.3f}",
+                        tok_s=f"{record['tokens_per_s']:.0f}")
+        last = step == config.steps or step == until
+        if lead and ((config.eval_every and step % config.eval_every == 0) or last):
+            m = evaluate_examples(model, task, val, decode=config.decode, beam_size=config.beam_size)
+            record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
+            history.append(record)
+            bar.write(f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
+                      f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)")
+        if lead and out_dir is not None and ((config.ckpt_every and step % config.ckpt_every == 0) or last):
+            save_checkpoint(out_dir, model=model, optimizer=optimizer, step=step, config=config,
+                            history=history, task_spec=task.spec())
+    bar.close()
+    model.eval()
+    return TrainResult(model, history, step, task, n_params, resumed_from=ckpt.step if ckpt else None)
