@@ -129,3 +129,24 @@ def machine() -> dict:
         "commit": commit,
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }
+
+
+def profile_top(fn: Callable[[], object], n: int = 8, calls: int = 3) -> list[dict]:
+    """The ``n`` PyTorch operations with the most self CPU time over ``calls`` calls of ``fn``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn()
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:n]
+    return [{"op": e.key, "self_ms_per_call": e.self_cpu_time_total / 1e3 / calls, "count": e.count // calls}
+            for e in rows]
+
+
+def profile_table(title: str, tops: dict[str, list[dict]]) -> dict:
+    """Side-by-side top operations of several candidates (from :func:`profile_top`)."""
+    rows = []
+    for name, top in tops.items():
+        rows += [[name, f"`{r['op']}`", f"{r['self_ms_per_call']:.2f}", r["count"]] for r in top]
+    return table(title, ["candidate", "operation", "self ms per call", "calls per call"], rows)
