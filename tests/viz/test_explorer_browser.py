@@ -136,3 +136,17 @@ def test_512_tokens_stay_canvas_rendered(tmp_path, open_page, helpers):
     assert page.errors == [] and page.requests == [page.url]
     helpers.artifacts.mkdir(exist_ok=True)
     page.page.screenshot(path=str(helpers.artifacts / "explorer-512.png"))
+
+
+def test_float16_storage_decodes_exactly_in_the_page(tmp_path, open_page, helpers, monkeypatch):
+    from attnlab.viz import explorer as ex
+
+    monkeypatch.setattr(ex, "FLOAT32_LIMIT", 16)  # force the big-input format on a small page
+    w = helpers.mha_weights(5, 7, layers=1, heads=2, seed=6)
+    view = AttentionView("cross-attention", "cross", list("abcde"), list("ABCDEFG"), w)
+    page = open_page(_write(tmp_path, [view]))
+    got = np.array(page.page.evaluate(
+        "[...Array(2).keys()].map(h => [...Array(5).keys()].map(i => [...Array(7).keys()]"
+        ".map(j => window.attnExplorer.weight(0, h, i, j))))"))
+    np.testing.assert_array_equal(got, w[0].astype(np.float16).astype(np.float64))
+    assert np.max(np.abs(got - w[0])) < 5e-4
