@@ -1,0 +1,100 @@
+"""``attnlab train/evaluate/translate``: bad input is one line, exit 2, and no checkpoint is touched."""
+
+import hashlib
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+
+TINY = ["--model", "attention-rnn", "--batch", "16", "--train-size", "200", "--eval-size", "20",
+        "--warmup", "5", "--lr", "0.005", "--min-len", "3", "--max-len", "5", "--hidden", "16", "--emb", "8",
+        "--quiet"]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def snapshot(folder):
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    result = run("train", "--task", "reverse", "--steps", "8", *TINY, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_writes_a_checkpoint_and_reports(trained):
+    assert json.loads((trained / "latest.json").read_text())["step"] == 8
+    state = json.loads((trained / "ckpt-000008" / "state.json").read_text())
+    assert state["task"] == {"name": "reverse", "params": {"min_len": 3, "max_len": 5, "num_symbols": 10}}
+
+
+def test_evaluate_and_translate(trained):
+    result = run("evaluate", str(trained), "--n", "30", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["overall"]["n"] == 30 and sum(r["n"] for r in data["by_length"]) == 30
+    assert {r["src_len"] for r in data["by_length"]} <= {3, 4, 5}
+    result = run("translate", str(trained), "abc", "cab", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["src"] for r in json.loads(result.output)] == ["abc", "cab"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "--task", "nope", "--steps", "5"], "unknown task 'nope'"),
+    (["train", "--task", "reverse", "--model", "lstm9", "--steps", "5"], "unknown model 'lstm9'"),
+    (["train", "--task", "reverse", "--steps", "0"], "steps must be a positive integer, got 0"),
+    (["train", "--task", "reverse", "--steps", "-3"], "steps must be a positive integer, got -3"),
+    (["train", "--task", "reverse", "--steps", "5", "--batch", "64", "--train-size", "10"],
+     "batch size 64 is larger than the training set (10 examples)"),
+    (["train", "--task", "reverse", "--steps", "5", "--model", "transformer", "--hidden", "8"],
+     "--hidden does not apply to model 'transformer'"),
+    (["train", "--steps", "5"], "--task is required"),
+    (["train", "--task", "reverse", "--resume"], "--resume needs --out DIR"),
+    (["evaluate", "/nonexistent/dir"], "holds no checkpoint"),
+])
+def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
+    result = run(*args)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.output
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--task", "copy", "--resume"], "cannot resume"),
+    (["--task", "reverse", "--model", "seq2seq-rnn", "--resume"], "model 'attention-rnn' (checkpoint) vs "
+                                                                  "'seq2seq-rnn'"),
+    (["--task", "reverse", "--steps", "20"], "already holds a checkpoint (step 8)"),
+])
+def test_resume_conflicts_touch_nothing(trained, args, message):
+    before = snapshot(trained)
+    result = run("train", *TINY, *args, "--out", str(trained))
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output
+    assert snapshot(trained) == before
+
+
+def test_corrupt_checkpoint_is_refused_and_kept(trained, tmp_path):
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    weights = copy / "ckpt-000008" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-7])
+    before = snapshot(copy)
+    result = run("train", "--out", str(copy), "--resume", "--steps", "20", "--quiet")
+    assert result.exit_code == 2
+    assert "missing or corrupt" in result.output and len(result.output.strip().splitlines()) == 1
+    assert snapshot(copy) == before
+
+
+def test_translate_rejects_foreign_characters(trained):
+    result = run("translate", str(trained), "xyz")
+    assert result.exit_code == 2 and "outside the 'reverse' alphabet" in result.output
