@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
+from click.testing import CliRunner
 
+from attnlab.cli import cli
 from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
 from attnlab.viz.explorer import trained_views
 
@@ -38,3 +41,32 @@ def test_gpt_gives_one_causal_view():
     assert view.kind == "causal" and view.weights.shape == (2, 4, 6, 6)
     np.testing.assert_array_equal(view.weights[0], attn[0][0].numpy())
     np.testing.assert_allclose(view.weights.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_explore_a_folder_written_by_attnlab_train(tmp_path):
+    from attnlab.models import load_model
+    from attnlab.viz.explorer import attention_views
+
+    run = tmp_path / "run"
+    train = CliRunner().invoke(cli, [
+        "train", "--task", "reverse", "--model", "transformer", "--steps", "2", "--batch", "8",
+        "--train-size", "32", "--eval-size", "8", "--d-model", "16", "--heads", "2", "--layers", "1",
+        "--num-symbols", "6", "--min-len", "3", "--max-len", "6", "--quiet", "--out", str(run)])
+    assert train.exit_code == 0, train.output
+    page = tmp_path / "page.html"
+    result = CliRunner().invoke(cli, ["explore", "abcd", "--model", str(run), "--out", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "transformer trained on reverse" in result.output and page.stat().st_size > 5_000
+    views, label = attention_views("abcd", run)
+    assert [v.kind for v in views] == ["self", "causal", "cross"]
+    cross = views[2]
+    assert cross.key_tokens == ("a", "b", "c", "d", "<eos>") and cross.query_tokens[0] == "<bos>"
+    # recompute independently: teacher-force the shown target through the saved model
+    model = load_model(run).eval()
+    vocab = {s: i for i, s in enumerate(["<pad>", "<bos>", "<eos>", "<unk>", "<sep>", *"abcdef"])}
+    src = torch.tensor([[vocab[t] for t in cross.key_tokens]])
+    tgt = torch.tensor([[vocab[t] for t in cross.query_tokens]])
+    with torch.no_grad():
+        _, attn = model(src, tgt, return_attention=True)
+    np.testing.assert_array_equal(cross.weights[0], attn["cross"][0][0].numpy())
