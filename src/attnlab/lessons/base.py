@@ -21,6 +21,7 @@ class Lesson:
         concept: the notes' one-line Concept.
         interpretation: the notes' Interpretation (plus, where needed, how attnlab maps onto it).
         func: the computation; its source is the Code shown to the reader, so the two cannot disagree.
+        code: (derived) the source of ``func``, exactly what :meth:`run` executes.
     """
 
     number: str
@@ -28,11 +29,12 @@ class Lesson:
     concept: str
     interpretation: str
     func: Callable[[], list[str]] = field(repr=False, compare=False)
+    code: str = field(init=False, repr=False)
 
-    @property
-    def code(self) -> str:
-        """The code shown to the reader: the source of :attr:`func`, exactly what :meth:`run` executes."""
-        return textwrap.dedent(inspect.getsource(self.func)).rstrip()
+    def __post_init__(self) -> None:
+        if not (len(self.number) == 2 and self.number.isdigit()):
+            raise ValueError(f"number must be two digits like '01', got {self.number!r}")
+        object.__setattr__(self, "code", textwrap.dedent(inspect.getsource(self.func)).rstrip())
 
     def run(self) -> list[str]:
         """Execute the lesson. Returns the Output lines: first the lines printed in the notes (the same
