@@ -148,3 +148,9 @@ def test_bert_sized_like_minilm_matches_the_real_checkpoint():
         n = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith("position_ids"))
     assert n == r["total"]
     assert r["total_without_embeddings"] == r["total"] - 30522 * 384 - 2 * 384 - 512 * 384
+
+
+def test_gpt2_small_is_124_439_808():
+    # GPT-2 small (12 layers, d 768, V 50,257, 1,024 positions, tied head): the published 124,439,808
+    r = audit_params(model="gpt", d_model=768, heads=12, d_ff=3072, layers=12, vocab=50257, max_len=1024)
+    assert r["total"] == r["formula_total"] == r["module_total"] == 124_439_808
