@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
+@pytest.mark.browser
+@pytest.mark.slow
 def test_minilm_page_matches_the_model(tmp_path, open_page, helpers, minilm_oracle):
     from click.testing import CliRunner
 
@@ -37,3 +37,15 @@ def test_minilm_page_matches_the_model(tmp_path, open_page, helpers, minilm_orac
     helpers.artifacts.mkdir(exist_ok=True)
     page.page.screenshot(path=str(helpers.artifacts / "explorer-minilm.png"), full_page=False)
     assert (helpers.artifacts / "explorer-minilm.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_minilm_shows_every_token_up_to_512_and_refuses_more():
+    from attnlab.viz.explorer import minilm_views
+
+    # 36 copies of a 14-token sentence: 506 tokens, past embed()'s 256-token cut but within 512 positions
+    view, = minilm_views(" ".join(["The animal didn't cross the street because it was too tired."] * 36))
+    assert view.weights.shape == (6, 12, 506, 506)
+    np.testing.assert_allclose(view.weights.sum(-1), 1.0, atol=1e-4)
+    with pytest.raises(ValueError, match="has 512 positions"):
+        minilm_views("word " * 600)

@@ -108,10 +108,14 @@ def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionVie
     from attnlab.models.bert import load_pretrained
 
     model, tokenizer = load_pretrained(model_name)
+    # embed() truncates to the sentence-embedding length (256 for MiniLM); the explorer shows every
+    # token up to the model's position limit (512) and refuses longer input instead of cutting it
+    tokenizer.no_truncation()
     enc = tokenizer.encode(sentence)
     max_len = int(getattr(getattr(model, "config", None), "max_len", 512) or 512)
     if len(enc.ids) > max_len:
-        raise ValueError(f"sentence has {len(enc.ids)} tokens but {model_name} reads at most {max_len}")
+        raise ValueError(f"sentence has {len(enc.ids)} tokens but {model_name} has {max_len} positions; "
+                         f"shorten it")
     ids = torch.tensor([enc.ids])  # [1, T]
     model.eval()
     with torch.no_grad():
