@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_minilm_page_matches_the_model(tmp_path, open_page, helpers, minilm_oracle):
