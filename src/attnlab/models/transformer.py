@@ -4,7 +4,7 @@
   logits = Decoder(Emb_tgt(tgt_in) sqrt(d_model) + PE, memory) W_out + b_out
 
 Post-norm by default (pre-norm by option, which adds a final LayerNorm to each stack), sinusoidal
-positions, PAD keys masked in every attention, causal decoder self-attention. With
+positions, PAD source keys masked, causal decoder self-attention. With
 ``share_embeddings`` the source embedding, target embedding and output projection share one
 matrix (the paper's choice; needs one vocabulary). Incremental decoding (``start``/``step``/
 ``reorder``) keeps a KV cache per decoder layer and the projected memory per cross-attention.
@@ -175,13 +175,12 @@ class Transformer(SavableModel):
             raise ValueError(f"tgt_in has batch {tgt_in.shape[0]} but src has batch {src.shape[0]}")
         enc = self.encode(src, need_weights=return_attention)
         memory, mem_mask = enc[0], enc[1]
-        tgt_real = tgt_in != c.pad_id  # [B, T]
-        self_mask = None if bool(tgt_real.all()) else tgt_real[:, None, :]  # [B, 1, T] key padding
+        # target PADs need no mask: they sit to the right of the real tokens, where the causal mask
+        # already hides them from every real position (and the loss ignores the PAD positions)
         y = self._embed(self.tgt_embed, tgt_in)  # [B, T, d]
         out = self.decoder(
             y,
             memory,
-            self_mask=self_mask,
             memory_mask=mem_mask,
             is_causal=True,
             need_weights=return_attention,

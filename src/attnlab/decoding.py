@@ -1,0 +1,352 @@
+"""Turning a model's next-token distribution into sequences: greedy, beam search, sampling, and
+GPT generation with or without the KV cache.
+
+Every function drives the model through the incremental decoding protocol of
+:mod:`attnlab.models`: ``state = model.start(src)``, ``logits, state = model.step(tokens, state)``,
+``state = model.reorder(state, index)``. Seq2seq models (Transformer, the RNNs) start by feeding
+BOS; a GPT's ``start(prompt)`` has already consumed the prompt and left the next-token logits in
+``state.last_logits``. The caller chooses ``model.eval()``; nothing here changes the mode.
+
+Results are the *generated* tokens (no BOS, no prompt), EOS included, padded with ``pad_id``
+after EOS; ``max_len`` counts generated tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+
+def _pad_id(model, pad_id: int | None) -> int:
+    if pad_id is not None:
+        return pad_id
+    return int(getattr(getattr(model, "config", None), "pad_id", 0))
+
+
+def _check_len(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _begin(model, src: torch.Tensor, bos_id: int):
+    """Start decoding: ``(logits [B, V] of the first generated token, state)``."""
+    state = model.start(src)
+    last = getattr(state, "last_logits", None)
+    if last is not None:  # a decoder-only model has read its prompt already
+        return last, state
+    bos = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)  # [B]
+    return model.step(bos, state)
+
+
+# ----------------------------------------------------------------------------------------- greedy
+@torch.no_grad()
+def greedy(
+    model, src: torch.Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2, pad_id: int | None = None
+) -> torch.Tensor:
+    """y_t = argmax_v p(v | y_<t, src) until EOS or ``max_len`` tokens.
+
+    Args:
+        model: a model with ``start``/``step`` (Transformer, Seq2SeqRNN, AttentionRNN, GPT).
+        src: ``[B, S]`` source ids (for a GPT: the prompt ``[B, P]``).
+        max_len: most tokens to generate per sequence.
+    Returns:
+        ``[B, L]`` long (``L <= max_len``): generated tokens, ``pad_id`` after each row's EOS.
+    """
+    _check_len("max_len", max_len)
+    pad = _pad_id(model, pad_id)
+    logits, state = _begin(model, src, bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # [B]
+    out = []
+    for t in range(max_len):
+        tok = logits.argmax(dim=-1).masked_fill(done, pad)  # [B]
+        out.append(tok)
+        done = done | (tok == eos_id)
+        if bool(done.all()) or t == max_len - 1:
+            break
+        logits, state = model.step(tok, state)  # [B, V]
+    return torch.stack(out, dim=1)  # [B, L]
+
+
+# ----------------------------------------------------------------------------------------- sampling
+def filter_logits(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> torch.Tensor:
+    """The sampling distribution's logits: ``logits / T``, then all but the ``top_k`` largest set to
+    -inf, then all outside the nucleus (the smallest set of most likely tokens whose probability
+    reaches ``top_p``; the most likely token always stays) set to -inf.
+
+    Args:
+        logits: ``[B, V]``. temperature: T > 0. top_k: positive int or None. top_p: in (0, 1] or None.
+    Returns:
+        ``[B, V]``; ``softmax`` of it is the distribution sampled from.
+    """
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"temperature must be > 0 for sampling (use greedy for 0), got {temperature!r}")
+    logits = logits / temperature
+    if top_k is not None:
+        top_k = _check_len("top_k", top_k)
+        if top_k < logits.shape[-1]:
+            kth = logits.topk(top_k, dim=-1).values[..., -1:]  # [B, 1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None:
+        if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+            raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V]
+        probs = sorted_logits.softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # probability of the more likely tokens  [B, V]
+        drop_sorted = before >= top_p  # the nucleus is reached before this token
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def _generator(generator: torch.Generator | None, seed: int | None, device) -> torch.Generator | None:
+    if generator is not None:
+        return generator
+    if seed is None:
+        return None
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _choose(logits, temperature, top_k, top_p, gen) -> torch.Tensor:
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # [B]
+    probs = filter_logits(logits.float(), temperature, top_k, top_p).softmax(dim=-1)  # [B, V]
+    return torch.multinomial(probs, 1, generator=gen)[:, 0]  # [B]
+
+
+@torch.no_grad()
+def sample(
+    model,
+    src: torch.Tensor,
+    max_len: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int | None = None,
+) -> torch.Tensor:
+    """y_t ~ softmax(filter(logits_t)) (see :func:`filter_logits`) until EOS or ``max_len`` tokens.
+
+    ``seed`` (or a ``generator``) makes the draw reproducible; ``temperature=0`` is greedy.
+
+    Returns:
+        ``[B, L]`` long, ``pad_id`` after each row's EOS.
+    """
+    _check_len("max_len", max_len)
+    if temperature != 0:
+        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)  # validate the options up front
+    gen = _generator(generator, seed, src.device)
+    pad = _pad_id(model, pad_id)
+    logits, state = _begin(model, src, bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    out = []
+    for t in range(max_len):
+        tok = _choose(logits, temperature, top_k, top_p, gen).masked_fill(done, pad)  # [B]
+        out.append(tok)
+        done = done | (tok == eos_id)
+        if bool(done.all()) or t == max_len - 1:
+            break
+        logits, state = model.step(tok, state)
+    return torch.stack(out, dim=1)  # [B, L]
+
+
+# ----------------------------------------------------------------------------------------- beam search
+@dataclasses.dataclass(frozen=True)
+class Hypothesis:
+    """A finished hypothesis: generated ``tokens`` (EOS included if it ended with one), the sum of
+    their log-probabilities, and ``score = log_prob / len(tokens) ** length_penalty``."""
+
+    tokens: tuple[int, ...]
+    log_prob: float
+    score: float
+
+
+class BeamResult(NamedTuple):
+    """``tokens [B, L]``: each source's best hypothesis (``pad_id``-padded); ``scores [B]``; and
+    ``hypotheses``: per source, the ``n_best`` best, best first."""
+
+    tokens: torch.Tensor
+    scores: torch.Tensor
+    hypotheses: list[list[Hypothesis]]
+
+
+def _score(log_prob: float, length: int, alpha: float) -> float:
+    return log_prob / length**alpha
+
+
+@torch.no_grad()
+def _beam_one(
+    model,
+    src: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    alpha: float,
+    n_best: int,
+    bos_id: int,
+    eos_id: int,
+) -> list[Hypothesis]:
+    logits, state = _begin(model, src, bos_id)  # [1, V]
+    logp = F.log_softmax(logits.double(), dim=-1).cpu()  # [k, V]
+    vocab = logp.shape[-1]
+    alive = torch.zeros(1, 0, dtype=torch.long)  # tokens of each live beam  [k, t-1]
+    alive_lp = torch.zeros(1, dtype=torch.float64)  # their summed log-probabilities  [k]
+    finished: list[Hypothesis] = []
+    for t in range(1, max_len + 1):  # t = length of the hypotheses after this step
+        flat = (alive_lp[:, None] + logp).reshape(-1)  # every one-token extension  [k V]
+        n_finite = int(torch.isfinite(flat).sum())
+        top = flat.topk(min(2 * beam_size, n_finite))  # enough to refill the beam after EOS
+        keep: list[int] = []
+        for rank, (lp, idx) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
+            beam, tok = divmod(idx, vocab)
+            if tok == eos_id:
+                if rank < beam_size:  # an ended hypothesis ranked in the beam is set aside
+                    finished.append(Hypothesis((*alive[beam].tolist(), eos_id), lp, _score(lp, t, alpha)))
+            elif len(keep) < beam_size:
+                keep.append(idx)
+        index = torch.tensor(keep, dtype=torch.long)
+        beam_idx, tok = index // vocab, index % vocab  # [k'] each
+        alive = torch.cat([alive[beam_idx], tok[:, None]], dim=1)  # [k', t]
+        alive_lp = flat[index]  # [k']
+        if t == max_len:  # out of room: the live beams end here, truncated
+            finished += [
+                Hypothesis(tuple(a), lp, _score(lp, t, alpha))
+                for a, lp in zip(alive.tolist(), alive_lp.tolist())
+            ]
+            break
+        finished.sort(key=lambda h: -h.score)
+        if not keep or len(finished) >= beam_size:  # the beam is done (fairseq's rule)
+            break
+        if len(finished) >= n_best:
+            # log-probabilities only fall, so a live beam can at best keep its sum at the most
+            # favourable final length; stop when none of them can enter the n-best
+            bound = max(_score(float(alive_lp.max()), n, alpha) for n in (t + 1, max_len))
+            if finished[n_best - 1].score >= bound:
+                break
+        dev = src.device
+        state = model.reorder(state, beam_idx.to(dev))
+        logits, state = model.step(tok.to(dev), state)
+        logp = F.log_softmax(logits.double(), dim=-1).cpu()
+    finished.sort(key=lambda h: -h.score)
+    return finished[:n_best]
+
+
+def beam_search(
+    model,
+    src: torch.Tensor,
+    beam_size: int,
+    max_len: int,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    pad_id: int | None = None,
+) -> BeamResult:
+    """Keep the ``beam_size`` best partial hypotheses at each step (by summed log-probability).
+
+    Each step ranks every one-token extension of the live beams; an extension ending in EOS that
+    ranks within the beam is finished and set aside while the best ``beam_size`` others continue.
+    The search stops at ``max_len`` (live beams end there, truncated), when ``beam_size``
+    hypotheses have finished, or when no live beam can still beat the ``n_best``-th finished one.
+    With ``beam_size=1`` this is greedy decoding.
+    Hypotheses are ranked by ``score = log p(y | src) / |y| ** length_penalty`` (``|y|`` counts
+    EOS; 0 ranks by raw log-probability, 1 by the mean per token).
+
+    Args:
+        src: ``[B, S]`` (each row is searched separately). beam_size, max_len, n_best: positive ints.
+    Returns:
+        :class:`BeamResult` ``(tokens [B, L], scores [B], hypotheses)``.
+    """
+    beam_size, max_len, n_best = (
+        _check_len(n, v) for n, v in (("beam_size", beam_size), ("max_len", max_len), ("n_best", n_best))
+    )
+    if n_best > beam_size:
+        raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
+    if not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+    pad = _pad_id(model, pad_id)
+    hyps = [
+        _beam_one(model, src[b : b + 1], beam_size, max_len, float(length_penalty), n_best, bos_id, eos_id)
+        for b in range(src.shape[0])
+    ]
+    width = max(len(h[0].tokens) for h in hyps)
+    tokens = torch.full((src.shape[0], width), pad, dtype=torch.long)  # [B, L]
+    for b, h in enumerate(hyps):
+        tokens[b, : len(h[0].tokens)] = torch.tensor(h[0].tokens)
+    scores = torch.tensor([h[0].score for h in hyps], dtype=torch.float64)  # [B]
+    return BeamResult(tokens.to(src.device), scores, hyps)
+
+
+# ----------------------------------------------------------------------------------------- GPT generation
+@torch.no_grad()
+def generate(
+    gpt,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    return_logits: bool = False,
+):
+    """Continue ``prompt [B, P]`` by ``max_new_tokens`` tokens.
+
+    With ``use_cache`` each new token costs one position through the model (its K/V are appended
+    to each layer's cache); without it the whole sequence is re-run at every step (O(n^2) work,
+    same numbers). ``temperature=0`` is greedy, otherwise sampling (see :func:`filter_logits`).
+    With ``eos_id`` rows that produced EOS get ``pad_id`` afterwards and generation stops early
+    once every row has.
+
+    Returns:
+        ``ids [B, P + N]`` (prompt then new tokens), and with ``return_logits`` also the logits
+        of each new token ``[B, N, V]``.
+    """
+    max_new_tokens = _check_len("max_new_tokens", max_new_tokens)
+    limit = gpt.config.max_len
+    if prompt.ndim != 2:
+        raise ValueError(f"prompt must be [B, P], got shape {list(prompt.shape)}")
+    if prompt.shape[1] + max_new_tokens > limit:
+        raise ValueError(
+            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit}"
+        )
+    if temperature != 0:
+        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
+    gen = _generator(generator, seed, prompt.device)
+    pad = _pad_id(gpt, pad_id)
+    ids = prompt
+    if use_cache:
+        state = gpt.start(prompt)
+        logits = state.last_logits  # [B, V]
+    else:
+        logits = gpt(prompt)[:, -1]  # [B, V]
+    done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    all_logits = []
+    for t in range(max_new_tokens):
+        all_logits.append(logits)
+        tok = _choose(logits, temperature, top_k, top_p, gen).masked_fill(done, pad)  # [B]
+        ids = torch.cat([ids, tok[:, None]], dim=1)  # [B, P + t + 1]
+        if eos_id is not None:
+            done = done | (tok == eos_id)
+            if bool(done.all()):
+                break
+        if t == max_new_tokens - 1:
+            break
+        if use_cache:
+            logits, state = gpt.step(tok, state)
+        else:
+            logits = gpt(ids)[:, -1]
+    if return_logits:
+        return ids, torch.stack(all_logits, dim=1)  # [B, P + N], [B, N, V]
+    return ids
