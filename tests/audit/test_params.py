@@ -17,7 +17,9 @@ def test_notes_encoder_layer_numbers():
     assert r["weights_total"] == 4 * 512**2 + 2 * 512 * 2048 + 2 * 512  # 4d² + 2df + the two γ
     assert r["total_without_embeddings"] == 3_152_384
     assert r["per_head"]["W_Q_one_head"] == 32_768
-    assert r["formula"] == "L·(4d² + 2df + 9d + f)"
+    assert r["formula"] == "L·(4d² + 2df + f + 9d)"  # the notes: 4d² + 2df + f + 9d
+    assert r["formula_weights_only"] == "L·(4d² + 2df + 2d)"  # + the two γ
+    assert r["group_formulas"] == {"attention": "L·(4d² + 4d)", "ffn": "L·(2df + f + d)", "norms": "L·4d"}
 
 
 def test_six_layers_and_w_o_at_768():

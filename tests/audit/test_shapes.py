@@ -62,7 +62,7 @@ def test_gqa_pre_norm_and_decoder():
     cross = [s for s in d["steps"] if s["layer"] == "layers.0" and s["where"] == "cross_attn"]
     assert [s["step"] for s in cross][:3] == [
         "input y (queries from the decoder)",
-        "Q = x W^Q",
+        "Q = y W^Q",
         "K = memory W^K",
     ]
     assert d["layer_outputs"] == [[3, 4, 16]] * 2
@@ -84,7 +84,9 @@ def test_whole_models():
     assert g["output"] == [2, 6, 100]  # logits [B, T, V]
     assert g["layer_outputs"] == [[2, 6, 32]] * 2 and g["layer_output_names"] == ["blocks.0", "blocks.1"]
     assert [s["step"] for s in g["steps"]][-2:] == ["final LayerNorm LN_f", "logits = h W_out [32 -> 100]"]
-    t = audit_shapes(model="transformer", d_model=32, heads=4, d_ff=64, seq=5, batch=3, layers=2, vocab=50)
+    t = audit_shapes(
+        model="transformer", d_model=32, heads=4, d_ff=64, seq=5, src_seq=9, batch=3, layers=2, vocab=50
+    )
     assert t["layer_output_names"] == [
         "encoder.layers.0",
         "encoder.layers.1",
@@ -93,6 +95,9 @@ def test_whole_models():
     ]
     assert t["output"] == [3, 5, 50]
     cross = {s["step"]: s["shape"] for s in t["steps"] if s["where"] == "cross_attn"}
-    assert cross["scores QKᵀ/√d_k"] == [3, 4, 5, 5]
+    assert cross["scores QKᵀ/√d_k"] == [3, 4, 5, 9]  # [B, h, T, S]: target queries, source keys
+    assert cross["K = memory W^K"] == [3, 9, 32]
+    enc = {s["step"]: s["shape"] for s in t["steps"] if s["layer"] == "encoder.layers.0"}
+    assert enc["scores QKᵀ/√d_k"] == [3, 4, 9, 9]
     b = audit_shapes(model="bert", d_model=32, heads=4, d_ff=64, seq=7, batch=2, layers=1, vocab=60)
     assert b["output"] == [2, 7, 32] and b["per_sequence_output"] == [7, 32]

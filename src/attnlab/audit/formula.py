@@ -51,7 +51,11 @@ class Poly:
     def __str__(self) -> str:
         if not self.terms:
             return "0"
-        ordered = sorted(self.terms.items(), key=lambda mc: (-len(mc[0]), [_ORDER.index(s) for s in mc[0]]))
+        # highest degree first; among linear terms f before d, as the notes write 4d² + 2df + f + 9d
+        ordered = sorted(
+            self.terms.items(),
+            key=lambda mc: (-len(mc[0]), mc[0] != ("f",), [_ORDER.index(s) for s in mc[0]]),
+        )
         parts = []
         for mono, coef in ordered:
             powers = Counter(mono)

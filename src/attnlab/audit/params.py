@@ -165,7 +165,7 @@ def closed_form(rows: list[Row], weights_only: bool = False) -> tuple[str, Poly]
     poly = rest
     for p in stacks.values():
         poly = poly + p.times("L")
-    return " + ".join(texts), poly
+    return " + ".join(texts) or "0", poly
 
 
 def audit_params(
@@ -235,6 +235,7 @@ def audit_params(
         "sizes": s,
         "rows": out_rows,
         "by_group": by_group,
+        "group_formulas": {g: closed_form([r for r in rows if r.group == g])[0] for g in by_group},
         "total": total,
         "weights_total": sum(r["weights"] for r in out_rows),
         "biases_total": sum(r["biases"] for r in out_rows),
@@ -280,7 +281,8 @@ def render_params(report: dict) -> str:
     out += [fmt(line) for line in lines]
     out += [
         "",
-        "by group: " + ", ".join(f"{g} {_n(v)}" for g, v in report["by_group"].items()),
+        "by group:",
+        *[f"  {g:<16} {_n(v):>13}  {report['group_formulas'][g]}" for g, v in report["by_group"].items()],
         f"total                      {_n(report['total'])}  "
         f"(weights {_n(report['weights_total'])}, biases {_n(report['biases_total'])})",
         f"total without embeddings   {_n(report['total_without_embeddings'])}",

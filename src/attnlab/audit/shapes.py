@@ -95,15 +95,21 @@ def audit_shapes(
     vocab: int | None = None,
     max_len: int | None = None,
     seed: int = 0,
+    src_seq: int | None = None,
 ) -> dict:
     """Run the attnlab module on random input ``[B, T]`` ids or ``[B, T, d]`` and record every shape.
 
     Returns a dict: "steps" [{layer, where, step, shape}] in the order they ran, "layer_outputs"
     (one shape per layer), "output" (the model's output shape), "output_numbers" (its entry count,
     e.g. B·T·d = 5·20·64 = 6,400), "per_sequence_output" (the output of one sequence, e.g.
-    [T, d] = [50, 512]), "config". Raises ``ValueError`` on bad sizes.
+    [T, d] = [50, 512]), "config". ``src_seq`` S is the source (memory) length of decoder-layer and
+    transformer (default T), so cross-attention scores are ``[B, h, T, S]``. Raises ``ValueError``
+    on bad sizes.
     """
     seq, batch = positive_int("seq", seq), positive_int("batch", batch)
+    src_seq = seq if src_seq is None else positive_int("src_seq", src_seq)
+    if src_seq != seq and model not in ("decoder-layer", "transformer"):
+        raise ValueError(f"src_seq applies to decoder-layer and transformer (cross-attention), not {model!r}")
     a = Arch(
         model=model,
         d_model=d_model,
@@ -115,7 +121,7 @@ def audit_shapes(
         bias=bias,
         activation=activation,
         vocab=vocab,
-        max_len=max(max_len or seq, seq),
+        max_len=max(max_len or seq, seq, src_seq),
     )
     from attnlab.audit.build import build
 
@@ -143,7 +149,12 @@ def audit_shapes(
         labels = dict(TRACE_LABELS)
         if "cross" in name:  # cross-attention: keys and values come from the encoder memory
             labels.update(
-                {"x_q": "input y (queries from the decoder)", "k": "K = memory W^K", "v": "V = memory W^V"}
+                {
+                    "x_q": "input y (queries from the decoder)",
+                    "q": "Q = y W^Q",
+                    "k": "K = memory W^K",
+                    "v": "V = memory W^V",
+                }
             )
         mha.trace = lambda step, t, name=name, labels=labels: add(name, labels.get(step, step), t)
     for path, m in module.named_modules():
@@ -187,7 +198,7 @@ def audit_shapes(
             )
     try:
         with torch.no_grad():
-            out = _run(module, a, seq, batch)
+            out = _run(module, a, seq, batch, src_seq)
     finally:
         for h in handles:
             h.remove()
@@ -196,7 +207,7 @@ def audit_shapes(
     shape = list(out.shape)
     return {
         "model": a.model,
-        "config": {**dataclasses.asdict(a), "seq": seq, "batch": batch},
+        "config": {**dataclasses.asdict(a), "seq": seq, "batch": batch, "src_seq": src_seq},
         "steps": steps,
         "layer_outputs": [shape for _, shape in layer_outputs],
         "layer_output_names": [name for name, _ in layer_outputs],
@@ -213,24 +224,26 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def _run(module: nn.Module, a: Arch, seq: int, batch: int) -> torch.Tensor:
+def _run(module: nn.Module, a: Arch, seq: int, batch: int, src_seq: int) -> torch.Tensor:
     """Random input of the right kind through ``module``; returns the output tensor."""
     if a.model == "encoder-layer":
         return module(torch.randn(batch, seq, a.d_model))  # [B, T, d]
     if a.model == "decoder-layer":
         y = torch.randn(batch, seq, a.d_model)  # [B, T, d] decoder input
-        memory = torch.randn(batch, seq, a.d_model)  # [B, S, d] encoder output, S = T here
+        memory = torch.randn(batch, src_seq, a.d_model)  # [B, S, d] encoder output
         return module(y, memory, is_causal=True)
-    ids = torch.randint(4, a.vocab, (batch, seq)) if a.vocab > 4 else torch.randint(0, a.vocab, (batch, seq))
+    low = 4 if a.vocab > 4 else 0  # ids above the special tokens (PAD, BOS, EOS, UNK) where possible
+    ids = torch.randint(low, a.vocab, (batch, seq))  # [B, T]
     if a.model == "transformer":
-        return _first(module(ids, ids))  # logits [B, T, V]
+        src = torch.randint(low, a.vocab, (batch, src_seq))  # [B, S]
+        return _first(module(src, ids))  # logits [B, T, V]
     if a.model == "gpt":
         return _first(module(ids))  # logits [B, T, V]
     return _first(module(ids))  # last_hidden_state [B, T, d]
 
 
 # steps that run side by side with the next one (Q, K, V; their head splits): no arrow between them
-_PARALLEL = {TRACE_LABELS[k] for k in ("q", "k", "q_heads", "k_heads")} | {"K = memory W^K"}
+_PARALLEL = {TRACE_LABELS[k] for k in ("q", "k", "q_heads", "k_heads")} | {"K = memory W^K", "Q = y W^Q"}
 
 
 def render_shapes(report: dict) -> str:
@@ -242,7 +255,9 @@ def render_shapes(report: dict) -> str:
     out = [
         f"shapes through {report['model']} (d_model={c['d_model']}, heads={c['heads']}, "
         f"kv_heads={c['kv_heads'] or c['heads']}, d_ff={c['d_ff']}, layers={c['layers']}, "
-        f"{c['norm']}-norm), input B={c['batch']}, T={c['seq']}; measured by running the module with hooks",
+        f"{c['norm']}-norm), input B={c['batch']}, T={c['seq']}"
+        + (f", S={c['src_seq']}" if c.get("src_seq", c["seq"]) != c["seq"] else "")
+        + "; measured by running the module with hooks",
         "",
     ]
     drawn: dict[str, str] = {}  # stack -> the one layer drawn in detail

@@ -132,12 +132,26 @@ def params(model, d_model, heads, d_ff, layers, kv_heads, vocab, as_json, norm, 
 @_sizes
 @click.option("--seq", default=50, show_default=True, type=POS, help="Sequence length T.")
 @click.option("--batch", default=5, show_default=True, type=POS, help="Batch size B.")
+@click.option("--src-seq", default=None, type=POS, help="Source length S (decoder-layer, transformer).")
 @click.option("--norm", default="post", show_default=True, type=OneOf("post", "pre"))
 @click.option("--no-bias", is_flag=True, help="Linear layers without biases.")
 @click.option("--activation", default="relu", show_default=True, type=OneOf("relu", "gelu"))
 @usage_errors
 def shapes(
-    model, d_model, heads, d_ff, layers, kv_heads, vocab, as_json, seq, batch, norm, no_bias, activation
+    model,
+    d_model,
+    heads,
+    d_ff,
+    layers,
+    kv_heads,
+    vocab,
+    as_json,
+    seq,
+    batch,
+    src_seq,
+    norm,
+    no_bias,
+    activation,
 ):
     """The tensor shape on every arrow through the block, measured with hooks."""
     from attnlab.audit.shapes import audit_shapes, render_shapes
@@ -155,6 +169,7 @@ def shapes(
         bias=not no_bias,
         activation=activation,
         vocab=vocab,
+        src_seq=src_seq,
     )
     _emit(report, as_json, render_shapes)
 
