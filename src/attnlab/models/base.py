@@ -33,10 +33,18 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
-        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict):
+            raise ValueError(f"{cls.__name__}: the config must be a JSON object, got {type(data).__name__}")
+        fields_ = dataclasses.fields(cls)
+        names = {f.name for f in fields_}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
+        required = {f.name for f in fields_
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        missing = sorted(required - set(data))
+        if missing:
+            raise ValueError(f"{cls.__name__} is missing required field(s) {missing}")
         fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**fields)
 
@@ -56,8 +64,20 @@ def check_choice(config: Any, name: str, choices: tuple) -> None:
         raise ValueError(f"{type(config).__name__}.{name} must be one of {list(choices)}, got {value!r}")
 
 
+def _looks_like_safetensors(head: bytes, size: int) -> bool:
+    """A safetensors file starts with an 8-byte little-endian header length N, then N bytes of JSON."""
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    return 0 < n <= size - 8 and head[8:9] == b"{"
+
+
 def _refuse_pickle(path: Path) -> None:
-    head = path.read_bytes()[:4] if path.stat().st_size else b""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(9)
+    if _looks_like_safetensors(head, size):
+        return  # (its header length may well begin with byte 0x80: not a pickle)
     if head[:1] == b"\x80" or head[:2] == b"PK":
         raise ValueError(f"{path} looks like a pickle/torch.save file; attnlab loads only safetensors "
                          f"(pickle can run arbitrary code)")
