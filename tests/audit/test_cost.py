@@ -139,3 +139,10 @@ def test_gpt_logits_and_reconciliation():
     rows = {row["term"]: row for row in r["measured"]["rows"]}
     assert rows["outside attention and FFN"]["measured"] == 2 * 2 * 6 * 32 * 100  # the lm_head matmul
     assert all(row["equal"] for row in rows.values()) and r["measured"]["warnings"] == []
+
+
+def test_gpt_training_n_includes_final_norm_and_tied_logits():
+    t = audit_cost(model="gpt", d_model=64, heads=4, d_ff=256, seq=32, layers=2, vocab=100, training=True)
+    n_layer = 4 * 64 * 64 + 2 * 64 * 256 + 256 + 9 * 64
+    assert t["training"]["N"] == 2 * n_layer + 2 * 64 + 64 * 100  # layers + LN_f + logit matrix (tied)
+    assert audit_cost(d_model=8, heads=2, d_ff=16, seq=3, window=2)["config"]["causal"] is True

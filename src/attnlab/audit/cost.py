@@ -147,7 +147,7 @@ def audit_cost(
         window = positive_int("window", window)
         if window > seq:
             raise ValueError(f"window={window} is larger than the sequence seq={seq}")
-    if model == "gpt":
+    if model == "gpt" or window is not None:  # GPT is causal; the sliding window is a causal window
         causal = True
     a = Arch(
         model=model if model == "gpt" else "encoder-layer",
@@ -205,8 +205,8 @@ def audit_cost(
             "all_layers_bytes": L * per_layer * bytes_per_value,
             "fused_attention_all_layers_bytes": L * fused * bytes_per_value,
             "logits_bytes": logits_entries * bytes_per_value,
-            "note": "tensors the explicit path materialises (what training keeps for backward without "
-            "recomputation); a fused kernel (SDPA/flash) never stores the two [B, h, T, T] tensors",
+            "note": "the main tensors one layer's forward pass produces (what training keeps for backward "
+            "without recomputation); a fused kernel (SDPA/flash) never stores the two [B, h, T, T] tensors",
         },
         "kv_cache": {
             "bytes_per_token": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value),
@@ -245,15 +245,18 @@ def _growth(a: Arch, seq: int, batch: int, causal: bool, window: int | None) -> 
 def _training(a: Arch, seq: int, forward_per_token: float) -> dict:
     """PaLM's training FLOPs per token, 6N + 12·L·h·d_k·T, beside 3 × our forward count."""
     p = audit_params(
-        model="encoder-layer",
+        model=a.model,
         d_model=a.d_model,
         heads=a.heads,
         d_ff=a.d_ff,
         layers=a.layers,
         kv_heads=a.kv_heads,
+        vocab=a.vocab,
+        max_len=a.max_len,
         build_module=False,
     )
-    n = p["total"] + (a.d_model * a.vocab if a.vocab else 0)
+    # non-embedding parameters (layers, final norm) + the logit matrix, which multiplies every token
+    n = p["total_without_embeddings"] - p["by_group"].get("head", 0) + (a.d_model * a.vocab if a.vocab else 0)
     attn = 12 * a.layers * a.heads * a.d_k * seq
     return {
         "N": n,
