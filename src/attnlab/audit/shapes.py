@@ -143,59 +143,8 @@ def audit_shapes(
             owner, rel = where(path)
             steps.append({"layer": owner, "where": rel, "step": step, "shape": list(t.shape)})
 
-    handles = []
-    for name in attn_names:
-        mha = module.get_submodule(name)
-        labels = dict(TRACE_LABELS)
-        if "cross" in name:  # cross-attention: keys and values come from the encoder memory
-            labels.update(
-                {
-                    "x_q": "input y (queries from the decoder)",
-                    "q": "Q = y W^Q",
-                    "k": "K = memory W^K",
-                    "v": "V = memory W^V",
-                }
-            )
-        mha.trace = lambda step, t, name=name, labels=labels: add(name, labels.get(step, step), t)
-    for path, m in module.named_modules():
-        if any(path == n or path.startswith(n + ".") for n in attn_names) or isinstance(m, _SKIP):
-            continue
-        if path in layer_names:
-            handles.append(
-                m.register_forward_hook(
-                    lambda _m, _i, out, path=path: layer_outputs.append((path, list(_first(out).shape)))
-                )
-            )
-            continue
-        if list(m.children()):
-            continue
-        leaf = path.rsplit(".", 1)[-1]
-        if isinstance(m, nn.LayerNorm) or "norm" in leaf.lower():
-            owner = where(path)[0]
-            if owner:
-                layer = module.get_submodule(owner)
-                decoder = type(layer).__name__ == "DecoderLayer"
-                pre, post = _norm_labels(
-                    a.norm, leaf, decoder, getattr(layer, "cross_attn", None) is not None
-                )
-            else:
-                pre, post = None, ("final LayerNorm LN_f" if leaf == "norm" else f"norm {leaf}")
-            if pre:
-                handles.append(
-                    m.register_forward_pre_hook(
-                        lambda _m, args, path=path, pre=pre: add(path, pre, args[0] if args else None)
-                    )
-                )
-            handles.append(
-                m.register_forward_hook(lambda _m, _i, out, path=path, post=post: add(path, post, out))
-            )
-        else:
-            label = _leaf_label(path, m)
-            handles.append(
-                m.register_forward_hook(
-                    lambda _m, _i, out, path=path, label=label: add(path, label, _first(out))
-                )
-            )
+    _trace_attention(module, attn_names, add)
+    handles = _hook_modules(module, a, layer_names, attn_names, where, add, layer_outputs)
     try:
         with torch.no_grad():
             out = _run(module, a, seq, batch, src_seq)
@@ -215,6 +164,60 @@ def audit_shapes(
         "output_numbers": math.prod(shape),
         "per_sequence_output": shape[1:],
     }
+
+
+def _cross_labels() -> dict[str, str]:
+    """Cross-attention: queries from the decoder stream y, keys and values from the encoder memory."""
+    return {
+        **TRACE_LABELS,
+        "x_q": "input y (queries from the decoder)",
+        "q": "Q = y W^Q",
+        "k": "K = memory W^K",
+        "v": "V = memory W^V",
+    }
+
+
+def _trace_attention(module: nn.Module, attn_names: list[str], add) -> None:
+    """Set every MultiHeadAttention's ``trace`` hook to record its steps under the notes' names."""
+    for name in attn_names:
+        labels = _cross_labels() if "cross" in name else TRACE_LABELS
+        module.get_submodule(name).trace = lambda step, t, name=name, labels=labels: add(
+            name, labels.get(step, step), t
+        )
+
+
+def _hook_modules(module, a: Arch, layer_names, attn_names, where, add, layer_outputs) -> list:
+    """Forward hooks on every layer (its output) and every leaf outside attention (norms: input too)."""
+    handles = []
+    for path, m in module.named_modules():
+        if any(path == n or path.startswith(n + ".") for n in attn_names) or isinstance(m, _SKIP):
+            continue
+        if path in layer_names:
+            record = lambda _m, _i, out, path=path: layer_outputs.append((path, list(_first(out).shape)))
+            handles.append(m.register_forward_hook(record))
+            continue
+        if list(m.children()):
+            continue
+        leaf = path.rsplit(".", 1)[-1]
+        if not (isinstance(m, nn.LayerNorm) or "norm" in leaf.lower()):
+            label = _leaf_label(path, m)
+            record = lambda _m, _i, out, path=path, label=label: add(path, label, _first(out))
+            handles.append(m.register_forward_hook(record))
+            continue
+        owner = where(path)[0]
+        if owner:
+            layer = module.get_submodule(owner)
+            decoder = type(layer).__name__ == "DecoderLayer"
+            pre, post = _norm_labels(a.norm, leaf, decoder, getattr(layer, "cross_attn", None) is not None)
+        else:
+            pre, post = None, ("final LayerNorm LN_f" if leaf == "norm" else f"norm {leaf}")
+        if pre:  # the norm's input: the residual sum (post-norm) or the residual stream (pre-norm)
+            record_in = lambda _m, args, path=path, pre=pre: add(path, pre, args[0] if args else None)
+            handles.append(m.register_forward_pre_hook(record_in))
+        handles.append(
+            m.register_forward_hook(lambda _m, _i, out, path=path, post=post: add(path, post, out))
+        )
+    return handles
 
 
 def _first(out):
