@@ -18,6 +18,8 @@ from attnlab.models.bert import (
     BertEncoder,
     embed,
     load_pretrained,
+    pool,
+    pool_packed,
     pretrained_path,
 )
 
@@ -209,6 +211,26 @@ def test_encode_equals_forward_and_explicit_path_equals_fast_path():
     torch.testing.assert_close(slow["last_hidden_state"], fast["last_hidden_state"], rtol=0, atol=1e-5)
     assert torch.equal(enc, fast["last_hidden_state"])
     assert fast["attentions"] is None and len(slow["attentions"]) == 2
+
+
+def test_packed_encoder_equals_the_padded_one():
+    model = _small().double()
+    lengths = [9, 4, 7, 9, 1]
+    ids = torch.randint(1, 50, (5, 9))
+    types = torch.randint(0, 2, (5, 9))
+    mask = torch.arange(9)[None, :] < torch.tensor(lengths)[:, None]  # [5, 9]
+    with torch.no_grad():
+        padded = model.encode(ids, mask, types)  # [5, 9, 16]
+        packed = model.encode_packed(ids[mask], lengths, types[mask])  # [30, 16]
+        torch.testing.assert_close(packed, padded[mask], rtol=0, atol=1e-12)
+        same = model.encode_packed(ids[[0, 3]].flatten(), [9, 9])  # no padding at all
+        torch.testing.assert_close(same, model.encode(ids[[0, 3]]).flatten(0, 1), rtol=0, atol=1e-12)
+    for how in ("mean", "cls", "max", "mean_sqrt_len"):
+        torch.testing.assert_close(pool_packed(packed, lengths, how), pool(padded, mask, how),
+                                   rtol=0, atol=1e-12)
+    h = torch.tensor([[[1.0, 2.0], [3.0, 6.0], [100.0, 100.0]]])  # the third token is padding
+    m = torch.tensor([[True, True, False]])
+    assert pool(h, m, "mean").tolist() == [[2.0, 4.0]] and pool(h, m, "max").tolist() == [[3.0, 6.0]]
 
 
 @pytest.mark.parametrize("call,match", [

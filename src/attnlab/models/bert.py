@@ -19,6 +19,7 @@ import dataclasses
 import importlib.util
 import json
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,72 @@ class BertEncoder(SavableModel):
         x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
         for layer in self.layers:
             x = layer(x, mask)  # [B, T, d]
+        return x
+
+    def encode_packed(self, ids: Tensor, lengths: Sequence[int], token_type_ids: Tensor | None = None,
+                      qkv: list[tuple[Tensor, Tensor | None]] | None = None) -> Tensor:
+        """The encoder on packed sentences, without computing a single padding token.
+
+        ``ids [N_tok]`` holds the sentences one after another (``lengths``, longest first or in
+        any order). Every position-wise part (embeddings, Q/K/V and output projections, FFN,
+        LayerNorm: ~95% of the FLOPs) runs on the ``N_tok`` real tokens only; only the
+        attention itself scatters Q, K, V into ``[b, h, T, d_k]`` (``T = max(lengths)``) for the
+        fused SDPA kernel with a key-padding mask, and gathers the result back. The same layers
+        and the same post-norm equations as :meth:`forward` (inference only: no dropout).
+
+        Args:
+            ids: ``[N_tok]`` token ids; lengths: tokens per sentence (sum = N_tok);
+            token_type_ids: ``[N_tok]`` or None (segment 0); qkv: per layer the concatenated
+                ``(W_qkv [3d, d], b_qkv [3d])`` (computed here when None).
+        Returns:
+            ``[N_tok, d_model]``, the last hidden state of every real token, packed like ``ids``.
+        """
+        c = self.config
+        b, T, n = len(lengths), max(lengths), int(sum(lengths))
+        if T > c.max_len:
+            raise ValueError(f"a sentence has T={T} tokens but the model has max_len={c.max_len} positions")
+        if ids.shape != (n,):
+            raise ValueError(f"ids has shape {list(ids.shape)} but lengths sum to {n}")
+        dev = ids.device
+        lens = torch.tensor(list(lengths), device=dev)  # [b]
+        starts = torch.cumsum(lens, 0) - lens  # [b]
+        pos = torch.arange(n, device=dev) - torch.repeat_interleave(starts, lens)  # [N_tok] in-sentence
+        x = self.word_embeddings(ids) + self.positions.weight[pos]  # [N_tok, d]
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        x = self.embed_norm(x)  # [N_tok, d]
+        padded = min(lengths) != T
+        if padded:
+            sentence = torch.repeat_interleave(torch.arange(b, device=dev), lens)  # [N_tok]
+            slot = sentence * T + pos  # [N_tok]: row of each real token in the [b*T] grid
+            keep = torch.arange(T, device=dev)[None, :] < lens[:, None]  # [b, T]
+            holes = (~keep).flatten().nonzero().squeeze(1)  # [b*T - N_tok]: the padding rows
+            mask = keep[:, None, None, :]  # [b, 1, 1, T]: every query sees its sentence's real keys
+        d, h = c.d_model, c.num_heads
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            if qkv is None:
+                w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])  # [3d, d]
+                bias = torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])  # [3d]
+            else:
+                w, bias = qkv[i]
+            proj = F.linear(x, w, bias)  # [N_tok, 3d]
+            if padded:  # real rows from proj, zeros (finite, masked anyway) in the few holes
+                grid = proj.new_empty(b * T, 3 * d).index_copy_(0, slot, proj)  # [b*T, 3d]
+                grid.index_fill_(0, holes, 0.0)
+            else:
+                grid = proj
+            q, k, v = grid.view(b, T, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [b, h, T, d_k]
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if padded else None)  # [b, h, T, d_k]
+            o = o.transpose(1, 2)  # [b, T, h, d_k] (a view)
+            if padded:
+                o = o[sentence, pos].view(n, d)  # [N_tok, d]: gather the real tokens, one copy
+            else:
+                o = o.reshape(n, d)  # [N_tok, d]
+            x = layer.norm1(x + attn.out_proj(o))  # U = LN_1(X + MHA(X))
+            x = layer.norm2(x + layer.ffn(x))  # X' = LN_2(U + FFN(U))
         return x
 
     # -- real checkpoints ------------------------------------------------------------------------
@@ -378,14 +445,29 @@ def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
     return total / (count if how == "mean" else count**0.5)
 
 
+def pool_packed(hidden: Tensor, lengths: Sequence[int], how: str) -> Tensor:
+    """:func:`pool` for packed token vectors ``hidden [N_tok, d]`` of sentences of ``lengths``: ``[b, d]``."""
+    parts = hidden.split(list(lengths))  # b tensors [L_i, d]
+    if how == "cls":
+        return torch.stack([p[0] for p in parts])  # [b, d]
+    if how == "max":
+        return torch.stack([p.amax(dim=0) for p in parts])  # [b, d]
+    lens = torch.tensor(list(lengths), device=hidden.device, dtype=hidden.dtype)[:, None]  # [b, 1]
+    sentence = torch.repeat_interleave(torch.arange(len(parts), device=hidden.device), lens[:, 0].long())
+    total = hidden.new_zeros(len(parts), hidden.shape[1]).index_add_(0, sentence, hidden)  # [b, d]
+    return total / (lens if how == "mean" else lens.sqrt())
+
+
 def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: int = 32) -> Tensor:
     """Sentence embeddings ``[N, d_model]`` (float32, on the model's device), row i for sentence i.
 
-    Tokenise all sentences (Rust, in parallel), sort them by length so each batch pads to its own
-    longest sentence and wastes almost nothing, run the encoder under ``torch.inference_mode``
-    (the fused SDPA kernel with a key-padding mask only when a batch has padding), pool as the
-    checkpoint says (``model.config.pooling``; MiniLM: the mean over real tokens), L2-normalise
-    if ``model.config.normalize``, and put every row back in the caller's order.
+    Tokenise all sentences (Rust, in parallel), sort them by length (longest first), and run
+    each batch of ``batch_size`` sentences packed (:meth:`BertEncoder.encode_packed`): no
+    padding token goes through a projection or the FFN, and the sorting keeps the attention's
+    padded grid nearly full. Under ``torch.inference_mode``, the fused SDPA kernel gets a
+    key-padding mask only when a batch has padding. Pool as the checkpoint says
+    (``model.config.pooling``; MiniLM: the mean over real tokens), L2-normalise if
+    ``model.config.normalize``, and put every row back in the caller's order.
     """
     if isinstance(sentences, str):
         raise ValueError("sentences must be a list of strings, not one string")
@@ -413,23 +495,18 @@ def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: i
     model.eval()
     try:
         with torch.inference_mode():
+            qkv = [(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),  # [3d, d]
+                    torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))  # [3d]
+                   for a in (layer.self_attn for layer in model.layers)]
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
                 lengths = [len(ids[i]) for i in rows]
-                T = lengths[0]
-                batch = torch.full((len(rows), T), c.pad_id, dtype=torch.long)  # [b, T]
-                segments = torch.zeros((len(rows), T), dtype=torch.long)  # [b, T]
-                for r, i in enumerate(rows):
-                    batch[r, : lengths[r]] = torch.tensor(ids[i])
-                    if any(types[i]):
-                        segments[r, : lengths[r]] = torch.tensor(types[i])
-                mask = None
-                if lengths[-1] != T:  # sorted: the last row is the shortest
-                    mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # [b, T]
-                    mask = mask.to(device)
-                hidden = model.encode(batch.to(device), mask,
-                                      segments.to(device) if bool(segments.any()) else None)  # [b, T, d]
-                vec = pool(hidden, mask, c.pooling)  # [b, d]
+                flat = torch.tensor(list(chain.from_iterable(ids[i] for i in rows)), device=device)  # [N_tok]
+                segs = None
+                if any(any(types[i]) for i in rows):
+                    segs = torch.tensor(list(chain.from_iterable(types[i] for i in rows)), device=device)
+                hidden = model.encode_packed(flat, lengths, segs, qkv)  # [N_tok, d]
+                vec = pool_packed(hidden, lengths, c.pooling)  # [b, d]
                 if c.normalize:
                     vec = F.normalize(vec, p=2.0, dim=-1)
                 out[torch.tensor(rows, device=device)] = vec.float()
