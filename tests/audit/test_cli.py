@@ -89,3 +89,10 @@ def test_bad_input_exits_2_with_one_line(args, fragment):
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("Error:")
+
+
+@pytest.mark.parametrize("command", ["params", "shapes", "cost", "peak"])
+def test_help(command):
+    r = run(command, "--help")
+    assert r.exit_code == 0, r.output
+    assert "--d-model" in r.output and "[encoder-layer|decoder-layer|transformer|gpt|bert]" in r.output

@@ -38,7 +38,7 @@ class OneOf(click.ParamType):
     def __init__(self, *choices: str):
         self.choices = choices
 
-    def get_metavar(self, param, *args) -> str:
+    def get_metavar(self, param, ctx=None) -> str:
         return "[" + "|".join(self.choices) + "]"
 
     def convert(self, value, param, ctx):
