@@ -131,17 +131,24 @@ def machine() -> dict:
     }
 
 
+ALL_OPS = "(all operations)"
+
+
 def profile_top(fn: Callable[[], object], n: int = 8, calls: int = 3) -> list[dict]:
-    """The ``n`` PyTorch operations with the most self CPU time over ``calls`` calls of ``fn``."""
+    """The ``n`` PyTorch operations with the most self CPU time per call of ``fn`` (over ``calls``
+    calls), after a first row with the totals over all operations."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(calls):
             fn()
-    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:n]
-    return [{"op": e.key, "self_ms_per_call": e.self_cpu_time_total / 1e3 / calls, "count": e.count // calls}
-            for e in rows]
+    events = list(prof.key_averages())
+    rows = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:n]
+    total = {"op": ALL_OPS, "self_ms_per_call": sum(e.self_cpu_time_total for e in events) / 1e3 / calls,
+             "count": sum(e.count for e in events) // calls}
+    return [total] + [{"op": e.key, "self_ms_per_call": e.self_cpu_time_total / 1e3 / calls,
+                       "count": e.count // calls} for e in rows]
 
 
 def profile_table(title: str, tops: dict[str, list[dict]]) -> dict:
@@ -150,3 +157,14 @@ def profile_table(title: str, tops: dict[str, list[dict]]) -> dict:
     for name, top in tops.items():
         rows += [[name, f"`{r['op']}`", f"{r['self_ms_per_call']:.2f}", r["count"]] for r in top]
     return table(title, ["candidate", "operation", "self ms per call", "calls per call"], rows)
+
+
+def explain_profile(tops: dict[str, list[dict]]) -> str:
+    """Operations attnlab spends more time in than torch (from the profiles), largest first."""
+    ours = {r["op"]: r["self_ms_per_call"] for r in tops["attnlab"] if r["op"] != ALL_OPS}
+    theirs = {r["op"]: r["self_ms_per_call"] for r in tops["torch"] if r["op"] != ALL_OPS}
+    extra = sorted(((ms - theirs.get(op, 0.0), op) for op, ms in ours.items()), reverse=True)[:3]
+    parts = [f"`{op}` +{d:.2f} ms" for d, op in extra if d > 0]
+    n_ours, n_theirs = tops["attnlab"][0]["count"], tops["torch"][0]["count"]
+    head = f"profile: {n_ours} vs {n_theirs} operations per call"
+    return head + ("; attnlab spends more in " + ", ".join(parts) if parts else "")

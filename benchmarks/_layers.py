@@ -4,7 +4,17 @@ the same weights, forward+backward, interleaved; profile both when the target is
 from __future__ import annotations
 
 import torch
-from _common import fmt_s, profile_table, profile_top, ratio, summary, table, target, time_interleaved
+from _common import (
+    explain_profile,
+    fmt_s,
+    profile_table,
+    profile_top,
+    ratio,
+    summary,
+    table,
+    target,
+    time_interleaved,
+)
 
 
 def train_step(module, call):
@@ -46,17 +56,9 @@ def compare(name: str, ours, theirs, call_ours, call_theirs, goal: float, what: 
         raw["profile"] = tops
         tables.append(profile_table(f"{what}: where forward + backward spends its time (torch.profiler)",
                                     tops))
-        limit = _explain(tops)
+        limit = explain_profile(tops)
     return {"raw": raw, "tables": tables,
             "targets": [target(f"{name} / torch, forward+backward", f"≤ {goal}×", r, r <= goal, f"{r:.3f}×",
                                limit)],
             "reports": [{"what": f"{name} / torch, inference forward", "shown": f"{r_inf:.3f}×"}]}
 
-
-def _explain(tops: dict[str, list[dict]]) -> str:
-    """Operations attnlab spends more time in than torch (from the profiles), largest first."""
-    ours = {r["op"]: r["self_ms_per_call"] for r in tops["attnlab"]}
-    theirs = {r["op"]: r["self_ms_per_call"] for r in tops["torch"]}
-    extra = sorted(((ms - theirs.get(op, 0.0), op) for op, ms in ours.items()), reverse=True)[:3]
-    parts = [f"`{op}` +{d:.2f} ms" for d, op in extra if d > 0]
-    return ("profile: " + ", ".join(parts)) if parts else "no single operation dominates the difference"
