@@ -258,3 +258,15 @@ def test_flash_option_equals_sdpa_path_with_and_without_cache(case):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_fused_and_separate_projections_agree():
+    """Long inputs take the fused QKV matmul, short ones the three separate projections."""
+    from attnlab.nn.multihead import FUSE_MIN_TOKENS
+
+    m = _mha(21, 16, 4, num_kv_heads=2)
+    x = _x(22, 1, FUSE_MIN_TOKENS + 1, 16)
+    long_out, _ = m(x, is_causal=True)
+    short_rows = [m(x[:, : t + 1], is_causal=True)[0][:, -1] for t in (0, 5, 9)]  # fewer tokens: separate
+    for t, row in zip((0, 5, 9), short_rows):
+        torch.testing.assert_close(row, long_out[:, t], rtol=0, atol=1e-12)

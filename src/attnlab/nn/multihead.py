@@ -27,6 +27,11 @@ from attnlab.nn.positions import alibi_bias, apply_rope, rope_cos_sin
 
 Trace = Callable[[str, torch.Tensor], None]
 
+# Self-attention projects Q, K, V with one matmul on the concatenated weights when there are at
+# least this many query positions; below it (a decoding step) the copy of 3 d^2 weights that the
+# concatenation costs outweighs the saving, so the three projections run separately.
+FUSE_MIN_TOKENS = 64
+
 
 class KVCache:
     """Keys and values of the positions seen so far by one attention layer.
@@ -205,7 +210,7 @@ class MultiHeadAttention(nn.Module):
         # Q, K, V projections: [B, T, h d_k] -> heads [B, h, T, d_k]
         if static_hit:
             q, k, v = self.q_proj(x_q), None, None
-        elif is_self and self.kv_dim == self.d_model:
+        elif is_self and self.kv_dim == self.d_model and b * t_q >= FUSE_MIN_TOKENS:
             q, k, v = self._project_self(x_q)
         else:
             x_kv = x_q if x_kv is None else x_kv
