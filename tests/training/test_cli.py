@@ -59,6 +59,9 @@ def test_evaluate_and_translate(trained):
     (["train", "--steps", "5"], "--task is required"),
     (["train", "--task", "reverse", "--resume"], "--resume needs --out DIR"),
     (["evaluate", "/nonexistent/dir"], "holds no checkpoint"),
+    (["train", "--task", "reverse", "--steps", "5", "--schedule", "linear"], "schedule must be one of"),
+    (["train", "--task", "reverse", "--steps", "5", "--model", "attention-rnn", "--attention", "x"],
+     "attention must be one of"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
     result = run(*args)

@@ -77,7 +77,7 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option("--steps", type=int, default=1000, show_default=True, help="Optimisation steps in total.")
 @click.option("--batch", type=int, default=64, show_default=True, help="Global batch size.")
 @click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (noam: factor).")
-@click.option("--schedule", type=click.Choice(["cosine", "noam", "constant"]), default="cosine",
+@click.option("--schedule", type=str, default="cosine", help="cosine | noam | constant.",
               show_default=True)
 @click.option("--warmup", type=int, default=50, show_default=True)
 @click.option("--label-smoothing", type=float, default=0.0, show_default=True)
@@ -85,7 +85,7 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option("--weight-decay", type=float, default=0.01, show_default=True)
 @click.option("--eval-every", type=int, default=0, show_default=True, help="0 = only at the end.")
 @click.option("--eval-size", type=int, default=200, show_default=True)
-@click.option("--decode", type=click.Choice(["greedy", "beam"]), default="greedy", show_default=True)
+@click.option("--decode", type=str, default="greedy", show_default=True, help="greedy | beam.")
 @click.option("--beam-size", type=int, default=4, show_default=True)
 @click.option("--ckpt-every", type=int, default=0, show_default=True, help="0 = only at the end.")
 @click.option("--train-size", type=int, default=10000, show_default=True, help="Training examples.")
@@ -99,11 +99,11 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option("--layers", type=int, default=None, help="Layers (default 2 transformer/gpt, 1 RNN).")
 @click.option("--hidden", type=int, default=None, help="RNN state width (default 64).")
 @click.option("--emb", type=int, default=None, help="RNN embedding width (default 32).")
-@click.option("--cell", type=click.Choice(["gru", "lstm"]), default=None, help="RNN cell (default gru).")
-@click.option("--attention", type=click.Choice(["bahdanau", "luong-dot", "luong-general", "luong-concat"]),
+@click.option("--cell", type=str, default=None, help="RNN cell (default gru).")
+@click.option("--attention", type=str,
               default=None, help="attention-rnn score (default bahdanau).")
 @click.option("--dropout", type=float, default=None)
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Checkpoint folder.")
+@click.option("--out", type=str, default=None, help="Checkpoint folder.")
 @click.option("--resume", is_flag=True, help="Continue the checkpoint in --out.")
 @click.option("--nproc", type=int, default=1, show_default=True, help="DDP processes (gloo on CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -162,15 +162,15 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=str)
 @click.option("--task", type=str, default=None, help="Must match the checkpoint's task (default: it).")
-@click.option("--split", type=click.Choice(["train", "validation", "test"]), default="test",
+@click.option("--split", type=str, default="test", help="train | validation | test.",
               show_default=True)
 @click.option("--n", "n", type=int, default=500, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--min-len", type=int, default=None, help="Override the task's shortest source.")
 @click.option("--max-len", type=int, default=None, help="Override the task's longest source.")
-@click.option("--decode", type=click.Choice(["greedy", "beam"]), default="greedy", show_default=True)
+@click.option("--decode", type=str, default="greedy", show_default=True, help="greedy | beam.")
 @click.option("--beam-size", type=int, default=4, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @usage_errors
@@ -204,9 +204,9 @@ def evaluate(directory: str, task: str | None, split: str, n: int, seed: int, mi
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=str)
 @click.argument("text", nargs=-1, required=True)
-@click.option("--decode", type=click.Choice(["greedy", "beam"]), default="greedy", show_default=True)
+@click.option("--decode", type=str, default="greedy", show_default=True, help="greedy | beam.")
 @click.option("--beam-size", type=int, default=4, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @usage_errors

@@ -99,6 +99,8 @@ def predict(model, task: Task, sources: Sequence[str], *, decode: str = "greedy"
         from attnlab import decoding
     except ImportError:  # the decoding module is optional here; greedy needs only start/step
         decoding = None
+    if decode not in ("greedy", "beam"):
+        raise ValueError(f"decode must be 'greedy' or 'beam', got {decode!r}")
     tok = task.tokenizer
     was_training = model.training
     model.eval()

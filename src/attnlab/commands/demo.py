@@ -1,0 +1,31 @@
+"""``attnlab demo --out out/demo``: the whole tour as one self-contained report (what ``make demo`` runs)."""
+
+from __future__ import annotations
+
+import click
+
+from attnlab.commands._errors import usage_errors
+
+
+@click.command()
+@click.option("--out", type=str, default="out/demo", show_default=True,
+              help="Folder for index.html, explorer pages and experiment files.")
+@click.option("--steps", type=int, default=None, help="Training steps per model of the quick experiment.")
+@click.option("--no-explorer", is_flag=True, help="Skip the attention explorer pages (MiniLM).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@usage_errors
+def demo(out: str, steps: int | None, no_explorer: bool, quiet: bool) -> None:
+    """Build OUT/index.html: the five lessons, the encoder-layer audit, the quick bottleneck
+    experiment with its plot, table and alignment heatmaps, and the attention explorer."""
+    import dataclasses
+
+    from attnlab.experiments.bottleneck import QUICK
+    from attnlab.experiments.demo import build_demo
+
+    settings = QUICK if steps is None else dataclasses.replace(QUICK, steps=steps)
+    result = build_demo(out, settings=settings, progress=not quiet, explorer=not no_explorer)
+    missing = {k: v for k, v in result["sections"].items() if isinstance(v, str)}
+    for key, err in missing.items():
+        click.echo(f"warning: section {key} could not be built: {err}", err=True)
+    click.echo(f"report: {result['index']}  ({len(result['sections']) - len(missing)} sections, "
+               f"built in {result['seconds']:.0f} s)")
