@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/attnlab lesson --all
+	$(BIN)/attnlab demo --out out/demo
 
 test: $(STAMP)
 	bash scripts/ensure-chromium.sh
