@@ -101,8 +101,11 @@ def test_split_merge_heads_match_torch_reshape_and_round_trip(rng):
 
 
 def _gqa_params(g, d, h, h_kv, d_k):
-    return {"W_q": g.normal(size=(d, h * d_k)), "W_k": g.normal(size=(d, h_kv * d_k)),
-            "W_v": g.normal(size=(d, h_kv * d_k)), "W_o": g.normal(size=(h * d_k, d)),
+    # weights scaled by 1/sqrt(fan_in), as an initialiser does, so outputs are O(1) and the absolute
+    # float32 tolerance is meaningful
+    s_in, s_out = d**-0.5, (h * d_k) ** -0.5
+    return {"W_q": s_in * g.normal(size=(d, h * d_k)), "W_k": s_in * g.normal(size=(d, h_kv * d_k)),
+            "W_v": s_in * g.normal(size=(d, h_kv * d_k)), "W_o": s_out * g.normal(size=(h * d_k, d)),
             "b_q": g.normal(size=h * d_k), "b_k": g.normal(size=h_kv * d_k), "b_v": g.normal(size=h_kv * d_k),
             "b_o": g.normal(size=d)}
 
