@@ -35,19 +35,21 @@ def sinusoidal_table(max_len: int, d: int) -> torch.Tensor:
 class SinusoidalPositions(nn.Module):
     """Fixed sinusoidal encodings added to the embeddings: ``x + PE[offset : offset + T]``.
 
-    The table is a non-persistent float64 buffer (not saved: it is a function of ``max_len`` and
-    ``d``), cast to the input's dtype when added, so float64 models get float64 positions.
+    The table is a non-persistent float32 buffer (not saved: it is a function of ``max_len`` and
+    ``d``); float64 inputs get rows computed afresh in float64, so float64 models stay exact.
     """
 
     def __init__(self, max_len: int, d: int):
         super().__init__()
         self.max_len, self.d = max_len, d
-        self.register_buffer("pe", sinusoidal_table(max_len, d), persistent=False)  # [max_len, d]
+        self.register_buffer("pe", sinusoidal_table(max_len, d).float(), persistent=False)  # [max_len, d]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x [B, T, d] -> x + PE[offset:offset+T] [B, T, d]``; positions beyond ``max_len`` raise."""
         t = x.shape[-2]
         _check_range("SinusoidalPositions", offset, t, self.max_len)
+        if x.dtype == torch.float64:
+            return x + sinusoidal_table(offset + t, self.d)[offset:].to(x.device)  # [B, T, d]
         return x + self.pe[offset : offset + t].to(x.dtype)  # [B, T, d]
 
 
@@ -72,10 +74,12 @@ def rope_cos_sin(positions: torch.Tensor, d: int, base: float = 10000.0, dtype=t
     Args:
         positions: ``[T]`` integer positions. d: even feature width of one head.
     Returns:
-        ``(cos, sin)``, each ``[T, d/2]`` in ``dtype`` (computed in float64).
+        ``(cos, sin)``, each ``[T, d/2]`` in ``dtype`` (computed in float64, except on Apple's MPS,
+        which has no float64).
     """
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=positions.device) / d)  # [d/2]
-    ang = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
+    work = torch.float32 if positions.device.type == "mps" else torch.float64
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=work, device=positions.device) / d)  # [d/2]
+    ang = positions.to(work)[:, None] * inv_freq[None, :]  # [T, d/2]
     return ang.cos().to(dtype), ang.sin().to(dtype)
 
 
@@ -116,7 +120,7 @@ def alibi_bias(
         ``[num_heads, t_q, t_k]``.
     """
     t_k = t_q if t_k is None else t_k
-    p = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # [t_q, 1]
-    dist = (p - torch.arange(t_k, device=device)[None, :]).abs().to(torch.float64)  # [t_q, t_k]
-    slopes = alibi_slopes(num_heads).to(device)  # [h]
-    return (-slopes[:, None, None] * dist[None]).to(dtype)  # [h, t_q, t_k]
+    p = torch.arange(t_q)[:, None] + (t_k - t_q)  # [t_q, 1]
+    dist = (p - torch.arange(t_k)[None, :]).abs().to(torch.float64)  # [t_q, t_k]
+    bias = -alibi_slopes(num_heads)[:, None, None] * dist[None]  # [h, t_q, t_k], float64 on the CPU
+    return bias.to(dtype=dtype).to(device)  # (cast first: some devices have no float64)
