@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab import decoding
-from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
+from attnlab.models import GPT, AttentionRNN, AttentionRNNConfig, GPTConfig, Transformer, TransformerConfig
 
 BOS, EOS = 1, 2
 
@@ -43,6 +43,19 @@ def _gpt(seed: int, vocab: int = 5, **kw) -> GPT:
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.3)
     return model
+
+
+def _rnn(seed: int, vocab: int = 5) -> AttentionRNN:
+    torch.manual_seed(seed)
+    model = AttentionRNN(AttentionRNNConfig(src_vocab=7, tgt_vocab=vocab, emb=8, hidden=16)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)  # peakier distributions
+    return model
+
+
+def _model(family: str, seed: int, vocab: int = 5):
+    return {"transformer": _transformer, "gpt": _gpt, "rnn": _rnn}[family](seed, vocab=vocab)
 
 
 def _src(seed: int, b: int = 2, s: int = 4) -> torch.Tensor:
@@ -80,10 +93,10 @@ def test_transformer_cached_greedy_equals_recomputed_greedy():
         assert row[:n] == ref_row[:n] and all(t == 0 for t in row[n:])
 
 
-@pytest.mark.parametrize("family", ["transformer", "gpt"])
+@pytest.mark.parametrize("family", ["transformer", "gpt", "rnn"])
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_beam_size_one_equals_greedy(family, alpha):
-    model = _transformer(4, vocab=6) if family == "transformer" else _gpt(4, vocab=6)
+    model = _model(family, 4, vocab=6)
     src = _src(5, b=4)
     greedy = decoding.greedy(model, src, max_len=7)
     beam = decoding.beam_search(model, src, beam_size=1, max_len=7, length_penalty=alpha)
@@ -95,7 +108,7 @@ def _sequence_log_probs(model, src, seqs, family):
     seqs_t = torch.tensor(seqs)  # [N, L]
     n = seqs_t.shape[0]
     with torch.no_grad():
-        if family == "transformer":
+        if family != "gpt":
             tgt_in = torch.cat([torch.full((n, 1), BOS), seqs_t[:, :-1]], 1)
             logits = model(src.expand(n, -1), tgt_in)  # [N, L, V]
         else:
@@ -121,11 +134,11 @@ def _exhaustive_best(model, src, vocab, max_len, alpha, family):
     return best
 
 
-@pytest.mark.parametrize("family", ["transformer", "gpt"])
+@pytest.mark.parametrize("family", ["transformer", "gpt", "rnn"])
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_beam_search_finds_the_exhaustive_optimum(family, alpha, seed):
-    model = _transformer(10 + seed) if family == "transformer" else _gpt(10 + seed)
+    model = _model(family, 10 + seed)
     src = _src(20 + seed, b=1)
     want_score, want_seq = _exhaustive_best(model, src, 5, 4, alpha, family)
     result = decoding.beam_search(model, src, beam_size=400, max_len=4, length_penalty=alpha, n_best=3)
