@@ -48,3 +48,25 @@ def test_bad_arguments_exit_2_with_one_line():
     assert runner.invoke(cli, ["embed"]).exit_code == 2
     bad_batch = runner.invoke(cli, ["embed", "hello", "--batch-size", "0"])
     assert bad_batch.exit_code == 2 and "--batch-size must be a positive integer" in bad_batch.output
+
+
+def test_docs_page_examples_print_what_the_page_says():
+    """docs/pretrained.md: its python block prints its output block, its `attnlab embed` console
+    block is what the command prints."""
+    import contextlib
+    import io
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "pretrained.md").read_text()
+    pairs = re.findall(r"```python\n(.*?)```\n\n```output\n(.*?)```", text, re.S)
+    assert len(pairs) == 1
+    for code, expected in pairs:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "docs/pretrained.md", "exec"), {"__name__": "docs_pretrained"})
+        assert out.getvalue() == expected
+    console = re.search(r"```console\n\$ attnlab embed (.*?)\n(.*?)```", text, re.S)
+    result = CliRunner().invoke(cli, ["embed", *shlex.split(console.group(1))])
+    assert result.exit_code == 0 and result.output == console.group(2)

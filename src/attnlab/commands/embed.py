@@ -41,7 +41,7 @@ def embed(texts: tuple[str, ...], model_name: str, batch_size: int, as_json: boo
         click.echo(json.dumps({
             "model": model_name, "dim": c.d_model, "pooling": c.pooling, "normalize": c.normalize,
             "texts": list(texts), "tokens": tokens, "norms": norms.tolist(), "cosine": cosine.tolist(),
-            "embeddings": vectors.tolist()}, indent=1))
+            "embeddings": vectors.tolist()}))
         return
     click.echo(f"model {model_name}: {c.num_layers} layers, d_model {c.d_model}, {c.pooling} pooling"
                f"{', L2-normalised' if c.normalize else ''}\n")
