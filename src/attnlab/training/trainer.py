@@ -185,8 +185,9 @@ def _run(config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world
             m = evaluate_examples(model, task, val, decode=config.decode, beam_size=config.beam_size)
             record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
             history.append(record)
-            bar.write(f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
-                      f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)")
+            if progress:
+                bar.write(f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
+                          f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)")
         if lead and out_dir is not None and ((config.ckpt_every and step % config.ckpt_every == 0) or last):
             save_checkpoint(out_dir, model=model, optimizer=optimizer, step=step, config=config,
                             history=history, task_spec=task.spec())
