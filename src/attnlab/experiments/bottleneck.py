@@ -19,6 +19,7 @@ run shows.
 from __future__ import annotations
 
 import csv
+import io
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,7 +148,7 @@ class ModelResult:
 
 @dataclass
 class ExperimentResult:
-    """Results and the files written (paths relative to nothing: absolute)."""
+    """The measured results, the paths of the files written, and the trained models."""
 
     settings: Settings
     models: list[ModelResult]
@@ -298,8 +299,6 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
              "min_len": b["lo"], "max_len": b["hi"], "n": b["n"], "exact": round(b["exact"], 4),
              "token_acc": round(b["token_acc"], 4), "train_seconds": m.train_seconds}
             for m in models for b in m.buckets]
-    import io
-
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
     writer.writeheader()
@@ -312,7 +311,7 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
 
     heatmaps = []
     longest = tests[buckets(settings)[-1]]
-    example = min(longest, key=len_key(settings))
+    example = min(longest, key=lambda e: (len(e.src), e.src))  # shortest of the longest bucket
     for s in specs:
         if s.kind == "seq2seq-rnn":
             continue  # one fixed c for every step: no alignment to draw
@@ -322,7 +321,3 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
         heatmaps.append(str(path))
     return ExperimentResult(settings, models, files, heatmaps, summary, trained)
 
-
-def len_key(settings: Settings):
-    """Pick the heatmap example: the shortest source of the longest bucket (readable, yet long)."""
-    return lambda e: (len(e.src), e.src)
