@@ -246,6 +246,18 @@ def test_bad_inputs(call, match):
         call(_small())
 
 
+def test_bad_packed_inputs():
+    model = _small()
+    with pytest.raises(ValueError, match=r"ids has shape \[5\] but lengths sum to 6"):
+        model.encode_packed(torch.ones(5, dtype=torch.long), [3, 3])
+    with pytest.raises(ValueError, match="at least one token"):
+        model.encode_packed(torch.ones(3, dtype=torch.long), [3, 0])
+    with pytest.raises(ValueError, match=r"ids holds ids outside \[0, 50\)"):
+        model.encode_packed(torch.tensor([1, 99]), [2])
+    with pytest.raises(ValueError, match="T=13 tokens but the model has max_len=12"):
+        model.encode_packed(torch.ones(13, dtype=torch.long), [13])
+
+
 def test_bad_config():
     with pytest.raises(ValueError, match="d_model=10 is not divisible by num_heads=4"):
         BertConfig(vocab_size=5, d_model=10, num_heads=4)

@@ -209,6 +209,9 @@ class BertEncoder(SavableModel):
             raise ValueError(f"a sentence has T={T} tokens but the model has max_len={c.max_len} positions")
         if ids.shape != (n,):
             raise ValueError(f"ids has shape {list(ids.shape)} but lengths sum to {n}")
+        if min(lengths) <= 0:
+            raise ValueError(f"every sentence needs at least one token, got lengths {list(lengths)}")
+        _ids("ids", ids[None], None, c.vocab_size)
         dev = ids.device
         lens = torch.tensor(list(lengths), device=dev)  # [b]
         starts = torch.cumsum(lens, 0) - lens  # [b]
