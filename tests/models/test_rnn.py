@@ -107,6 +107,17 @@ def test_reorder_selects_batch_rows(family, cell, attention):
     torch.testing.assert_close(torch.stack([logits, logits2], 1), direct, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("family,cell,attention", VARIANTS)
+def test_every_parameter_learns(family, cell, attention):
+    model = _model(family, cell, attention, dtype=torch.float32).train()
+    src, tgt_in = _batch()
+    tgt_out = torch.tensor([[4, 5, 6, 2], [7, 8, 2, 0], [12, 2, 0, 0]])
+    logits = model(src, tgt_in)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, f"{name} gets no gradient"
+
+
 # -- the bottleneck --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
