@@ -204,6 +204,8 @@ class BertEncoder(SavableModel):
             ``[N_tok, d_model]``, the last hidden state of every real token, packed like ``ids``.
         """
         c = self.config
+        if not len(lengths):
+            raise ValueError("lengths is empty: no sentence to encode")
         b, T, n = len(lengths), max(lengths), int(sum(lengths))
         if T > c.max_len:
             raise ValueError(f"a sentence has T={T} tokens but the model has max_len={c.max_len} positions")
