@@ -57,10 +57,20 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Bad arguments exit with status 2 and a one-line message."""
     try:
-        cli.main(args=argv, prog_name="attnlab", standalone_mode=True)
-    except KeyboardInterrupt:  # pragma: no cover - interactive only
+        rv = cli.main(args=argv, prog_name="attnlab", standalone_mode=False)
+    except click.UsageError as exc:  # one line, not click's usage block
+        hint = f" (try '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):  # pragma: no cover - interactive only
         click.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,47 @@
+"""The `attnlab` entry point: every command is listed, and bad arguments give one line and exit 2."""
+
+import subprocess
+import sys
+
+import pytest
+
+from attnlab.cli import COMMANDS
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attnlab", *args], capture_output=True, text=True)
+
+
+def test_help_lists_every_command():
+    r = run("--help")
+    assert r.returncode == 0
+    for name in COMMANDS:
+        assert f"  {name}" in r.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["no-such-command"],
+    ["lesson", "--no-such-flag"],
+    ["audit", "params", "--d-model", "abc"],
+    ["tasks", "show"],                       # missing argument
+    ["train", "--steps", "abc"],
+])
+def test_bad_arguments_exit_2_with_one_line(args):
+    r = run(*args)
+    assert r.returncode == 2, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_atomic_writes_use_the_umask(tmp_path):
+    import os
+
+    from attnlab._io import atomic_write_bytes
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_bytes(tmp_path / "f.txt", b"x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
