@@ -1,6 +1,12 @@
-"""Shared fixtures: a seeded NumPy generator. The reference computes in float64 by default."""
+"""Shared fixtures: a seeded NumPy generator (the reference computes in float64 by default) and the
+runner of a markdown page's python examples."""
 
 from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,3 +16,33 @@ import pytest
 def rng() -> np.random.Generator:
     """A fresh, seeded generator per test, so every test is reproducible on its own."""
     return np.random.default_rng(1234)
+
+
+PYTHON_EXAMPLE = re.compile(r"```python\n(.*?)```\n\n```output\n(.*?)```", re.S)
+
+
+class DocExamples:
+    """The python examples of a markdown page: each ```python block followed by the ```output block
+    that running it must print, exactly."""
+
+    def __init__(self, page: Path):
+        self.page = page
+        self.text = page.read_text()
+        self.pairs: list[tuple[str, str]] = PYTHON_EXAMPLE.findall(self.text)  # [(code, expected stdout)]
+        self.python_blocks = self.text.count("```python")  # with or without an output block
+
+    def assert_each_prints_its_output(self) -> None:
+        """Run the blocks in order in one namespace; each one's stdout must equal its output block."""
+        namespace: dict = {"__name__": "docs_" + self.page.stem.replace("-", "_")}
+        for i, (code, expected) in enumerate(self.pairs, 1):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(code, f"{self.page.name}[block {i}]", "exec"), namespace)
+            assert out.getvalue() == expected, f"{self.page.name} block {i} printed something else"
+
+
+@pytest.fixture
+def doc_examples() -> type[DocExamples]:
+    """``doc_examples(page)`` reads a markdown page's python examples (test modules cannot import
+    from tests/ under --import-mode=importlib, so the helper comes as a fixture)."""
+    return DocExamples

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from pathlib import Path
 
 import torch
 from click.testing import CliRunner
@@ -50,23 +53,12 @@ def test_bad_arguments_exit_2_with_one_line():
     assert bad_batch.exit_code == 2 and "--batch-size must be a positive integer" in bad_batch.output
 
 
-def test_docs_page_examples_print_what_the_page_says():
+def test_docs_page_examples_print_what_the_page_says(doc_examples):
     """docs/pretrained.md: its python block prints its output block, its `attnlab embed` console
     block is what the command prints."""
-    import contextlib
-    import io
-    import re
-    import shlex
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "docs" / "pretrained.md").read_text()
-    pairs = re.findall(r"```python\n(.*?)```\n\n```output\n(.*?)```", text, re.S)
-    assert len(pairs) == 1
-    for code, expected in pairs:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, "docs/pretrained.md", "exec"), {"__name__": "docs_pretrained"})
-        assert out.getvalue() == expected
-    console = re.search(r"```console\n\$ attnlab embed (.*?)\n(.*?)```", text, re.S)
+    page = doc_examples(Path(__file__).resolve().parents[1] / "docs" / "pretrained.md")
+    assert len(page.pairs) == 1
+    page.assert_each_prints_its_output()
+    console = re.search(r"```console\n\$ attnlab embed (.*?)\n(.*?)```", page.text, re.S)
     result = CliRunner().invoke(cli, ["embed", *shlex.split(console.group(1))])
     assert result.exit_code == 0 and result.output == console.group(2)

@@ -3,9 +3,7 @@ output block exactly; every function, link and command a page names must exist."
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import re
 from pathlib import Path
 
@@ -15,7 +13,6 @@ from attnlab.cli import COMMANDS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "concepts"
 PAGES = sorted(DOCS.glob("[0-9][0-9]-*.md"))
-PAIR = re.compile(r"```python\n(.*?)```\n\n```output\n(.*?)```", re.S)
 CONCEPTS = ["seq2seq", "bahdanau", "luong", "self-attention", "scaled-dot-product", "masks",
             "multi-head", "gqa", "feed-forward", "norms", "positions", "parameter-counting",
             "flashattention", "kv-cache", "decoding"]
@@ -29,17 +26,13 @@ def test_one_page_per_concept_and_an_index():
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
-def test_examples_print_what_the_page_says(page):
-    text = page.read_text()
-    pairs = PAIR.findall(text)
-    assert pairs, f"{page.name} has no example"
-    assert len(pairs) == text.count("```python"), f"{page.name}: every python block needs an output block"
-    namespace: dict = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
-    for i, (code, expected) in enumerate(pairs, 1):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, f"{page.name}[block {i}]", "exec"), namespace)
-        assert out.getvalue() == expected, f"{page.name} block {i} printed something else"
+def test_examples_print_what_the_page_says(page, doc_examples):
+    examples = doc_examples(page)
+    assert examples.pairs, f"{page.name} has no example"
+    assert len(examples.pairs) == examples.python_blocks, (
+        f"{page.name}: every python block needs an output block"
+    )
+    examples.assert_each_prints_its_output()
 
 
 def _resolve(dotted: str) -> None:

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
 from pathlib import Path
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
-PAIR = re.compile(r"```python\n(.*?)```\n\n```output\n(.*?)```", re.S)
 
 
-def test_engine_page_examples_print_what_the_page_says():
-    text = PAGE.read_text()
-    pairs = PAIR.findall(text)
-    assert len(pairs) == text.count("```python") >= 6
-    namespace: dict = {"__name__": "docs_engine"}
-    for i, (code, expected) in enumerate(pairs, 1):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, f"engine.md block {i}", "exec"), namespace)
-        assert out.getvalue() == expected, f"block {i}"
+def test_engine_page_examples_print_what_the_page_says(doc_examples):
+    page = doc_examples(PAGE)
+    assert len(page.pairs) == page.python_blocks >= 6
+    page.assert_each_prints_its_output()
