@@ -67,27 +67,41 @@ class PositiveNumber(click.ParamType):
 POS = Positive()
 
 
-def _sizes(fn):
-    """The flags every audit shares: the model and its sizes."""
-    options = [
-        click.option(
-            "--model",
-            default="encoder-layer",
-            show_default=True,
-            type=OneOf(*MODELS),
-            help="What to audit (attnlab.nn layers or attnlab.models models).",
-        ),
-        click.option("--d-model", default=512, show_default=True, type=POS, help="d_model (d)."),
-        click.option("--heads", default=8, show_default=True, type=POS, help="Query heads h."),
-        click.option("--d-ff", default=2048, show_default=True, type=POS, help="FFN width d_ff (f)."),
-        click.option("--layers", default=1, show_default=True, type=POS, help="Layers L."),
-        click.option("--kv-heads", default=None, type=POS, help="Key/value heads h_kv (GQA; 1 = MQA)."),
-        click.option("--vocab", default=None, type=POS, help="Vocabulary V (embeddings and logits)."),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+def _options(*options):
+    """One decorator applying ``options`` in the order listed (the order ``--help`` shows them)."""
+
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+# The flags every audit shares: the model and its sizes (keyword arguments of the audit functions).
+_sizes = _options(
+    click.option(
+        "--model",
+        default="encoder-layer",
+        show_default=True,
+        type=OneOf(*MODELS),
+        help="What to audit (attnlab.nn layers or attnlab.models models).",
+    ),
+    click.option("--d-model", default=512, show_default=True, type=POS, help="d_model (d)."),
+    click.option("--heads", default=8, show_default=True, type=POS, help="Query heads h."),
+    click.option("--d-ff", default=2048, show_default=True, type=POS, help="FFN width d_ff (f)."),
+    click.option("--layers", default=1, show_default=True, type=POS, help="Layers L."),
+    click.option("--kv-heads", default=None, type=POS, help="Key/value heads h_kv (GQA; 1 = MQA)."),
+    click.option("--vocab", default=None, type=POS, help="Vocabulary V (embeddings and logits)."),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
+)
+
+# The flags of the built block that params and shapes share: norm placement, biases, activation.
+_block = _options(
+    click.option("--norm", default="post", show_default=True, type=OneOf("post", "pre")),
+    click.option("--no-bias", is_flag=True, help="Linear layers without biases."),
+    click.option("--activation", default="relu", show_default=True, type=OneOf("relu", "gelu")),
+)
 
 
 def _emit(report: dict, as_json: bool, render) -> None:
@@ -101,31 +115,16 @@ def audit() -> None:
 
 @audit.command("params")
 @_sizes
-@click.option("--norm", default="post", show_default=True, type=OneOf("post", "pre"))
-@click.option("--no-bias", is_flag=True, help="Linear layers without biases.")
-@click.option("--activation", default="relu", show_default=True, type=OneOf("relu", "gelu"))
+@_block
 @click.option(
     "--max-len", default=512, show_default=True, type=POS, help="n_ctx: learned position table rows."
 )
 @usage_errors
-def params(model, d_model, heads, d_ff, layers, kv_heads, vocab, as_json, norm, no_bias, activation, max_len):
+def params(as_json, no_bias, **sizes):
     """Parameters by group with formulas, checked against the module actually built."""
     from attnlab.audit.params import audit_params, render_params
 
-    report = audit_params(
-        model=model,
-        d_model=d_model,
-        heads=heads,
-        d_ff=d_ff,
-        layers=layers,
-        kv_heads=kv_heads,
-        norm=norm,
-        bias=not no_bias,
-        activation=activation,
-        vocab=vocab,
-        max_len=max_len,
-    )
-    _emit(report, as_json, render_params)
+    _emit(audit_params(bias=not no_bias, **sizes), as_json, render_params)
 
 
 @audit.command("shapes")
@@ -133,45 +132,13 @@ def params(model, d_model, heads, d_ff, layers, kv_heads, vocab, as_json, norm, 
 @click.option("--seq", default=50, show_default=True, type=POS, help="Sequence length T.")
 @click.option("--batch", default=5, show_default=True, type=POS, help="Batch size B.")
 @click.option("--src-seq", default=None, type=POS, help="Source length S (decoder-layer, transformer).")
-@click.option("--norm", default="post", show_default=True, type=OneOf("post", "pre"))
-@click.option("--no-bias", is_flag=True, help="Linear layers without biases.")
-@click.option("--activation", default="relu", show_default=True, type=OneOf("relu", "gelu"))
+@_block
 @usage_errors
-def shapes(
-    model,
-    d_model,
-    heads,
-    d_ff,
-    layers,
-    kv_heads,
-    vocab,
-    as_json,
-    seq,
-    batch,
-    src_seq,
-    norm,
-    no_bias,
-    activation,
-):
+def shapes(as_json, no_bias, **sizes):
     """The tensor shape on every arrow through the block, measured with hooks."""
     from attnlab.audit.shapes import audit_shapes, render_shapes
 
-    report = audit_shapes(
-        model=model,
-        d_model=d_model,
-        heads=heads,
-        d_ff=d_ff,
-        seq=seq,
-        batch=batch,
-        layers=layers,
-        kv_heads=kv_heads,
-        norm=norm,
-        bias=not no_bias,
-        activation=activation,
-        vocab=vocab,
-        src_seq=src_seq,
-    )
-    _emit(report, as_json, render_shapes)
+    _emit(audit_shapes(bias=not no_bias, **sizes), as_json, render_shapes)
 
 
 @audit.command("cost")
@@ -198,47 +165,13 @@ def shapes(
     help="Attention path run by --measure.",
 )
 @usage_errors
-def cost(
-    model,
-    d_model,
-    heads,
-    d_ff,
-    layers,
-    kv_heads,
-    vocab,
-    as_json,
-    seq,
-    batch,
-    causal,
-    window,
-    training,
-    bytes_per_value,
-    measure,
-    path,
-):
+def cost(as_json, **sizes):
     """FLOPs term by term (MACs and FLOPs), memory, KV cache, growth with T."""
     from attnlab.audit.cost import audit_cost, render_cost
 
-    if model not in ("encoder-layer", "gpt"):
-        raise BadInput(f"--model for audit cost must be encoder-layer or gpt; got {model!r}")
-    report = audit_cost(
-        d_model=d_model,
-        heads=heads,
-        d_ff=d_ff,
-        seq=seq,
-        batch=batch,
-        layers=layers,
-        kv_heads=kv_heads,
-        causal=causal,
-        window=window,
-        training=training,
-        vocab=vocab,
-        bytes_per_value=bytes_per_value,
-        model=model,
-        measure=measure,
-        path=path,
-    )
-    _emit(report, as_json, render_cost)
+    if sizes["model"] not in ("encoder-layer", "gpt"):
+        raise BadInput(f"--model for audit cost must be encoder-layer or gpt; got {sizes['model']!r}")
+    _emit(audit_cost(**sizes), as_json, render_cost)
 
 
 @audit.command("peak")
@@ -261,29 +194,16 @@ def cost(
     help="Override the model FLOPs per token (default: PaLM training FLOPs of the sized model).",
 )
 @usage_errors
-def peak(
-    model, d_model, heads, d_ff, layers, kv_heads, vocab, as_json, seconds, tokens_per_s, seq, flops_per_token
-):
+def peak(as_json, seconds, tokens_per_s, flops_per_token, **sizes):
     """This machine's float32 matmul FLOP/s; with --mfu, model-FLOPs utilisation."""
     from attnlab.audit.cost import audit_cost
     from attnlab.audit.peak import measure_peak, mfu, render_peak
 
     source = "given with --flops-per-token"
     if tokens_per_s is not None and flops_per_token is None:
-        if model not in ("encoder-layer", "gpt"):
-            raise BadInput(f"--model for --mfu must be encoder-layer or gpt; got {model!r}")
-        c = audit_cost(
-            d_model=d_model,
-            heads=heads,
-            d_ff=d_ff,
-            seq=seq,
-            layers=layers,
-            kv_heads=kv_heads,
-            vocab=vocab,
-            model=model,
-            training=True,
-        )
-        flops_per_token = c["training"]["flops_per_token"]
+        if sizes["model"] not in ("encoder-layer", "gpt"):
+            raise BadInput(f"--model for --mfu must be encoder-layer or gpt; got {sizes['model']!r}")
+        flops_per_token = audit_cost(training=True, **sizes)["training"]["flops_per_token"]
         source = "PaLM training FLOPs per token 6N + 12·L·h·d_k·T of the sized model"
     report = measure_peak(seconds=seconds)
     if tokens_per_s is not None:
