@@ -36,30 +36,13 @@ def build(a: Arch, device: str | torch.device | None = None) -> nn.Module:
 
 
 def _build(a: Arch) -> nn.Module:
-    if a.model == "encoder-layer":
-        from attnlab.nn import EncoderLayer
+    if a.model in ("encoder-layer", "decoder-layer"):
+        from attnlab.nn import DecoderLayer, EncoderLayer
 
+        layer = EncoderLayer if a.model == "encoder-layer" else DecoderLayer
         return LayerStack(
             [
-                EncoderLayer(
-                    a.d_model,
-                    a.heads,
-                    a.d_ff,
-                    norm=a.norm,
-                    activation=a.activation,
-                    dropout=0.0,
-                    bias=a.bias,
-                    num_kv_heads=a.kv_heads,
-                )
-                for _ in range(a.layers)
-            ]
-        )
-    if a.model == "decoder-layer":
-        from attnlab.nn import DecoderLayer
-
-        return LayerStack(
-            [
-                DecoderLayer(
+                layer(
                     a.d_model,
                     a.heads,
                     a.d_ff,

@@ -148,19 +148,8 @@ def encoder_layer_from_torch(theirs: nn.TransformerEncoderLayer) -> EncoderLayer
 
 def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
     """An ``nn.TransformerEncoderLayer(batch_first=True)`` with the weights and options of ``ours``."""
-    attn = ours.self_attn
-    theirs = nn.TransformerEncoderLayer(
-        attn.d_model,
-        attn.num_heads,
-        ours.ffn.linear1.out_features,
-        dropout=ours.dropout1.p,
-        activation=_torch_activation(ours.ffn.activation),
-        layer_norm_eps=ours.norm1.eps,
-        batch_first=True,
-        norm_first=ours.norm_first,
-        bias=attn.q_proj.bias is not None,
-    )
-    _store_mha(theirs.self_attn, attn)
+    theirs = _torch_layer(nn.TransformerEncoderLayer, ours)
+    _store_mha(theirs.self_attn, ours.self_attn)
     _store_ffn_norms(theirs, ours, _ENC_NORMS)
     return theirs
 
@@ -183,8 +172,18 @@ def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     """An ``nn.TransformerDecoderLayer(batch_first=True)`` with the weights and options of ``ours``."""
     if ours.cross_attn is None:
         raise ValueError("nn.TransformerDecoderLayer always has cross-attention; this layer has none")
+    theirs = _torch_layer(nn.TransformerDecoderLayer, ours)
+    _store_mha(theirs.self_attn, ours.self_attn)
+    _store_mha(theirs.multihead_attn, ours.cross_attn)
+    _store_ffn_norms(theirs, ours, _DEC_NORMS)
+    return theirs
+
+
+def _torch_layer(torch_class, ours):
+    """``torch_class(batch_first=True)`` (``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``)
+    with the sizes and options of ``ours``; its weights are still torch's fresh ones."""
     attn = ours.self_attn
-    theirs = nn.TransformerDecoderLayer(
+    return torch_class(
         attn.d_model,
         attn.num_heads,
         ours.ffn.linear1.out_features,
@@ -195,10 +194,6 @@ def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
         norm_first=ours.norm_first,
         bias=attn.q_proj.bias is not None,
     )
-    _store_mha(theirs.self_attn, attn)
-    _store_mha(theirs.multihead_attn, ours.cross_attn)
-    _store_ffn_norms(theirs, ours, _DEC_NORMS)
-    return theirs
 
 
 def _torch_activation(name: str):

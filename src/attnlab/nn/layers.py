@@ -224,12 +224,11 @@ class DecoderLayer(nn.Module):
         return (y, self_w, cross_w) if need_weights else y
 
 
-class Encoder(nn.Module):
-    """A stack of :class:`EncoderLayer` and an optional final LayerNorm (``norm``; pre-norm stacks
-    need it, ``nn.TransformerEncoder`` in ``nn.Transformer`` always has one).
+class _Stack(nn.Module):
+    """``num_layers`` separately parameterised ``layer_class`` layers (``self.layers``) and an optional
+    final LayerNorm (``self.norm``; by default only a pre-norm stack has one)."""
 
-    Keyword arguments other than ``final_norm`` go to every :class:`EncoderLayer`.
-    """
+    layer_class: type[nn.Module]
 
     def __init__(
         self,
@@ -244,11 +243,21 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, eps=eps, **layer_kwargs) for _ in range(num_layers)
+            self.layer_class(d_model, num_heads, d_ff, eps=eps, **layer_kwargs) for _ in range(num_layers)
         )
         if final_norm is None:
             final_norm = layer_kwargs.get("norm", "post") == "pre"
         self.norm = nn.LayerNorm(d_model, eps=eps) if final_norm else None
+
+
+class Encoder(_Stack):
+    """A stack of :class:`EncoderLayer` and an optional final LayerNorm (``norm``; pre-norm stacks
+    need it, ``nn.TransformerEncoder`` in ``nn.Transformer`` always has one).
+
+    Keyword arguments other than ``final_norm`` go to every :class:`EncoderLayer`.
+    """
+
+    layer_class = EncoderLayer
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, need_weights: bool = False):
         """``x [B, S, d_model] -> [B, S, d_model]`` (and a list of ``[B, h, S, S]`` with ``need_weights``)."""
@@ -264,27 +273,10 @@ class Encoder(nn.Module):
         return (x, weights) if need_weights else x
 
 
-class Decoder(nn.Module):
+class Decoder(_Stack):
     """A stack of :class:`DecoderLayer` and an optional final LayerNorm (``norm``)."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        final_norm: bool | None = None,
-        eps: float = 1e-5,
-        **layer_kwargs,
-    ):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, eps=eps, **layer_kwargs) for _ in range(num_layers)
-        )
-        if final_norm is None:
-            final_norm = layer_kwargs.get("norm", "post") == "pre"
-        self.norm = nn.LayerNorm(d_model, eps=eps) if final_norm else None
+    layer_class = DecoderLayer
 
     def forward(
         self,
