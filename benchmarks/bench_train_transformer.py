@@ -99,7 +99,7 @@ def run(ctx: dict) -> dict:
     for s in steps.values():  # warm-up
         for _ in range(3):
             s()
-    block, repeats = (5, 3) if quick else (20, 7)
+    block, repeats = (5, 3) if quick else (10, 5)
     runs: dict[str, list] = {n: [] for n in steps}
     for _ in range(repeats):  # blocks of `block` steps, interleaved
         for n, s in steps.items():
