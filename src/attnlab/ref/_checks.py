@@ -45,6 +45,21 @@ def result_dtype(*arrays: np.ndarray) -> np.dtype:
     return np.result_type(*arrays)
 
 
+def non_negative_float(name: str, value) -> float:
+    """Return ``value`` as a float, or raise ``ValueError`` if it is not a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def positive_float(name: str, value) -> float:
+    """Return ``value`` as a float, or raise ``ValueError`` if it is not a finite number > 0."""
+    if non_negative_float(name, value) == 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
 def positive_int(name: str, value) -> int:
     """Return ``value`` as an int, or raise ``ValueError`` if it is not a positive integer."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:

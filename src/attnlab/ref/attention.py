@@ -75,7 +75,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
                          f"(k {list(k.shape)}, v {list(v.shape)})")
     _broadcast_lead("q", q, "k", k)
     _broadcast_lead("k", k, "v", v)
+    if empty_rows not in ("error", "zero"):  # checked here too: without a mask it is never consulted
+        raise ValueError(f"empty_rows must be 'error' or 'zero', got {empty_rows!r}")
+    if k.shape[-2] == 0:
+        raise ValueError(f"k has T_k=0: there is no key to attend to (q {list(q.shape)}, k {list(k.shape)})")
     d_k = q.shape[-1]
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float, np.number))
+                              or not np.isfinite(scale)):
+        raise ValueError(f"scale must be a finite number, got {scale!r}")
     # a Python float keeps float32 inputs float32 (a NumPy float64 scalar would promote them)
     scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
     scores = (q @ np.swapaxes(k, -1, -2)) * scale  # [..., T_q, T_k]

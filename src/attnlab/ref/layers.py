@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from attnlab.ref._checks import as_float
+from attnlab.ref._checks import as_float, non_negative_float
 from attnlab.ref.multihead import multi_head_attention
 
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -49,6 +49,14 @@ def relu(x) -> np.ndarray:
 ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": lambda x: gelu(x, approximate="tanh")}
 
 
+def _check_denominator(fn: str, stat: np.ndarray, eps: float, kind: str) -> None:
+    """With ``eps = 0`` a row whose statistic is 0 would divide by zero (NaN): name it instead."""
+    if eps == 0 and np.any(stat == 0):
+        idx = tuple(int(i) for i in np.argwhere(stat[..., 0] == 0)[0])
+        raise ValueError(f"{fn}: x row {idx} is {kind} and eps=0, so it would divide by zero; "
+                         f"pass eps > 0")
+
+
 def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
     """LN(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta over the feature axis of each position.
 
@@ -58,12 +66,14 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
         ``[..., d]``.
     """
     x = as_float("x", x, min_ndim=1)
+    eps = non_negative_float("eps", eps)
     gamma, beta = as_float("gamma", gamma, ndim=1), as_float("beta", beta, ndim=1)
     if gamma.shape[0] != x.shape[-1] or beta.shape[0] != x.shape[-1]:
         raise ValueError(f"gamma {list(gamma.shape)} / beta {list(beta.shape)} must match x's width "
                          f"{x.shape[-1]}")
     mu = x.mean(axis=-1, keepdims=True)  # [..., 1]
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # [..., 1]
+    _check_denominator("layer_norm", var, eps, "constant")
     return gamma * (x - mu) / np.sqrt(var + eps) + beta
 
 
@@ -76,10 +86,13 @@ def rms_norm(x, gamma, eps: float = 1e-6) -> np.ndarray:
         ``[..., d]``.
     """
     x = as_float("x", x, min_ndim=1)
+    eps = non_negative_float("eps", eps)
     gamma = as_float("gamma", gamma, ndim=1)
     if gamma.shape[0] != x.shape[-1]:
         raise ValueError(f"gamma {list(gamma.shape)} must match x's width {x.shape[-1]}")
-    return gamma * x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps)
+    ms = (x**2).mean(axis=-1, keepdims=True)  # [..., 1]
+    _check_denominator("rms_norm", ms, eps, "all-zero")
+    return gamma * x / np.sqrt(ms + eps)
 
 
 def feed_forward(x, params: dict, activation: str = "relu") -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.ref._checks import as_float, positive_int
+from attnlab.ref._checks import as_float, positive_float, positive_int
 
 
 def sinusoidal_positions(t: int, d: int) -> np.ndarray:
@@ -31,6 +31,7 @@ def sinusoidal_positions(t: int, d: int) -> np.ndarray:
 
 def rope_angles(positions, d: int, base: float = 10000.0) -> np.ndarray:
     """theta_{p,i} = p * base^(-2i/d) for each position p and pair i: ``[T, d/2]``."""
+    base = positive_float("base", base)  # base <= 0 gives inf/NaN angles
     positions = np.asarray(positions, dtype=np.float64)
     inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
     return positions[:, None] * inv_freq[None, :]  # [T, d/2]

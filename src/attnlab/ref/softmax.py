@@ -11,6 +11,16 @@ import numpy as np
 from attnlab.ref._checks import as_float, positive_int
 
 
+def _check_axis(x: np.ndarray, axis: int) -> None:
+    """A ``ValueError`` naming ``x`` for an axis it lacks or an empty axis (no logit to normalise)."""
+    if not isinstance(axis, (int, np.integer)):
+        return  # a tuple of axes: NumPy's reductions check it
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis={axis} is out of range for x of shape {list(x.shape)}")
+    if x.shape[axis] == 0:
+        raise ValueError(f"x has no entries along axis={axis} (shape {list(x.shape)}): nothing to normalise")
+
+
 def softmax(x, axis: int = -1) -> np.ndarray:
     """Stable softmax along ``axis``: alpha_i = exp(e_i - m) / sum_j exp(e_j - m), m = max_j e_j.
 
@@ -20,6 +30,7 @@ def softmax(x, axis: int = -1) -> np.ndarray:
         weights of the same shape, non-negative, summing to 1 along ``axis``.
     """
     x = as_float("x", x, min_ndim=1)
+    _check_axis(x, axis)
     z = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(z)
     return e / np.sum(e, axis=axis, keepdims=True)
@@ -34,6 +45,7 @@ def log_softmax(x, axis: int = -1) -> np.ndarray:
         log-weights of the same shape (all <= 0).
     """
     x = as_float("x", x, min_ndim=1)
+    _check_axis(x, axis)
     z = x - np.max(x, axis=axis, keepdims=True)
     return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
 
