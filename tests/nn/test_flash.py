@@ -139,3 +139,10 @@ def test_bad_input_names_the_argument(kwargs, match):
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
     with pytest.raises(ValueError, match=match):
         flash_attention(q, k, v, **args)
+
+
+def test_public_name_is_attnlab_nn_flash_attention():
+    """Issue 7 names the API ``attnlab.nn.flash_attention`` (as ``attnlab.ref.flash_attention``)."""
+    import attnlab.nn
+
+    assert attnlab.nn.flash_attention is flash_attention and "flash_attention" in attnlab.nn.__all__

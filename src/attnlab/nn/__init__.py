@@ -13,6 +13,7 @@ from attnlab.nn.convert import (
     transformer_from_torch,
     transformer_to_torch,
 )
+from attnlab.nn.flash import flash_attention
 from attnlab.nn.layers import Decoder, DecoderLayer, Encoder, EncoderDecoder, EncoderLayer, FeedForward
 from attnlab.nn.masks import causal_mask, padding_mask, padding_mask_from_ids, sliding_window_mask
 from attnlab.nn.multihead import KVCache, MultiHeadAttention
@@ -47,6 +48,7 @@ __all__ = [
     "decoder_layer_to_torch",
     "encoder_layer_from_torch",
     "encoder_layer_to_torch",
+    "flash_attention",
     "from_torch",
     "mha_from_torch",
     "mha_to_torch",
