@@ -64,6 +64,12 @@ class FlashAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, causal, window, block_q, block_k, scale):
+        """Z = softmax(Q K^T * scale + M) V tile by tile, and L = m + log l per query.
+
+        ``q [..., T_q, d_k]``, ``k [..., T_k, d_k]``, ``v [..., T_k, d_v]``, ``mask`` bool
+        ``[..., T_q, T_k]`` or None (leading dims already broadcast by :func:`flash_attention`).
+        Returns ``(Z [..., T_q, d_v], L [..., T_q])``; saves ``(Q, K, V, Z, L)`` for backward.
+        """
         t_q, t_k = q.shape[-2], k.shape[-2]
         offset = t_k - t_q
         lead = q.shape[:-2]

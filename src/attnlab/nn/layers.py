@@ -46,6 +46,8 @@ class FeedForward(nn.Module):
         self._act = ACTIVATIONS[activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """FFN(x) = act(x W_1 + b_1) W_2 + b_2: ``x [..., d_model] -> [..., d_model]`` (hidden
+        ``[..., d_ff]``), each position on its own."""
         return self.linear2(self.dropout(self._act(self.linear1(x))))  # [..., d_ff] -> [..., d_model]
 
 
@@ -350,6 +352,13 @@ class EncoderDecoder(nn.Module):
         memory_mask=None,
         tgt_is_causal: bool = False,
     ) -> torch.Tensor:
+        """memory = Encoder(src), out = Decoder(tgt, memory): ``src [B, S, d_model]``,
+        ``tgt [B, T, d_model]`` -> ``[B, T, d_model]``.
+
+        Masks are boolean, True = may attend: ``src_mask`` broadcastable to ``[B, S, S]``,
+        ``tgt_mask`` to ``[B, T, T]``, ``memory_mask`` to ``[B, T, S]``; ``tgt_is_causal`` adds the
+        (lower-right aligned) causal mask to the decoder's self-attention.
+        """
         memory = self.encoder(src, src_mask)  # [B, S, d]
         return self.decoder(
             tgt, memory, self_mask=tgt_mask, memory_mask=memory_mask, is_causal=tgt_is_causal

@@ -28,9 +28,9 @@ def gelu(x, approximate: str = "none") -> np.ndarray:
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
     Args:
-        x: any shape. approximate: ``"none"`` (exact erf) or ``"tanh"``.
+        x: ``[...]``, any shape (element-wise). approximate: ``"none"`` (exact erf) or ``"tanh"``.
     Returns:
-        the same shape and dtype as ``x``.
+        ``[...]``, the same shape and dtype as ``x``.
     """
     x = as_float("x", x)
     if approximate == "tanh":
@@ -41,7 +41,7 @@ def gelu(x, approximate: str = "none") -> np.ndarray:
 
 
 def relu(x) -> np.ndarray:
-    """ReLU(x) = max(0, x). Shape-preserving."""
+    """ReLU(x) = max(0, x), element-wise: ``x [...] -> [...]`` (same shape)."""
     x = as_float("x", x)
     return np.maximum(x, 0)
 
