@@ -13,6 +13,7 @@ import click
 from attnlab.commands._errors import BadInput, usage_errors
 
 MODELS = ("encoder-layer", "decoder-layer", "transformer", "gpt", "bert")
+COST_MODELS = ("encoder-layer", "gpt")
 
 
 class Positive(click.ParamType):
@@ -79,14 +80,20 @@ def _options(*options):
 
 
 # The flags every audit shares: the model and its sizes (keyword arguments of the audit functions).
-_sizes = _options(
-    click.option(
-        "--model",
-        default="encoder-layer",
-        show_default=True,
-        type=OneOf(*MODELS),
-        help="What to audit (attnlab.nn layers or attnlab.models models).",
-    ),
+def _sizes_of(models: tuple[str, ...]):
+    return _options(
+        click.option(
+            "--model",
+            default="encoder-layer",
+            show_default=True,
+            type=OneOf(*models),
+            help="What to audit (attnlab.nn layers or attnlab.models models).",
+        ),
+        *_SIZE_FLAGS,
+    )
+
+
+_SIZE_FLAGS = (
     click.option("--d-model", default=512, show_default=True, type=POS, help="d_model (d)."),
     click.option("--heads", default=8, show_default=True, type=POS, help="Query heads h."),
     click.option("--d-ff", default=2048, show_default=True, type=POS, help="FFN width d_ff (f)."),
@@ -95,6 +102,9 @@ _sizes = _options(
     click.option("--vocab", default=None, type=POS, help="Vocabulary V (embeddings and logits)."),
     click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
 )
+_sizes = _sizes_of(MODELS)
+# the cost model (and so --mfu) covers the encoder layer stack and GPT only: --help lists just those
+_cost_sizes = _sizes_of(COST_MODELS)
 
 # The flags of the built block that params and shapes share: norm placement, biases, activation.
 _block = _options(
@@ -142,7 +152,7 @@ def shapes(as_json, no_bias, **sizes):
 
 
 @audit.command("cost")
-@_sizes
+@_cost_sizes
 @click.option("--seq", default=128, show_default=True, type=POS, help="Sequence length T.")
 @click.option("--batch", default=1, show_default=True, type=POS, help="Batch size B.")
 @click.option("--causal", is_flag=True, help="Causal self-attention (T(T+1)/2 attended entries).")
@@ -169,8 +179,6 @@ def cost(as_json, **sizes):
     """FLOPs term by term (MACs and FLOPs), memory, KV cache, growth with T."""
     from attnlab.audit.cost import audit_cost, render_cost
 
-    if sizes["model"] not in ("encoder-layer", "gpt"):
-        raise BadInput(f"--model for audit cost must be encoder-layer or gpt; got {sizes['model']!r}")
     _emit(audit_cost(**sizes), as_json, render_cost)
 
 
