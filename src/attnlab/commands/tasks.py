@@ -33,6 +33,12 @@ def list_tasks(as_json: bool) -> None:
         click.echo(f"{r['name']:<8} {r['description']}")
 
 
+def _params_text(params: dict) -> str:
+    """``min_len=3 max_len=12 num_symbols=10``: unset (None) values left out, lists comma-joined."""
+    return " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                    for k, v in params.items() if v is not None)
+
+
 @tasks.command("show")
 @click.argument("name")
 @click.option("--n", "n", default=5, show_default=True, type=int, help="Examples to print.")
@@ -45,7 +51,7 @@ def list_tasks(as_json: bool) -> None:
 @usage_errors
 def show(name: str, n: int, seed: int, split: str, min_len: int | None, max_len: int | None,
          as_json: bool) -> None:
-    """Print NAME's examples: source -> target, with their token ids."""
+    """Print NAME's examples: source -> target (with their token ids under --json)."""
     from attnlab.tasks import EOS, get_task
 
     kw = {k: v for k, v in (("min_len", min_len), ("max_len", max_len)) if v is not None}
@@ -59,7 +65,7 @@ def show(name: str, n: int, seed: int, split: str, min_len: int | None, max_len:
                               indent=2))
         return
     click.echo(f"{task.describe()}")
-    click.echo(f"params {task.params()}  vocabulary {tok.vocab_size} ids "
+    click.echo(f"params {_params_text(task.params())}  vocabulary {tok.vocab_size} ids "
                f"(PAD=0 BOS=1 EOS=2 UNK=3 SEP=4)  split {split}  seed {seed}")
     width = max(len(e.src) for e in examples)
     for e in examples:
