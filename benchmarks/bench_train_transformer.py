@@ -143,8 +143,9 @@ def run(ctx: dict) -> dict:
             "average. GFLOP per step is forward + backward as counted by torch.utils.flop_counter on one "
             "step; MFU is that times steps per second over `attnlab audit peak`.",
             "The sizes are `attnlab train`'s defaults for the transformer (d_model 64, 4 heads, 2+2 layers, "
-            "batch 64): a model this small is bound by per-operation overhead, not by FLOPs, hence the "
-            "low MFU of both. nn.Transformer adds a final LayerNorm to each stack; attnlab's post-norm "
+            "batch 64): a model this small is bound by per-operation overhead (hundreds of small "
+            "operations per step), not by FLOPs, which keeps both MFUs far from 100%. "
+            "nn.Transformer adds a final LayerNorm to each stack; attnlab's post-norm "
             "stacks have none (hence the parameter difference).",
         ],
     }
