@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 
 BENCHMARKS = ["peak", "numpy_flash", "torch_flash", "sdpa_pitfalls", "mha", "encoder_layer", "gpt_generate",
               "minilm", "train_transformer", "demo"]
-TIMEOUT_S = {"demo": 600}
+TIMEOUT_S = {"demo": 600, "numpy_flash": 600}
 
 
 def _child(name: str, ctx_path: str, out_path: str) -> None:
