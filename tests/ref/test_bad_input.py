@@ -120,6 +120,12 @@ CASES = {
                      ["k has T_k=0", "[2, 0, 4]"]),
     "softmax empty axis": (lambda: ref.softmax(np.ones((2, 0))), ["x has no entries", "[2, 0]"]),
     "log_softmax axis": (lambda: ref.log_softmax(np.ones((2, 3)), axis=2), ["axis=2", "x", "[2, 3]"]),
+    "encoder missing group": (lambda: ref.encoder_layer(X, {"attn": P8, "ffn": FFN}, 2),
+                              ["params is missing 'norm1'", "['attn', 'ffn']"]),
+    "decoder missing group": (lambda: ref.decoder_layer(X, X, {"self_attn": P8}, 2),
+                              ["params is missing 'cross_attn'"]),
+    "norm missing gamma": (lambda: ref.encoder_layer(X, dict(ENC, norm2={}), 2),
+                           ["params['norm2'] is missing 'gamma'"]),
     "missing param": (lambda: ref.multi_head_attention(X, None, {"W_q": P8["W_q"]}, 2), ["params is missing",
                                                                                        "'W_k'"]),
 }

@@ -132,7 +132,17 @@ def feed_forward(x, params: dict, activation: str = "relu") -> np.ndarray:
     return out + b_2 if b_2 is not None else out
 
 
-def _norm(x: np.ndarray, p: dict, eps: float) -> np.ndarray:
+def _require(params, keys: tuple[str, ...], where: str = "params") -> None:
+    """A ``ValueError`` naming the first missing group (not a bare ``KeyError``)."""
+    if not isinstance(params, dict):
+        raise ValueError(f"{where} must be a dict, got {type(params).__name__}")
+    for key in keys:
+        if key not in params:
+            raise ValueError(f"{where} is missing {key!r} (has {sorted(params)})")
+
+
+def _norm(x: np.ndarray, p: dict, eps: float, name: str = "norm") -> np.ndarray:
+    _require(p, ("gamma",), f"params[{name!r}]")
     if p.get("beta") is None:
         return rms_norm(x, p["gamma"], eps)
     return layer_norm(x, p["gamma"], p["beta"], eps)
@@ -157,16 +167,17 @@ def encoder_layer(x, params: dict, num_heads: int, *, norm: str = "post", activa
     """
     _check_norm(norm)
     x = as_float("x", x, ndim=3)
+    _require(params, ("attn", "ffn", "norm1", "norm2"))
 
     def attn(z):
         return multi_head_attention(z, z, params["attn"], num_heads, num_kv_heads=num_kv_heads,
                                     mask=mask)[0]
 
     if norm == "post":
-        u = _norm(x + attn(x), params["norm1"], eps)  # [B, T, d]
-        return _norm(u + feed_forward(u, params["ffn"], activation), params["norm2"], eps)
-    u = x + attn(_norm(x, params["norm1"], eps))  # [B, T, d]
-    return u + feed_forward(_norm(u, params["norm2"], eps), params["ffn"], activation)
+        u = _norm(x + attn(x), params["norm1"], eps, "norm1")  # [B, T, d]
+        return _norm(u + feed_forward(u, params["ffn"], activation), params["norm2"], eps, "norm2")
+    u = x + attn(_norm(x, params["norm1"], eps, "norm1"))  # [B, T, d]
+    return u + feed_forward(_norm(u, params["norm2"], eps, "norm2"), params["ffn"], activation)
 
 
 def decoder_layer(y, memory, params: dict, num_heads: int, *, norm: str = "post",
@@ -187,6 +198,7 @@ def decoder_layer(y, memory, params: dict, num_heads: int, *, norm: str = "post"
     _check_norm(norm)
     y = as_float("y", y, ndim=3)
     memory = as_float("memory", memory, ndim=3)
+    _require(params, ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"))
 
     def self_attn(z):
         return multi_head_attention(z, z, params["self_attn"], num_heads, num_kv_heads=num_kv_heads,
@@ -198,9 +210,9 @@ def decoder_layer(y, memory, params: dict, num_heads: int, *, norm: str = "post"
 
     n1, n2, n3 = params["norm1"], params["norm2"], params["norm3"]
     if norm == "post":
-        a = _norm(y + self_attn(y), n1, eps)  # [B, T_tgt, d]
-        c = _norm(a + cross_attn(a), n2, eps)  # [B, T_tgt, d]
-        return _norm(c + feed_forward(c, params["ffn"], activation), n3, eps)
-    a = y + self_attn(_norm(y, n1, eps))
-    c = a + cross_attn(_norm(a, n2, eps))
-    return c + feed_forward(_norm(c, n3, eps), params["ffn"], activation)
+        a = _norm(y + self_attn(y), n1, eps, "norm1")  # [B, T_tgt, d]
+        c = _norm(a + cross_attn(a), n2, eps, "norm2")  # [B, T_tgt, d]
+        return _norm(c + feed_forward(c, params["ffn"], activation), n3, eps, "norm3")
+    a = y + self_attn(_norm(y, n1, eps, "norm1"))
+    c = a + cross_attn(_norm(a, n2, eps, "norm2"))
+    return c + feed_forward(_norm(c, n3, eps, "norm3"), params["ffn"], activation)
