@@ -137,3 +137,5 @@ def test_bad_layer_options():
         FeedForward(8, 16, "swish")
     with pytest.raises(ValueError, match="pass memory"):
         DecoderLayer(8, 2, 16)(torch.randn(1, 2, 8))
+    with pytest.raises(ValueError, match=r"x must be \[\.\.\., d_model=8\], got \[1, 2, 7\]"):
+        FeedForward(8, 16)(torch.randn(1, 2, 7))  # was torch's "mat1 and mat2 shapes cannot be multiplied"

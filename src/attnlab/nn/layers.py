@@ -48,6 +48,8 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """FFN(x) = act(x W_1 + b_1) W_2 + b_2: ``x [..., d_model] -> [..., d_model]`` (hidden
         ``[..., d_ff]``), each position on its own."""
+        if x.shape[-1] != self.linear1.in_features:
+            raise ValueError(f"x must be [..., d_model={self.linear1.in_features}], got {list(x.shape)}")
         return self.linear2(self.dropout(self._act(self.linear1(x))))  # [..., d_ff] -> [..., d_model]
 
 
