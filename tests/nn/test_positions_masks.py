@@ -40,6 +40,15 @@ def test_positions_past_max_len_raise():
             module(torch.zeros(1, 6, 4), offset=3)
 
 
+def test_positions_of_the_wrong_width_and_bad_slopes_raise_value_errors():
+    for module in (SinusoidalPositions(8, 4), LearnedPositions(8, 4)):  # were torch RuntimeErrors
+        with pytest.raises(ValueError, match=r"x must be \[B, T, d=4\], got \[1, 3, 5\]"):
+            module(torch.zeros(1, 3, 5))
+    for bad in (0, -2):  # was math.log2's 'math domain error'
+        with pytest.raises(ValueError, match=f"num_heads must be a positive integer, got {bad}"):
+            alibi_slopes(bad)
+
+
 @settings(max_examples=20, deadline=None)
 @given(t=st.integers(1, 9), half=st.integers(1, 5), start=st.integers(0, 50))
 def test_rope_matches_reference(t, half, start):

@@ -7,12 +7,16 @@ The same conventions as :mod:`attnlab.ref.positions`: RoPE rotates interleaved f
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
 
-def _check_range(name: str, offset: int, t: int, max_len: int) -> None:
+def _check_range(name: str, offset: int, t: int, max_len: int, x: torch.Tensor | None = None,
+                 d: int | None = None) -> None:
+    if x is not None and x.shape[-1] != d:
+        raise ValueError(f"{name}: x must be [B, T, d={d}], got {list(x.shape)}")
     if offset < 0 or offset + t > max_len:
         raise ValueError(
             f"{name}: positions {offset}..{offset + t - 1} exceed max_len={max_len} "
@@ -47,7 +51,7 @@ class SinusoidalPositions(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x [B, T, d] -> x + PE[offset:offset+T] [B, T, d]``; positions beyond ``max_len`` raise."""
         t = x.shape[-2]
-        _check_range("SinusoidalPositions", offset, t, self.max_len)
+        _check_range("SinusoidalPositions", offset, t, self.max_len, x, self.d)
         if x.dtype == torch.float64:
             return x + sinusoidal_table(offset + t, self.d)[offset:].to(x.device)  # [B, T, d]
         return x + self.pe[offset : offset + t].to(x.dtype)  # [B, T, d]
@@ -64,7 +68,7 @@ class LearnedPositions(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x [B, T, d] -> x + P[offset:offset+T] [B, T, d]``; positions beyond ``max_len`` raise."""
         t = x.shape[-2]
-        _check_range("LearnedPositions", offset, t, self.max_len)
+        _check_range("LearnedPositions", offset, t, self.max_len, x, self.weight.shape[-1])
         return x + self.weight[offset : offset + t]  # [B, T, d]
 
 
@@ -104,6 +108,8 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
         start = 2.0 ** (-8.0 / n)
         return [start ** (k + 1) for k in range(n)]
 
+    if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads <= 0:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")  # not log2's error
     n = 2 ** int(math.floor(math.log2(num_heads)))
     slopes = power_of_two(n)
     if n < num_heads:
