@@ -159,12 +159,13 @@ def profile_table(title: str, tops: dict[str, list[dict]]) -> dict:
     return table(title, ["candidate", "operation", "self ms per call", "calls per call"], rows)
 
 
-def explain_profile(tops: dict[str, list[dict]]) -> str:
-    """Operations attnlab spends more time in than torch (from the profiles), largest first."""
-    ours = {r["op"]: r["self_ms_per_call"] for r in tops["attnlab"] if r["op"] != ALL_OPS}
-    theirs = {r["op"]: r["self_ms_per_call"] for r in tops["torch"] if r["op"] != ALL_OPS}
+def explain_profile(tops: dict[str, list[dict]], ours_name: str = "attnlab",
+                    theirs_name: str = "torch") -> str:
+    """Operations attnlab spends more time in than the peer (from the profiles), largest first."""
+    ours = {r["op"]: r["self_ms_per_call"] for r in tops[ours_name] if r["op"] != ALL_OPS}
+    theirs = {r["op"]: r["self_ms_per_call"] for r in tops[theirs_name] if r["op"] != ALL_OPS}
     extra = sorted(((ms - theirs.get(op, 0.0), op) for op, ms in ours.items()), reverse=True)[:3]
     parts = [f"`{op}` +{d:.2f} ms" for d, op in extra if d > 0]
-    n_ours, n_theirs = tops["attnlab"][0]["count"], tops["torch"][0]["count"]
+    n_ours, n_theirs = tops[ours_name][0]["count"], tops[theirs_name][0]["count"]
     head = f"profile: {n_ours} vs {n_theirs} operations per call"
     return head + ("; attnlab spends more in " + ", ".join(parts) if parts else "")
