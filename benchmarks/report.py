@@ -21,7 +21,7 @@ METHOD = """\
   counts every intermediate tensor; scratch buffers private to a fused kernel (SDPA's own tiles)
   are invisible to it, which flatters SDPA by at most a few MiB.
 * **FLOP ceiling.** `attnlab audit peak`: the best float32 `[n, n] @ [n, n]` rate (2n³ FLOPs) over
-  n = 256…2048 with PyTorch's threads. Model-FLOPs utilisation = useful FLOPs per second / peak.
+  the sizes in its table, with PyTorch's threads. Utilisation = useful FLOPs per second / ceiling.
 """
 
 
