@@ -80,7 +80,11 @@ def test_peak_mfu_json():
         (["params", "--model", "lstm"], "--model must be one of"),
         (["shapes", "--seq", "abc"], "--seq must be a positive integer"),
         (["cost", "--seq", "10", "--window", "11"], "window=11 is larger than the sequence seq=10"),
-        (["cost", "--model", "bert"], "--model must be one of encoder-layer, gpt; got 'bert'"),
+        (
+            ["cost", "--model", "lstm"],
+            "--model must be one of encoder-layer, decoder-layer, transformer, gpt, bert; got 'lstm'",
+        ),
+        (["cost", "--src-seq", "4"], "src_seq applies to decoder-layer and transformer"),
         (["peak", "--mfu", "-5"], "--mfu must be a positive number"),
     ],
 )
@@ -95,7 +99,6 @@ def test_bad_input_exits_2_with_one_line(args, fragment):
 def test_help(command):
     r = run(command, "--help")
     assert r.exit_code == 0, r.output
-    # --help lists exactly the models the command accepts: the cost model covers encoder-layer and gpt
-    models = "[encoder-layer|gpt]" if command == "cost" else \
-        "[encoder-layer|decoder-layer|transformer|gpt|bert]"
+    # --help lists exactly the models the command accepts: every command covers all five
+    models = "[encoder-layer|decoder-layer|transformer|gpt|bert]"
     assert "--d-model" in r.output and f"--model {models}" in r.output

@@ -38,14 +38,60 @@ def _find(model: torch.nn.Module, class_names: tuple[str, ...]) -> list[str]:
     return [name for name, m in model.named_modules() if type(m).__name__ in class_names and name]
 
 
+def blocks(model: str) -> list[tuple[str, str]]:
+    """The reconciliation's sections in data-flow order: ("attn" | "ffn", term-name prefix)."""
+    if model == "transformer":
+        return [("attn", "encoder "), ("ffn", "encoder "), ("attn", "decoder "), ("attn", "decoder cross "),
+                ("ffn", "decoder ")]
+    if model == "decoder-layer":
+        return [("attn", ""), ("attn", "cross "), ("ffn", "")]
+    return [("attn", ""), ("ffn", "")]
+
+
+def _prefix(model: str, module_name: str, attention: bool) -> str:
+    """Term-name prefix of a MultiHeadAttention (``attention``) or FeedForward module."""
+    cross = "cross " if attention and "cross_attn" in module_name else ""
+    if model == "transformer":
+        return ("encoder " if module_name.startswith("encoder") else "decoder ") + cross
+    return cross
+
+
+def _inputs(a: Arch, seq: int, batch: int, causal: bool, window: int | None, src_seq: int):
+    """Positional arguments and keyword arguments of the built model's forward pass."""
+    low = 4 if a.vocab and a.vocab > 4 else 0  # ids above the special tokens (PAD id 0 would mask)
+    if a.model == "gpt":
+        return (torch.randint(4, a.vocab, (batch, seq)),), {}
+    if a.model == "bert":
+        return (torch.randint(low, a.vocab, (batch, seq)),), {}
+    if a.model == "transformer":
+        src = torch.randint(low, a.vocab, (batch, src_seq))  # [B, S]
+        return (src, torch.randint(low, a.vocab, (batch, seq))), {}  # tgt_in [B, T]
+    x = torch.randn(batch, seq, a.d_model)  # [B, T, d]
+    if a.model == "decoder-layer":  # causal self-attention; cross-attention over memory [B, S, d]
+        kwargs = {"is_causal": True}
+        if window is not None:
+            kwargs["self_mask"] = _mask(seq, True, window)
+        return (x, torch.randn(batch, src_seq, a.d_model)), kwargs
+    return (x,), ({"mask": _mask(seq, causal, window)} if (causal or window) else {})
+
+
 def measure_model(
-    a: Arch, seq: int, batch: int, causal: bool, window: int | None, path: str = "sdpa", seed: int = 0
+    a: Arch,
+    seq: int,
+    batch: int,
+    causal: bool,
+    window: int | None,
+    path: str = "sdpa",
+    seed: int = 0,
+    src_seq: int | None = None,
 ) -> dict:
     """Run the attnlab model for ``a`` under the counter and split its FLOPs by term.
 
     ``path``: "sdpa" (the fast path, ``F.scaled_dot_product_attention``) or "explicit" (every
     :class:`~attnlab.nn.MultiHeadAttention` gets a no-op ``trace``, which selects the explicit path).
-    Returns {"terms": {term: measured FLOPs}, "total", "ops_run", "ops_counted", "missed"}.
+    ``src_seq``: the memory length S of decoder-layer and transformer (default ``seq``).
+    Returns {"terms": {term: measured FLOPs}, "total", "ops_run", "ops_counted", "missed"}; terms
+    are split by :func:`blocks` (e.g. "cross QKᵀ + AV", "encoder FFN").
     """
     from attnlab.audit.build import build
 
@@ -60,36 +106,30 @@ def measure_model(
             model.get_submodule(name).trace = lambda _name, _tensor: None
     root = type(model).__name__
     with torch.no_grad():
-        if a.model == "gpt":
-            x = torch.randint(4, a.vocab, (batch, seq))
-            kwargs = {}
-        else:
-            x = torch.randn(batch, seq, a.d_model)
-            kwargs = {"mask": _mask(seq, causal, window)} if (causal or window) else {}
+        args, kwargs = _inputs(a, seq, batch, causal, window, seq if src_seq is None else src_seq)
         counter = FlopCounterMode(display=False)
         log = OpLog()
         with counter, log:
-            model(x, **kwargs)
+            model(*args, **kwargs)
     counts = {name: {str(op): n for op, n in ops.items()} for name, ops in counter.get_flop_counts().items()}
     total_of = lambda name: sum(counts.get(f"{root}.{name}", {}).values())
-    qkv = core = out = 0
+    terms: dict[str, int] = {}
+    for kind, p in blocks(a.model):
+        names = [f"{p}Q, K, V projections", f"{p}QKᵀ + AV", f"{p}W^O"] if kind == "attn" else [f"{p}FFN"]
+        terms.update(dict.fromkeys(names, 0))
     for name in attn_names:
+        p = _prefix(a.model, name, attention=True)
         own = counts.get(f"{root}.{name}", {})
         o = total_of(f"{name}.out_proj")
         # 2-D matmuls (addmm/mm) are the projections; everything else (bmm, attention kernels) the core
         proj = sum(n for op, n in own.items() if op in ("aten.addmm", "aten.mm"))
-        qkv += proj - o
-        out += o
-        core += sum(own.values()) - proj
-    ffn = sum(total_of(n) for n in ffn_names)
+        terms[f"{p}Q, K, V projections"] += proj - o
+        terms[f"{p}W^O"] += o
+        terms[f"{p}QKᵀ + AV"] += sum(own.values()) - proj
+    for name in ffn_names:
+        terms[f"{_prefix(a.model, name, attention=False)}FFN"] += total_of(name)
     total = sum(counts.get("Global", {}).values())
-    terms = {
-        "Q, K, V projections": qkv,
-        "QKᵀ + AV": core,
-        "W^O": out,
-        "FFN": ffn,
-        "outside attention and FFN": total - qkv - core - out - ffn,
-    }
+    terms["outside attention and FFN"] = total - sum(terms.values())
     counted = {str(op) for op in counter.get_flop_counts().get("Global", {})}
     missed = sorted(op for op in log.calls if HEAVY_OPS.search(op) and op not in counted)
     return {
@@ -115,14 +155,17 @@ def _mask(seq: int, causal: bool, window: int | None) -> torch.Tensor:
 def reconcile(report: dict, measured: dict) -> dict:
     """Analytic (dense kernel, as executed) against measured, term by term, with warnings."""
     dense = {t["term"]: t["flops"] for t in report["executed"]["terms"]}
-    outside = dense.get("logits", 0) if report["model"] == "gpt" else 0
-    analytic = {
-        "Q, K, V projections": dense["Q projection"] + dense["K projection"] + dense["V projection"],
-        "QKᵀ + AV": dense["QKᵀ"] + dense["AV"],
-        "W^O": dense["W^O"],
-        "FFN": dense["FFN"],
-        "outside attention and FFN": outside,
-    }
+    # what runs outside the layers: the LM head (gpt, transformer) or bert's pooler; embeddings are lookups
+    outside = {"gpt": "logits", "transformer": "logits", "bert": "pooler"}.get(report["model"])
+    analytic = {}
+    for kind, p in blocks(report["model"]):
+        if kind == "ffn":
+            analytic[f"{p}FFN"] = dense[f"{p}FFN"]
+            continue
+        analytic[f"{p}Q, K, V projections"] = sum(dense[f"{p}{x} projection"] for x in "QKV")
+        analytic[f"{p}QKᵀ + AV"] = dense[f"{p}QKᵀ"] + dense[f"{p}AV"]
+        analytic[f"{p}W^O"] = dense[f"{p}W^O"]
+    analytic["outside attention and FFN"] = dense.get(outside, 0) if outside else 0
     rows = [
         {"term": k, "analytic": v, "measured": measured["terms"][k], "equal": v == measured["terms"][k]}
         for k, v in analytic.items()

@@ -13,7 +13,7 @@ import click
 from attnlab.commands._errors import BadInput, usage_errors
 
 MODELS = ("encoder-layer", "decoder-layer", "transformer", "gpt", "bert")
-COST_MODELS = ("encoder-layer", "gpt")
+COST_MODELS = MODELS
 
 
 class Positive(click.ParamType):
@@ -103,7 +103,7 @@ _SIZE_FLAGS = (
     click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
 )
 _sizes = _sizes_of(MODELS)
-# the cost model (and so --mfu) covers the encoder layer stack and GPT only: --help lists just those
+# the cost model covers every model; peak --mfu still takes its PaLM count from encoder-layer or gpt only
 _cost_sizes = _sizes_of(COST_MODELS)
 
 # The flags of the built block that params and shapes share: norm placement, biases, activation.
@@ -155,6 +155,9 @@ def shapes(as_json, no_bias, **sizes):
 @_cost_sizes
 @click.option("--seq", default=128, show_default=True, type=POS, help="Sequence length T.")
 @click.option("--batch", default=1, show_default=True, type=POS, help="Batch size B.")
+@click.option(
+    "--src-seq", default=None, type=POS, help="Source length S (decoder-layer, transformer; default T)."
+)
 @click.option("--causal", is_flag=True, help="Causal self-attention (T(T+1)/2 attended entries).")
 @click.option("--window", default=None, type=POS, help="Causal sliding window of W keys (W <= T).")
 @click.option("--training", is_flag=True, help="Add training FLOPs per token (PaLM's 6N + 12LHQT).")
