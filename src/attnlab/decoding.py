@@ -20,17 +20,13 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from attnlab._checks import positive_int
+
 
 def _pad_id(model, pad_id: int | None) -> int:
     if pad_id is not None:
         return pad_id
     return int(getattr(getattr(model, "config", None), "pad_id", 0))
-
-
-def _check_len(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _begin(model, src: torch.Tensor, bos_id: int):
@@ -57,7 +53,7 @@ def greedy(
     Returns:
         ``[B, L]`` long (``L <= max_len``): generated tokens, ``pad_id`` after each row's EOS.
     """
-    _check_len("max_len", max_len)
+    positive_int("max_len", max_len)
     pad = _pad_id(model, pad_id)
     logits, state = _begin(model, src, bos_id)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # [B]
@@ -89,7 +85,7 @@ def filter_logits(
         raise ValueError(f"temperature must be > 0 for sampling (use greedy for 0), got {temperature!r}")
     logits = logits / temperature
     if top_k is not None:
-        top_k = _check_len("top_k", top_k)
+        top_k = positive_int("top_k", top_k)
         if top_k < logits.shape[-1]:
             kth = logits.topk(top_k, dim=-1).values[..., -1:]  # [B, 1]
             logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -141,7 +137,7 @@ def sample(
     Returns:
         ``[B, L]`` long, ``pad_id`` after each row's EOS.
     """
-    _check_len("max_len", max_len)
+    positive_int("max_len", max_len)
     if temperature != 0:
         filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)  # validate the options up front
     gen = _generator(generator, seed, src.device)
@@ -266,7 +262,7 @@ def beam_search(
         :class:`BeamResult` ``(tokens [B, L], scores [B], hypotheses)``.
     """
     beam_size, max_len, n_best = (
-        _check_len(n, v) for n, v in (("beam_size", beam_size), ("max_len", max_len), ("n_best", n_best))
+        positive_int(n, v) for n, v in (("beam_size", beam_size), ("max_len", max_len), ("n_best", n_best))
     )
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
@@ -313,7 +309,7 @@ def generate(
         ``ids [B, P + N]`` (prompt then new tokens), and with ``return_logits`` also the logits
         of each new token ``[B, N, V]``.
     """
-    max_new_tokens = _check_len("max_new_tokens", max_new_tokens)
+    max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
     limit = gpt.config.max_len
     if prompt.ndim != 2:
         raise ValueError(f"prompt must be [B, P], got shape {list(prompt.shape)}")

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from attnlab._checks import positive_int
 from attnlab._io import atomic_write_bytes, atomic_write_json
 
 CONFIG_FILE = "config.json"
@@ -52,9 +53,7 @@ class ModelConfig:
 def check_positive(config: Any, *names: str) -> None:
     """Raise ``ValueError`` unless each named field of ``config`` is a positive int."""
     for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{type(config).__name__}.{name} must be a positive integer, got {value!r}")
+        positive_int(f"{type(config).__name__}.{name}", getattr(config, name))
 
 
 def check_choice(config: Any, name: str, choices: tuple) -> None:

@@ -24,13 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab._checks import positive_int
+
 LUONG_KINDS = ("dot", "general", "concat")
-
-
-def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _check_inputs(s: Tensor, h: Tensor, d_s: int, d_h: int) -> None:
@@ -77,7 +73,8 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, d_s: int, d_h: int, d_a: int) -> None:
         super().__init__()
-        self.d_s, self.d_h, self.d_a = _positive("d_s", d_s), _positive("d_h", d_h), _positive("d_a", d_a)
+        self.d_s, self.d_h = positive_int("d_s", d_s), positive_int("d_h", d_h)
+        self.d_a = positive_int("d_a", d_a)
         self.W_a = nn.Linear(d_s, d_a, bias=False)
         self.U_a = nn.Linear(d_h, d_a, bias=False)
         self.v_a = nn.Linear(d_a, 1, bias=False)
@@ -127,12 +124,12 @@ class LuongAttention(nn.Module):
         super().__init__()
         if kind not in LUONG_KINDS:
             raise ValueError(f"kind must be one of {list(LUONG_KINDS)}, got {kind!r}")
-        self.d_s, self.d_h, self.kind = _positive("d_s", d_s), _positive("d_h", d_h), kind
+        self.d_s, self.d_h, self.kind = positive_int("d_s", d_s), positive_int("d_h", d_h), kind
         if kind == "dot" and d_s != d_h:
             raise ValueError(f"the dot score needs d_s == d_h, got d_s={d_s}, d_h={d_h}")
         if d_a is not None and kind != "concat":
             raise ValueError(f"d_a is used by kind='concat' only, got d_a={d_a} with kind={kind!r}")
-        self.d_a = _positive("d_a", d_a if d_a is not None else d_s) if kind == "concat" else None
+        self.d_a = positive_int("d_a", d_a if d_a is not None else d_s) if kind == "concat" else None
         if kind == "general":
             self.W_a = nn.Linear(d_h, d_s, bias=False)
         elif kind == "concat":

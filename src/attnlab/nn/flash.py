@@ -21,6 +21,8 @@ import math
 import torch
 from torch import Tensor
 
+from attnlab._checks import positive_int
+
 
 def _key_range(q_lo: int, q_hi: int, t_k: int, offset: int, causal: bool, window: int | None):
     """Keys ``[lo, hi)`` any query ``q_lo .. q_hi - 1`` may see (query i is position offset + i)."""
@@ -189,11 +191,9 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = No
     """
     lead = _check(q, k, v, mask)
     for name, b in (("block_q", block_q), ("block_k", block_k)):
-        if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {b!r}")
+        positive_int(name, b)
     if window is not None:
-        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-            raise ValueError(f"window must be a positive integer, got {window!r}")
+        positive_int("window", window)
         causal = True
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     t_q, t_k = q.shape[-2], k.shape[-2]

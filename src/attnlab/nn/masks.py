@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+from attnlab._checks import positive_int
 
 
 def causal_mask(t_q: int, t_k: int | None = None, *, device=None) -> torch.Tensor:
@@ -26,8 +22,8 @@ def causal_mask(t_q: int, t_k: int | None = None, *, device=None) -> torch.Tenso
     Returns:
         bool ``[t_q, t_k]``.
     """
-    t_q = _positive("t_q", t_q)
-    t_k = t_q if t_k is None else _positive("t_k", t_k)
+    t_q = positive_int("t_q", t_q)
+    t_k = t_q if t_k is None else positive_int("t_k", t_k)
     if t_k < t_q:
         raise ValueError(
             f"causal_mask needs t_k >= t_q (queries are the last keys), got t_q={t_q}, t_k={t_k}"
@@ -43,9 +39,9 @@ def sliding_window_mask(t_q: int, t_k: int | None = None, window: int = 1, *, de
     Returns:
         bool ``[t_q, t_k]``.
     """
-    t_q = _positive("t_q", t_q)
-    t_k = t_q if t_k is None else _positive("t_k", t_k)
-    window = _positive("window", window)
+    t_q = positive_int("t_q", t_q)
+    t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    window = positive_int("window", window)
     p = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # [t_q, 1]
     j = torch.arange(t_k, device=device)[None, :]  # [1, t_k]
     return (j <= p) & (j > p - window)  # [t_q, t_k]
@@ -59,7 +55,7 @@ def padding_mask(lengths: torch.Tensor, t: int) -> torch.Tensor:
     Returns:
         bool ``[B, 1, t]`` (broadcasts over queries; multi-head code adds the head axis).
     """
-    t = _positive("t", t)
+    t = positive_int("t", t)
     lengths = torch.as_tensor(lengths)
     if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise ValueError(

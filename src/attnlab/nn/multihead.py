@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab._checks import positive_int
 from attnlab.nn.masks import causal_mask
 from attnlab.nn.positions import alibi_bias, apply_rope, rope_cos_sin
 
@@ -124,8 +125,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         for name, value in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            positive_int(name, value)
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
         if num_heads % num_kv_heads:

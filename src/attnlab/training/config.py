@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab._checks import positive_int
 from attnlab.training.schedule import SCHEDULES
 
 MODEL_KINDS = ("seq2seq-rnn", "attention-rnn", "transformer", "gpt")
@@ -56,9 +57,7 @@ class TrainConfig:
         if self.model not in MODEL_KINDS:
             raise ValueError(f"unknown model {self.model!r}; choose from {list(MODEL_KINDS)}")
         for name in ("steps", "batch_size", "eval_size", "train_size", "beam_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            positive_int(name, getattr(self, name))
         for name in ("warmup", "eval_every", "ckpt_every", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
