@@ -221,26 +221,29 @@ class MultiHeadAttention(nn.Module):
                 trace("k", k)
                 trace("v", v)
         q = q.view(b, t_q, self.num_heads, self.d_k).transpose(1, 2)  # [B, h, T_q, d_k]
+        rope = None  # RoPE's (cos, sin) [T_new, d_k/2] of the new keys' positions
         if k is not None:
             t_new = k.shape[1]
             k = k.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
             v = v.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
             t_k = t_new + (cache.length if cache is not None else 0)
             if self.positions == "rope":  # new keys sit at positions T_k - T_new .. T_k - 1
-                cos, sin = rope_cos_sin(
+                rope = rope_cos_sin(
                     torch.arange(t_k - t_new, t_k, device=x_q.device), self.d_k, self.rope_base, k.dtype
                 )
-                k = apply_rope(k, cos, sin)
+                k = apply_rope(k, *rope)
             if cache is not None:
                 k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
         else:
             k, v = cache.k, cache.v  # [B, h_kv, T_k, d_k]
         t_k = k.shape[-2]
         if self.positions == "rope":  # queries are the last T_q positions
-            cos, sin = rope_cos_sin(
-                torch.arange(t_k - t_q, t_k, device=x_q.device), self.d_k, self.rope_base, q.dtype
-            )
-            q = apply_rope(q, cos, sin)
+            # self-attention: the same positions as the new keys (both end at T_k), so reuse them
+            if rope is None or rope[0].shape[0] != t_q or rope[0].dtype != q.dtype:
+                rope = rope_cos_sin(
+                    torch.arange(t_k - t_q, t_k, device=x_q.device), self.d_k, self.rope_base, q.dtype
+                )
+            q = apply_rope(q, *rope)
         if trace is not None:
             trace("q_heads", q)
             trace("k_heads", k)
