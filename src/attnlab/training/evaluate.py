@@ -13,34 +13,12 @@ Scores for predictions ``p`` against targets ``y`` (as symbol strings):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
+from attnlab.decoding import beam_search, greedy
 from attnlab.tasks import BOS, EOS, Example, Task
 from attnlab.training.data import gpt_prompt, pad_rows
-
-
-def _rows(result: Any) -> list[list[int]]:
-    """Token rows from a decoder's result (a ``[B, L]`` tensor, a list of rows, or a tuple whose
-    first item is one of those; with n-best lists the best hypothesis is taken)."""
-    if isinstance(result, tuple):
-        result = result[0]
-    if isinstance(result, dict):
-        result = result.get("tokens", result.get("sequences"))
-    if torch.is_tensor(result):
-        return [[int(t) for t in row] for row in result.tolist()]
-    rows = []
-    for row in result:
-        if isinstance(row, tuple):
-            row = row[0]
-        if torch.is_tensor(row):
-            row = row.tolist()
-        if row and isinstance(row[0], (list, tuple)) or (row and torch.is_tensor(row[0])):
-            row = row[0]  # n-best: the best hypothesis
-            row = row.tolist() if torch.is_tensor(row) else row
-        rows.append([int(t) for t in row])
-    return rows
 
 
 def _strip(row: list[int]) -> list[int]:
@@ -73,32 +51,9 @@ def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]
 
 
 @torch.no_grad()
-def _seq2seq_greedy(model, src: torch.Tensor, max_len: int) -> list[list[int]]:
-    """Greedy decoding over ``start``/``step``, used only when :mod:`attnlab.decoding` is absent."""
-    state = model.start(src)
-    tok = torch.full((src.shape[0],), BOS, dtype=torch.long)  # [B]
-    out: list[list[int]] = [[] for _ in range(src.shape[0])]
-    done = torch.zeros(src.shape[0], dtype=torch.bool)
-    for _ in range(max_len):
-        logits, state = model.step(tok, state)  # [B, V]
-        tok = logits.argmax(-1)  # [B]
-        for i in range(len(out)):
-            if not done[i]:
-                out[i].append(int(tok[i]))
-        done |= tok == EOS
-        if bool(done.all()):
-            break
-    return out
-
-
-@torch.no_grad()
 def predict(model, task: Task, sources: Sequence[str], *, decode: str = "greedy", beam_size: int = 4,
             batch_size: int = 256, slack: int = 2) -> list[str]:
     """Decode each source string with ``model`` -> predicted target strings."""
-    try:
-        from attnlab import decoding
-    except ImportError:  # the decoding module is optional here; greedy needs only start/step
-        decoding = None
     if decode not in ("greedy", "beam"):
         raise ValueError(f"decode must be 'greedy' or 'beam', got {decode!r}")
     tok = task.tokenizer
@@ -113,17 +68,11 @@ def predict(model, task: Task, sources: Sequence[str], *, decode: str = "greedy"
                 rows = _gpt_greedy(model, [gpt_prompt(s, tok) for s in chunk], max_len)
             else:
                 src = pad_rows([tok.encode(s) + [EOS] for s in chunk])  # [B, S]
-                if decoding is None:
-                    if decode == "beam":
-                        raise ValueError("beam search needs attnlab.decoding, which is not installed")
-                    rows = _seq2seq_greedy(model, src, max_len)
-                    preds.extend(tok.decode(_strip(r)) for r in rows)
-                    continue
                 if decode == "beam":
-                    result = decoding.beam_search(model, src, beam_size=beam_size, max_len=max_len)
+                    tokens = beam_search(model, src, beam_size=beam_size, max_len=max_len).tokens  # [B, L]
                 else:
-                    result = decoding.greedy(model, src, max_len=max_len, bos_id=BOS, eos_id=EOS)
-                rows = _rows(result)
+                    tokens = greedy(model, src, max_len=max_len, bos_id=BOS, eos_id=EOS)  # [B, L]
+                rows = tokens.tolist()
             preds.extend(tok.decode(_strip(r)) for r in rows)
     finally:
         model.train(was_training)
