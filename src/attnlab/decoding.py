@@ -53,19 +53,8 @@ def greedy(
     Returns:
         ``[B, L]`` long (``L <= max_len``): generated tokens, ``pad_id`` after each row's EOS.
     """
-    positive_int("max_len", max_len)
-    pad = _pad_id(model, pad_id)
-    logits, state = _begin(model, src, bos_id)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # [B]
-    out = []
-    for t in range(max_len):
-        tok = logits.argmax(dim=-1).masked_fill(done, pad)  # [B]
-        out.append(tok)
-        done = done | (tok == eos_id)
-        if bool(done.all()) or t == max_len - 1:
-            break
-        logits, state = model.step(tok, state)  # [B, V]
-    return torch.stack(out, dim=1)  # [B, L]
+    # sampling at temperature 0 is exactly this: argmax at every step
+    return sample(model, src, max_len, temperature=0, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
 
 
 # ----------------------------------------------------------------------------------------- sampling
