@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnlab.audit.config import Arch
+from attnlab.nn.masks import causal_mask, sliding_window_mask
 
 # operators that do matmul-scale work; element-wise ops are not counted by design
 HEAVY_OPS = re.compile(r"mm|matmul|linear|conv|einsum|scaled_dot_product|attention|_transformer_encoder")
@@ -70,9 +71,9 @@ def _inputs(a: Arch, seq: int, batch: int, causal: bool, window: int | None, src
     if a.model == "decoder-layer":  # causal self-attention; cross-attention over memory [B, S, d]
         kwargs = {"is_causal": True}
         if window is not None:
-            kwargs["self_mask"] = _mask(seq, True, window)
+            kwargs["self_mask"] = _mask(seq, window)
         return (x, torch.randn(batch, src_seq, a.d_model)), kwargs
-    return (x,), ({"mask": _mask(seq, causal, window)} if (causal or window) else {})
+    return (x,), ({"mask": _mask(seq, window)} if (causal or window) else {})
 
 
 def measure_model(
@@ -142,14 +143,9 @@ def measure_model(
     }
 
 
-def _mask(seq: int, causal: bool, window: int | None) -> torch.Tensor:
+def _mask(seq: int, window: int | None) -> torch.Tensor:
     """Boolean ``[T, T]`` mask, True = may attend: causal, or a causal window of ``window`` keys."""
-    i = torch.arange(seq)[:, None]
-    j = torch.arange(seq)[None, :]
-    allowed = j <= i
-    if window is not None:
-        allowed &= j > i - window
-    return allowed
+    return causal_mask(seq) if window is None else sliding_window_mask(seq, window=window)
 
 
 def reconcile(report: dict, measured: dict) -> dict:
