@@ -29,24 +29,15 @@ def _strip(row: list[int]) -> list[int]:
 
 @torch.no_grad()
 def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]]:
+    """Greedy continuations (``pad_id`` after EOS), prompts of equal length decoded as one batch."""
     out: list[list[int]] = [[] for _ in prompts]
     by_len: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
         by_len.setdefault(len(p), []).append(i)
     for idx in by_len.values():
         prompt = torch.tensor([prompts[i] for i in idx], dtype=torch.long)  # [B, P]
-        state = model.start(prompt)
-        logits = state.last_logits  # [B, V]
-        done = torch.zeros(len(idx), dtype=torch.bool)
-        for _ in range(max_new):
-            tok = logits.argmax(-1)  # [B]
-            for j, i in enumerate(idx):
-                if not done[j]:
-                    out[i].append(int(tok[j]))
-            done |= tok == EOS
-            if bool(done.all()):
-                break
-            logits, state = model.step(tok, state)
+        for i, row in zip(idx, greedy(model, prompt, max_len=max_new, eos_id=EOS).tolist()):  # [B, L]
+            out[i] = row
     return out
 
 
