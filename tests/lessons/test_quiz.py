@@ -275,3 +275,9 @@ def test_cli_ctrl_c_prints_score_so_far():
     r = run(["quiz", "--topic", "softmax", "--seed", "8", "--count", "3"], typed)
     assert r.exit_code == 0 and r.exception is None, r.output
     assert "Right." in r.output and "interrupted" in r.output and "Score: 1/1 (2 not asked)" in r.output
+
+
+def test_kv_head_counts_agree_in_number():
+    texts = [q.text for seed in range(40) for q in make_quiz(topic="kvcache", seed=seed, count=4)]
+    assert any(" 1 key/value head " in t for t in texts)  # MQA questions are drawn
+    assert not any(" 1 key/value heads" in t for t in texts)

@@ -420,7 +420,7 @@ def _q_kvcache(rng: np.random.Generator) -> Question:
     n = kv_cache_bytes(layers, kv, d_head, nbytes, tokens=tokens, batch=batch)
     per_token = kv_cache_bytes(layers, kv, d_head, nbytes)
     kind = "MHA" if kv == heads else ("MQA" if kv == 1 else "GQA")
-    text = (f"A decoder with L = {layers} layers, {heads} query heads and {kv} key/value heads ({kind}), "
+    text = (f"A decoder with L = {layers} layers, {heads} query heads and {kv} key/value head{'s' if kv != 1 else ''} ({kind}), "
             f"d_head = {d_head}, {nbytes} bytes per value. KV-cache size in bytes for a "
             f"context of {tokens} token{'s' if tokens > 1 else ''} and batch {batch}?")
     steps = ["per token and layer: K and V, each h_kv * d_head values: 2 * h_kv * d_head",
