@@ -33,8 +33,13 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup:
 
 def summary(runs: list[float]) -> dict:
     """Median, min, max and the runs themselves (seconds)."""
-    return {"median": statistics.median(runs), "min": min(runs), "max": max(runs), "runs": list(runs),
-            "n": len(runs)}
+    return {
+        "median": statistics.median(runs),
+        "min": min(runs),
+        "max": max(runs),
+        "runs": list(runs),
+        "n": len(runs),
+    }
 
 
 def ratio(a: list[float], b: list[float]) -> float:
@@ -53,8 +58,14 @@ def target(what: str, goal: str, measured: float, met: bool, shown: str, limit: 
 
     ``limit`` says what limits a missed target (filled from a measurement where one exists).
     """
-    return {"what": what, "target": goal, "measured": measured, "shown": shown, "met": bool(met),
-            "limit": limit}
+    return {
+        "what": what,
+        "target": goal,
+        "measured": measured,
+        "shown": shown,
+        "met": bool(met),
+        "limit": limit,
+    }
 
 
 def table(title: str, columns: list[str], rows: list[list]) -> dict:
@@ -89,8 +100,14 @@ def _blas_info() -> list[dict]:
     except ImportError:
         cfg = numpy.show_config(mode="dicts")
         blas = cfg.get("Build Dependencies", {}).get("blas", {})
-        return [{"source": "numpy.show_config", "name": blas.get("name"), "version": blas.get("version"),
-                 "openblas configuration": blas.get("openblas configuration")}]
+        return [
+            {
+                "source": "numpy.show_config",
+                "name": blas.get("name"),
+                "version": blas.get("version"),
+                "openblas configuration": blas.get("openblas configuration"),
+            }
+        ]
     keep = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture", "prefix")
     libs = threadpoolctl.threadpool_info()
     return [{k: lib.get(k) for k in keep if lib.get(k) is not None} for lib in libs]
@@ -101,15 +118,25 @@ def machine() -> dict:
     import numpy
     import torch
 
-    env_keys = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
-                "MKL_NUM_THREADS")
+    env_keys = (
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    )
     try:
         mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError):
         mem_gib = None
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(__file__), timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(__file__),
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return {
@@ -118,8 +145,18 @@ def machine() -> dict:
         "memory_gib": round(mem_gib, 1) if mem_gib else None,
         "os": platform.platform(),
         "python": sys.version.split()[0],
-        "versions": {d: _version(d) for d in ("attnlab", "numpy", "torch", "transformers",
-                                               "sentence-transformers", "tokenizers", "threadpoolctl")},
+        "versions": {
+            d: _version(d)
+            for d in (
+                "attnlab",
+                "numpy",
+                "torch",
+                "transformers",
+                "sentence-transformers",
+                "tokenizers",
+                "threadpoolctl",
+            )
+        },
         "torch_threads": torch.get_num_threads(),
         "torch_blas": "MKL" if torch.backends.mkl.is_available() else "other",
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -145,10 +182,15 @@ def profile_top(fn: Callable[[], object], n: int = 8, calls: int = 3) -> list[di
             fn()
     events = list(prof.key_averages())
     rows = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:n]
-    total = {"op": ALL_OPS, "self_ms_per_call": sum(e.self_cpu_time_total for e in events) / 1e3 / calls,
-             "count": sum(e.count for e in events) // calls}
-    return [total] + [{"op": e.key, "self_ms_per_call": e.self_cpu_time_total / 1e3 / calls,
-                       "count": e.count // calls} for e in rows]
+    total = {
+        "op": ALL_OPS,
+        "self_ms_per_call": sum(e.self_cpu_time_total for e in events) / 1e3 / calls,
+        "count": sum(e.count for e in events) // calls,
+    }
+    return [total] + [
+        {"op": e.key, "self_ms_per_call": e.self_cpu_time_total / 1e3 / calls, "count": e.count // calls}
+        for e in rows
+    ]
 
 
 def profile_table(title: str, tops: dict[str, list[dict]]) -> dict:
@@ -159,8 +201,9 @@ def profile_table(title: str, tops: dict[str, list[dict]]) -> dict:
     return table(title, ["candidate", "operation", "self ms per call", "calls per call"], rows)
 
 
-def explain_profile(tops: dict[str, list[dict]], ours_name: str = "attnlab",
-                    theirs_name: str = "torch") -> str:
+def explain_profile(
+    tops: dict[str, list[dict]], ours_name: str = "attnlab", theirs_name: str = "torch"
+) -> str:
     """Operations attnlab spends more time in than the peer (from the profiles), largest first."""
     ours = {r["op"]: r["self_ms_per_call"] for r in tops[ours_name] if r["op"] != ALL_OPS}
     theirs = {r["op"]: r["self_ms_per_call"] for r in tops[theirs_name] if r["op"] != ALL_OPS}

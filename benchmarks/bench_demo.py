@@ -30,11 +30,20 @@ def run(ctx: dict) -> dict:
         raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}:\n{tail}")
     lines = len(proc.stdout.splitlines())
     return {
-        "name": NAME, "title": TITLE, "targets": [],
+        "name": NAME,
+        "title": TITLE,
+        "targets": [],
         "reports": [{"what": "`make demo` wall time", "shown": f"{wall:.1f} s"}],
         "raw": {"command": cmd, "wall_s": wall, "stdout_lines": lines},
-        "tables": [table("One run", ["command", "wall time", "lines printed"],
-                         [[f"`{' '.join(cmd)}`", f"{wall:.1f} s", lines]])],
-        "notes": ["One run (the demo is minutes of work, not a micro-benchmark); it includes Python "
-                  "start-up, every import and writing the report under out/demo."],
+        "tables": [
+            table(
+                "One run",
+                ["command", "wall time", "lines printed"],
+                [[f"`{' '.join(cmd)}`", f"{wall:.1f} s", lines]],
+            )
+        ],
+        "notes": [
+            "One run (the demo is minutes of work, not a micro-benchmark); it includes Python "
+            "start-up, every import and writing the report under out/demo."
+        ],
     }

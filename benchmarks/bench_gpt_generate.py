@@ -43,6 +43,7 @@ def run(ctx: dict) -> dict:
         def call():
             with torch.no_grad():
                 outs[use_cache] = generate(gpt, prompt, new, use_cache=use_cache)
+
         return call
 
     runs = time_interleaved({"KV cache": gen(True), "recompute": gen(False)}, repeats=2, warmup=0)
@@ -52,32 +53,62 @@ def run(ctx: dict) -> dict:
     per_pos = [statistics.median(ts) for ts in zip(*profiles)]  # median over the 3 runs, per position
     first, last = statistics.mean(per_pos[1:65]), statistics.mean(per_pos[-64:])  # step 0 is the prompt
     growth = last / first
-    raw = {"time": {n: summary(r) for n, r in runs.items()}, "speedup": speedup, "same_tokens": same,
-           "per_token_first64_s": first, "per_token_last64_s": last, "growth": growth,
-           "config": {k: getattr(cfg, k) for k in ("vocab_size", "d_model", "num_heads", "num_layers",
-                                                   "d_ff")}}
+    raw = {
+        "time": {n: summary(r) for n, r in runs.items()},
+        "speedup": speedup,
+        "same_tokens": same,
+        "per_token_first64_s": first,
+        "per_token_last64_s": last,
+        "growth": growth,
+        "config": {k: getattr(cfg, k) for k in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff")},
+    }
     return {
-        "name": NAME, "title": TITLE, "raw": raw,
+        "name": NAME,
+        "title": TITLE,
+        "raw": raw,
         "targets": [
-            target(f"GPT generation of {new} tokens, recompute / KV cache time", "≥ 5× faster", speedup,
-                   speedup >= 5, f"{speedup:.1f}× faster"),
-            target("KV-cache time per token, last 64 / first 64 tokens", "≤ 1.5×", growth, growth <= 1.5,
-                   f"{growth:.2f}× ({first * 1e3:.2f} → {last * 1e3:.2f} ms)"),
+            target(
+                f"GPT generation of {new} tokens, recompute / KV cache time",
+                "≥ 5× faster",
+                speedup,
+                speedup >= 5,
+                f"{speedup:.1f}× faster",
+            ),
+            target(
+                "KV-cache time per token, last 64 / first 64 tokens",
+                "≤ 1.5×",
+                growth,
+                growth <= 1.5,
+                f"{growth:.2f}× ({first * 1e3:.2f} → {last * 1e3:.2f} ms)",
+            ),
         ],
         "tables": [
-            table(f"Greedy generation of {new} tokens after a {p}-token prompt, batch 1, GPT "
-                  f"d={cfg.d_model}, h={cfg.num_heads}, L={cfg.num_layers}, d_ff={cfg.d_ff}, "
-                  f"V={cfg.vocab_size}, float32",
-                  ["method", "time", "time / KV-cache time"],
-                  [["KV cache (generate, use_cache=True)", fmt_s(raw["time"]["KV cache"], "s", 1, 2), "1×"],
-                   ["recompute the prefix (use_cache=False)", fmt_s(raw["time"]["recompute"], "s", 1, 2),
-                    f"{speedup:.1f}×"]]),
-            table("Time per generated token with the KV cache (median of 3 runs per position)",
-                  ["tokens", "mean time per token"],
-                  [[f"new tokens 2–65 of {new} (the 1st comes from start(), which reads the prompt)",
-                    f"{first * 1e3:.2f} ms"],
-                   [f"new tokens {new - 63}–{new} of {new}", f"{last * 1e3:.2f} ms"],
-                   ["last / first", f"{growth:.2f}×"]]),
+            table(
+                f"Greedy generation of {new} tokens after a {p}-token prompt, batch 1, GPT "
+                f"d={cfg.d_model}, h={cfg.num_heads}, L={cfg.num_layers}, d_ff={cfg.d_ff}, "
+                f"V={cfg.vocab_size}, float32",
+                ["method", "time", "time / KV-cache time"],
+                [
+                    ["KV cache (generate, use_cache=True)", fmt_s(raw["time"]["KV cache"], "s", 1, 2), "1×"],
+                    [
+                        "recompute the prefix (use_cache=False)",
+                        fmt_s(raw["time"]["recompute"], "s", 1, 2),
+                        f"{speedup:.1f}×",
+                    ],
+                ],
+            ),
+            table(
+                "Time per generated token with the KV cache (median of 3 runs per position)",
+                ["tokens", "mean time per token"],
+                [
+                    [
+                        f"new tokens 2–65 of {new} (the 1st comes from start(), which reads the prompt)",
+                        f"{first * 1e3:.2f} ms",
+                    ],
+                    [f"new tokens {new - 63}–{new} of {new}", f"{last * 1e3:.2f} ms"],
+                    ["last / first", f"{growth:.2f}×"],
+                ],
+            ),
         ],
         "notes": [
             f"Both methods chose the same token at {same} of {new} positions (greedy; the cached and "

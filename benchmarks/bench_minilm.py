@@ -48,7 +48,7 @@ def _hf_embedder(path: str, tokenizer):
         outs = []
         with torch.inference_mode():
             for i in range(0, len(sentences), BATCH):
-                enc = tok.encode_batch(sentences[i:i + BATCH])
+                enc = tok.encode_batch(sentences[i : i + BATCH])
                 ids = torch.tensor([e.ids for e in enc])  # [b, T]
                 mask = torch.tensor([e.attention_mask for e in enc])  # [b, T]
                 types = torch.tensor([e.type_ids for e in enc])  # [b, T]
@@ -57,6 +57,7 @@ def _hf_embedder(path: str, tokenizer):
                 pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)  # [b, d]
                 outs.append(torch.nn.functional.normalize(pooled, dim=-1))
         return torch.cat(outs)
+
     return embed_all
 
 
@@ -64,12 +65,19 @@ def _tokens_computed(sentences: list[str], lengths: list[int]) -> dict[str, int]
     """Token positions each embedder pushes through the projections and FFN for the corpus:
     transformers pads each corpus-order batch to its longest sentence; sentence-transformers sorts
     by text length (longest first) then pads; attnlab's packed encoder computes real tokens only."""
+
     def padded(order):
-        return sum(len(order[i:i + BATCH]) * max(lengths[j] for j in order[i:i + BATCH])
-                   for i in range(0, len(order), BATCH))
+        return sum(
+            len(order[i : i + BATCH]) * max(lengths[j] for j in order[i : i + BATCH])
+            for i in range(0, len(order), BATCH)
+        )
+
     by_text = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
-    return {"transformers": padded(list(range(len(sentences)))), "sentence-transformers": padded(by_text),
-            "attnlab": sum(lengths)}
+    return {
+        "transformers": padded(list(range(len(sentences)))),
+        "sentence-transformers": padded(by_text),
+        "attnlab": sum(lengths),
+    }
 
 
 def _flops_per_sentence(lengths: list[int]) -> list[float]:
@@ -100,8 +108,13 @@ def run(ctx: dict) -> dict:
             return embed(model, tokenizer, texts, batch_size=BATCH)
 
     def st_encode(texts):
-        return st.encode(texts, batch_size=BATCH, convert_to_tensor=True, normalize_embeddings=True,
-                         show_progress_bar=False)
+        return st.encode(
+            texts,
+            batch_size=BATCH,
+            convert_to_tensor=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
 
     embedders = {"attnlab": ours, "transformers": hf, "sentence-transformers": st_encode}
     results = {}
@@ -111,6 +124,7 @@ def run(ctx: dict) -> dict:
     def timed(name):
         def call():
             results[name] = embedders[name](sentences)
+
         return call
 
     runs = time_interleaved({name: timed(name) for name in embedders}, repeats=2 if quick else 5, warmup=0)
@@ -118,8 +132,16 @@ def run(ctx: dict) -> dict:
     lengths = [len(e.ids) for e in tokenizer.encode_batch(sentences)]
     flops = sum(_flops_per_sentence(lengths))
     peak = ctx.get("peak_flops")
-    rows, raw = [], {"sentences": n, "tokens": sum(lengths), "max_tokens": max(lengths),
-                     "flops_per_sentence": flops / n, "peak_flops": peak}
+    rows, raw = (
+        [],
+        {
+            "sentences": n,
+            "tokens": sum(lengths),
+            "max_tokens": max(lengths),
+            "flops_per_sentence": flops / n,
+            "peak_flops": peak,
+        },
+    )
     cos = {}
     for name in ("transformers", "sentence-transformers"):
         cos[name] = float((results["attnlab"] * results[name].to(results["attnlab"].dtype)).sum(-1).min())
@@ -129,10 +151,19 @@ def run(ctx: dict) -> dict:
         sps = n / s["median"]
         frac = flops / s["median"] / peak if peak else None
         raw[name] = {"time": s, "sentences_per_s": sps, "flop_fraction": frac}
-        rows.append([name, fmt_s(s, "s", 1, 2), f"{sps:.0f}", f"{100 * frac:.1f}%" if frac else "n/a",
-                     "1.00×" if name == "attnlab" else f"{ratio(runs[name], runs['attnlab']):.2f}×"])
-    r_hf, r_st = ratio(runs["transformers"], runs["attnlab"]), ratio(runs["sentence-transformers"],
-                                                                      runs["attnlab"])
+        rows.append(
+            [
+                name,
+                fmt_s(s, "s", 1, 2),
+                f"{sps:.0f}",
+                f"{100 * frac:.1f}%" if frac else "n/a",
+                "1.00×" if name == "attnlab" else f"{ratio(runs[name], runs['attnlab']):.2f}×",
+            ]
+        )
+    r_hf, r_st = (
+        ratio(runs["transformers"], runs["attnlab"]),
+        ratio(runs["sentence-transformers"], runs["attnlab"]),
+    )
     computed = _tokens_computed(sentences, lengths)
     raw["tokens_through_ffn"] = computed
     for row in rows:
@@ -140,34 +171,76 @@ def run(ctx: dict) -> dict:
     extra_tables, limit = [], ""
     if r_hf < 1.5 or r_st < 1.0:
         peer = "sentence-transformers" if r_st < 1.0 else "transformers"
-        tops = {name: profile_top(lambda name=name: embedders[name](sentences), n=8, calls=1)
-                for name in ("attnlab", peer)}
+        tops = {
+            name: profile_top(lambda name=name: embedders[name](sentences), n=8, calls=1)
+            for name in ("attnlab", peer)
+        }
         raw["profile"] = tops
         title = "Where the time goes (torch.profiler, one pass over the corpus each)"
         extra_tables.append(profile_table(title, tops))
-        limit = (f"attnlab computes {computed['attnlab']:,} token positions against {computed[peer]:,} for "
-                 f"{peer}, so the gap is per-token speed; " + explain_profile(tops, "attnlab", peer))
+        limit = (
+            f"attnlab computes {computed['attnlab']:,} token positions against {computed[peer]:,} for "
+            f"{peer}, so the gap is per-token speed; " + explain_profile(tops, "attnlab", peer)
+        )
     min_cos = min(cos.values())
     targets = [
-        target("MiniLM sentences/s, attnlab / transformers BertModel (corpus order)", "≥ 1.5×", r_hf,
-               r_hf >= 1.5, f"{r_hf:.2f}×", limit),
-        target("MiniLM sentences/s, attnlab / sentence-transformers encode", "≥ 1.0×", r_st, r_st >= 1.0,
-               f"{r_st:.2f}×", limit),
-        target("MiniLM embeddings, min cosine with both peers", "≥ 0.99999", min_cos, min_cos >= 0.99999,
-               f"{min_cos:.7f}"),
+        target(
+            "MiniLM sentences/s, attnlab / transformers BertModel (corpus order)",
+            "≥ 1.5×",
+            r_hf,
+            r_hf >= 1.5,
+            f"{r_hf:.2f}×",
+            limit,
+        ),
+        target(
+            "MiniLM sentences/s, attnlab / sentence-transformers encode",
+            "≥ 1.0×",
+            r_st,
+            r_st >= 1.0,
+            f"{r_st:.2f}×",
+            limit,
+        ),
+        target(
+            "MiniLM embeddings, min cosine with both peers",
+            "≥ 0.99999",
+            min_cos,
+            min_cos >= 0.99999,
+            f"{min_cos:.7f}",
+        ),
     ]
-    reports = [{"what": "MiniLM attnlab fraction of the FLOP ceiling",
-                "shown": f"{100 * raw['attnlab']['flop_fraction']:.1f}%" if peak else "n/a"}]
+    reports = [
+        {
+            "what": "MiniLM attnlab fraction of the FLOP ceiling",
+            "shown": f"{100 * raw['attnlab']['flop_fraction']:.1f}%" if peak else "n/a",
+        }
+    ]
     return {
-        "name": NAME, "title": TITLE, "raw": raw, "targets": targets, "reports": reports,
+        "name": NAME,
+        "title": TITLE,
+        "raw": raw,
+        "targets": targets,
+        "reports": reports,
         "tables": [
-            table(f"{n} seeded sentences of 5–120 words ({sum(lengths)} tokens, at most {max(lengths)} per "
-                  f"sentence), batches of {BATCH}, float32, time for the whole corpus",
-                  ["embedder", "time", "sentences/s", "of FLOP ceiling", "tokens through the FFN",
-                   "attnlab speed-up"], rows),
-            table("Agreement of the embeddings (minimum over sentences of the cosine with attnlab's)",
-                  ["peer", "min cosine"], [[k, f"{v:.7f}"] for k, v in cos.items()]),
-        ] + extra_tables,
+            table(
+                f"{n} seeded sentences of 5–120 words ({sum(lengths)} tokens, at most {max(lengths)} per "
+                f"sentence), batches of {BATCH}, float32, time for the whole corpus",
+                [
+                    "embedder",
+                    "time",
+                    "sentences/s",
+                    "of FLOP ceiling",
+                    "tokens through the FFN",
+                    "attnlab speed-up",
+                ],
+                rows,
+            ),
+            table(
+                "Agreement of the embeddings (minimum over sentences of the cosine with attnlab's)",
+                ["peer", "min cosine"],
+                [[k, f"{v:.7f}"] for k, v in cos.items()],
+            ),
+        ]
+        + extra_tables,
         "notes": [
             f"Useful FLOPs per sentence come from `attnlab audit cost` (6 layers, d=384, h=12, d_ff=1536) at "
             f"the sentence's real token count: {flops / n / 1e9:.2f} GFLOP on average; the fraction of the "

@@ -50,15 +50,21 @@ def _blas_variants(quick: bool) -> list[dict]:
     inherited = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     variants = [("both unset (auto-detect)", base)]
     if any(inherited.values()):
-        variants.insert(0, ("as inherited: " + ", ".join(f"{k}={v}" for k, v in inherited.items() if v),
-                            dict(os.environ)))
+        variants.insert(
+            0, ("as inherited: " + ", ".join(f"{k}={v}" for k, v in inherited.items() if v), dict(os.environ))
+        )
     if not quick:
         for core in ("Haswell", "Prescott"):
             variants.append((f"OPENBLAS_CORETYPE={core}", {**base, "OPENBLAS_CORETYPE": core}))
     out = []
     for label, env in variants:
-        proc = subprocess.run([sys.executable, os.path.join(here, "blas_probe.py")], env=env,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, os.path.join(here, "blas_probe.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             out.append({"setting": label, "error": proc.stderr.strip().splitlines()[-1:]})
             continue
@@ -69,8 +75,10 @@ def _blas_variants(quick: bool) -> list[dict]:
 def _measure(t: int, with_naive: bool, memory: bool = True) -> dict:
     """Interleaved times of tiled, tiled causal (and naive), and extra peak memory, at length t."""
     q, k, v = _inputs(t)
-    fns = {"tiled causal": lambda: ref.flash_attention(q, k, v, causal=True),
-           "tiled": lambda: ref.flash_attention(q, k, v)}
+    fns = {
+        "tiled causal": lambda: ref.flash_attention(q, k, v, causal=True),
+        "tiled": lambda: ref.flash_attention(q, k, v),
+    }
     if with_naive:
         fns["naive"] = lambda: ref.scaled_dot_product_attention(q, k, v)
     runs = time_interleaved(fns, repeats=3 if t >= 2048 else 5, warmup=0 if t >= 2048 else 1)
@@ -79,8 +87,10 @@ def _measure(t: int, with_naive: bool, memory: bool = True) -> dict:
     if with_naive:
         res["ratio"] = ratio(runs["tiled"], runs["naive"])
         if memory:
-            res["extra_peak_bytes"] = {"naive": extra_peak_bytes(fns["naive"]),
-                                       "tiled": extra_peak_bytes(fns["tiled"])}
+            res["extra_peak_bytes"] = {
+                "naive": extra_peak_bytes(fns["naive"]),
+                "tiled": extra_peak_bytes(fns["tiled"]),
+            }
     return res
 
 
@@ -111,41 +121,91 @@ def run(ctx: dict) -> dict:
             if not one:
                 return ""
             if one[key] <= goal:
-                return (f"OpenBLAS thread hand-offs in the tile loop's small GEMMs while other work shares "
-                        f"the cores (load {load:.1f}); with BLAS limited to 1 thread: {one[key]:.2f}×")
-            return (f"missed with BLAS limited to 1 thread too ({one[key]:.2f}×): the per-tile NumPy calls "
-                    f"(about 12 per tile) cost more than the work of a 128×128 tile here")
+                return (
+                    f"OpenBLAS thread hand-offs in the tile loop's small GEMMs while other work shares "
+                    f"the cores (load {load:.1f}); with BLAS limited to 1 thread: {one[key]:.2f}×"
+                )
+            return (
+                f"missed with BLAS limited to 1 thread too ({one[key]:.2f}×): the per-tile NumPy calls "
+                f"(about 12 per tile) cost more than the work of a 128×128 tile here"
+            )
+
         if t in sizes:
             r_time = d["ratio"]
             mem_naive, mem_tiled = d["extra_peak_bytes"]["naive"], d["extra_peak_bytes"]["tiled"]
-            rows.append([t, fmt_s(d["naive"]), fmt_s(d["tiled"]), f"{r_time:.2f}×"]
-                        + ([fmt_s(one["naive"]), fmt_s(one["tiled"]), f"{one['ratio']:.2f}×"] if one else []))
-            mem_rows.append([t, f"{mem_naive / 2**20:.1f} MiB", f"{mem_tiled / 2**20:.2f} MiB",
-                             f"{mem_naive / mem_tiled:.1f}× lower"])
+            rows.append(
+                [t, fmt_s(d["naive"]), fmt_s(d["tiled"]), f"{r_time:.2f}×"]
+                + ([fmt_s(one["naive"]), fmt_s(one["tiled"]), f"{one['ratio']:.2f}×"] if one else [])
+            )
+            mem_rows.append(
+                [
+                    t,
+                    f"{mem_naive / 2**20:.1f} MiB",
+                    f"{mem_tiled / 2**20:.2f} MiB",
+                    f"{mem_naive / mem_tiled:.1f}× lower",
+                ]
+            )
             goal_mem = 4 if t <= 1024 else 20
-            targets.append(target(f"NumPy tiled / naive time, T={t}", "≤ 1.25×", r_time, r_time <= 1.25,
-                                  f"{r_time:.2f}×", why("ratio", 1.25)))
-            targets.append(target(f"NumPy naive / tiled extra peak memory, T={t}", f"≥ {goal_mem}× lower",
-                                  mem_naive / mem_tiled, mem_naive / mem_tiled >= goal_mem,
-                                  f"{mem_naive / mem_tiled:.1f}× lower"))
+            targets.append(
+                target(
+                    f"NumPy tiled / naive time, T={t}",
+                    "≤ 1.25×",
+                    r_time,
+                    r_time <= 1.25,
+                    f"{r_time:.2f}×",
+                    why("ratio", 1.25),
+                )
+            )
+            targets.append(
+                target(
+                    f"NumPy naive / tiled extra peak memory, T={t}",
+                    f"≥ {goal_mem}× lower",
+                    mem_naive / mem_tiled,
+                    mem_naive / mem_tiled >= goal_mem,
+                    f"{mem_naive / mem_tiled:.1f}× lower",
+                )
+            )
         if t in causal_sizes:
             r_c = d["causal_ratio"]
-            causal_rows.append([t, fmt_s(d["tiled"]), fmt_s(d["tiled causal"]), f"{r_c:.2f}×"]
-                               + ([fmt_s(one["tiled"]), fmt_s(one["tiled causal"]),
-                                   f"{one['causal_ratio']:.2f}×"] if one else []))
-            targets.append(target(f"NumPy tiled causal / tiled non-causal time, T={t}", "≤ 0.8×", r_c,
-                                  r_c <= 0.8, f"{r_c:.2f}×", why("causal_ratio", 0.8)))
-    one_cols = (["naive, 1 BLAS thread", "tiled, 1 BLAS thread", "ratio, 1 thread"]
-                if raw["blas_1_thread"] else [])
-    one_causal = (["non-causal, 1 BLAS thread", "causal, 1 BLAS thread", "ratio, 1 thread"]
-                  if raw["blas_1_thread"] else [])
+            causal_rows.append(
+                [t, fmt_s(d["tiled"]), fmt_s(d["tiled causal"]), f"{r_c:.2f}×"]
+                + (
+                    [fmt_s(one["tiled"]), fmt_s(one["tiled causal"]), f"{one['causal_ratio']:.2f}×"]
+                    if one
+                    else []
+                )
+            )
+            targets.append(
+                target(
+                    f"NumPy tiled causal / tiled non-causal time, T={t}",
+                    "≤ 0.8×",
+                    r_c,
+                    r_c <= 0.8,
+                    f"{r_c:.2f}×",
+                    why("causal_ratio", 0.8),
+                )
+            )
+    one_cols = (
+        ["naive, 1 BLAS thread", "tiled, 1 BLAS thread", "ratio, 1 thread"] if raw["blas_1_thread"] else []
+    )
+    one_causal = (
+        ["non-causal, 1 BLAS thread", "causal, 1 BLAS thread", "ratio, 1 thread"]
+        if raw["blas_1_thread"]
+        else []
+    )
     tables = [
-        table("Time, float64, B=1, h=8, d=64, block 128×128 (median, min–max); default BLAS threads, then "
-              "BLAS limited to 1 thread (threadpoolctl) in the same process",
-              ["T", "naive", "tiled", "tiled / naive"] + one_cols, rows),
+        table(
+            "Time, float64, B=1, h=8, d=64, block 128×128 (median, min–max); default BLAS threads, then "
+            "BLAS limited to 1 thread (threadpoolctl) in the same process",
+            ["T", "naive", "tiled", "tiled / naive"] + one_cols,
+            rows,
+        ),
         table("Extra peak memory during the call (tracemalloc)", ["T", "naive", "tiled", "ratio"], mem_rows),
-        table("Causal block skipping (tiled)",
-              ["T", "non-causal", "causal", "causal / non-causal"] + one_causal, causal_rows),
+        table(
+            "Causal block skipping (tiled)",
+            ["T", "non-causal", "causal", "causal / non-causal"] + one_causal,
+            causal_rows,
+        ),
     ]
     notes = [
         "Naive attention materialises S = QKᵀ/√d_k, exp(S − m) and the weights A, each "
@@ -164,17 +224,30 @@ def run(ctx: dict) -> dict:
 
     variants = _blas_variants(quick)
     raw["blas_variants"] = variants
-    tables.append(table("NumPy's OpenBLAS under different settings (subprocesses; float64 1024² GEMM, "
-                        "attention at T=512, median of 3)",
-                        ["setting", "kernel chosen", "GEMM GFLOP/s", "naive", "tiled"],
-                        [[v["setting"], v.get("architecture"), f"{v.get('gemm_gflops', 0):.1f}",
-                          f"{v.get('naive_s', 0) * 1e3:.0f} ms", f"{v.get('tiled_s', 0) * 1e3:.0f} ms"]
-                         if "error" not in v else [v["setting"], "error", str(v["error"]), "", ""]
-                         for v in variants]))
+    tables.append(
+        table(
+            "NumPy's OpenBLAS under different settings (subprocesses; float64 1024² GEMM, "
+            "attention at T=512, median of 3)",
+            ["setting", "kernel chosen", "GEMM GFLOP/s", "naive", "tiled"],
+            [
+                [
+                    v["setting"],
+                    v.get("architecture"),
+                    f"{v.get('gemm_gflops', 0):.1f}",
+                    f"{v.get('naive_s', 0) * 1e3:.0f} ms",
+                    f"{v.get('tiled_s', 0) * 1e3:.0f} ms",
+                ]
+                if "error" not in v
+                else [v["setting"], "error", str(v["error"]), "", ""]
+                for v in variants
+            ],
+        )
+    )
     notes.append(
         "OPENBLAS_CORETYPE forces OpenBLAS's kernel instead of detecting the CPU (here it detects "
         "SkylakeX, its AVX-512 kernels); a wrong or generic core type (Haswell: AVX2; Prescott: SSE3 "
         "only) costs GEMM speed, and the tiled loop, made of many small GEMMs, feels it most. "
         "OPENBLAS_L2_SIZE changes the blocking. The tests never set either; the table runs each "
-        "setting in its own subprocess.")
+        "setting in its own subprocess."
+    )
     return {"name": NAME, "title": TITLE, "tables": tables, "targets": targets, "notes": notes, "raw": raw}

@@ -34,8 +34,11 @@ def _variants(t: int):
 def _alignment() -> dict:
     """T_q = 4 queries over T_k = 10 keys: is_causal=True against the two possible alignments."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(1, 1, 4, 8, generator=g), torch.randn(1, 1, 10, 8, generator=g), torch.randn(
-        1, 1, 10, 8, generator=g)
+    q, k, v = (
+        torch.randn(1, 1, 4, 8, generator=g),
+        torch.randn(1, 1, 10, 8, generator=g),
+        torch.randn(1, 1, 10, 8, generator=g),
+    )
     i, j = torch.arange(4)[:, None], torch.arange(10)[None, :]
     upper_left, lower_right = j <= i, j <= i + (10 - 4)  # [4, 10] each
     got = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -56,6 +59,7 @@ def run(ctx: dict) -> dict:
             out.backward(torch.ones_like(out))
             for x in (q, k, v):
                 x.grad = None
+
         return step
 
     runs = time_interleaved({name: fwd_bwd(kw) for name, kw in variants.items()}, repeats=5)
@@ -65,24 +69,47 @@ def run(ctx: dict) -> dict:
         kernel = kernel_used(lambda kw=kw: F.scaled_dot_product_attention(q, k, v, **kw))
         mem = extra_peak_bytes(lambda kw=kw: F.scaled_dot_product_attention(q, k, v, **kw))
         raw[name] = {"time": summary(runs[name]), "kernel": kernel, "forward_extra_peak_bytes": mem}
-        rows.append([name, f"`{kernel}`", fmt_s(raw[name]["time"]), f"{ratio(runs[name], base):.2f}×",
-                     f"{mem / 2**20:.1f} MiB"])
+        rows.append(
+            [
+                name,
+                f"`{kernel}`",
+                fmt_s(raw[name]["time"]),
+                f"{ratio(runs[name], base):.2f}×",
+                f"{mem / 2**20:.1f} MiB",
+            ]
+        )
     align = _alignment()
     raw["alignment"] = align
     return {
-        "name": NAME, "title": TITLE, "targets": [], "raw": raw,
-        "reports": [{"what": "SDPA explicit causal mask / is_causal (fwd+bwd)",
-                     "shown": f"{ratio(runs['explicit causal bool mask'], base):.2f}×"},
-                    {"what": "SDPA dropout 0.1 / no dropout (fwd+bwd)",
-                     "shown": f"{ratio(runs['is_causal=True, dropout_p=0.1'], base):.2f}×"}],
+        "name": NAME,
+        "title": TITLE,
+        "targets": [],
+        "raw": raw,
+        "reports": [
+            {
+                "what": "SDPA explicit causal mask / is_causal (fwd+bwd)",
+                "shown": f"{ratio(runs['explicit causal bool mask'], base):.2f}×",
+            },
+            {
+                "what": "SDPA dropout 0.1 / no dropout (fwd+bwd)",
+                "shown": f"{ratio(runs['is_causal=True, dropout_p=0.1'], base):.2f}×",
+            },
+        ],
         "tables": [
-            table(f"F.scaled_dot_product_attention, B=4, h=8, T={t}, d=64, float32, forward+backward "
-                  "(kernel and memory from the forward)",
-                  ["call", "kernel", "time", "vs is_causal", "forward extra memory"], rows),
-            table("is_causal=True with 4 queries over 10 keys (one chunk of decoding over a cache)",
-                  ["compared with", "max |difference|"],
-                  [["upper-left mask (query i sees keys 0..i)", f"{align['vs_upper_left']:.1e}"],
-                   ["lower-right mask (query i sees keys 0..i+6)", f"{align['vs_lower_right']:.2f}"]]),
+            table(
+                f"F.scaled_dot_product_attention, B=4, h=8, T={t}, d=64, float32, forward+backward "
+                "(kernel and memory from the forward)",
+                ["call", "kernel", "time", "vs is_causal", "forward extra memory"],
+                rows,
+            ),
+            table(
+                "is_causal=True with 4 queries over 10 keys (one chunk of decoding over a cache)",
+                ["compared with", "max |difference|"],
+                [
+                    ["upper-left mask (query i sees keys 0..i)", f"{align['vs_upper_left']:.1e}"],
+                    ["lower-right mask (query i sees keys 0..i+6)", f"{align['vs_lower_right']:.2f}"],
+                ],
+            ),
         ],
         "notes": [
             "dropout_p > 0 sends SDPA to its math kernel, which materialises the [B, h, T, T] weights "

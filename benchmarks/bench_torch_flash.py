@@ -33,6 +33,7 @@ def _fwd_bwd(fn, q, k, v):
         out.backward(torch.ones_like(out))
         for x in (q, k, v):
             x.grad = None
+
     return step
 
 
@@ -55,33 +56,70 @@ def run(ctx: dict) -> dict:
         runs, mem = _forward(fns, t)
         raw[t] = {"time": {n: summary(r) for n, r in runs.items()}, "extra_peak_bytes": mem}
         r_sdpa, r_naive = ratio(runs["tiled"], runs["sdpa"]), ratio(runs["tiled"], runs["naive"])
-        time_rows.append([t, fmt_s(raw[t]["time"]["sdpa"]), fmt_s(raw[t]["time"]["naive"]),
-                          fmt_s(raw[t]["time"]["tiled"]), f"{r_sdpa:.2f}×", f"{r_naive:.2f}×"])
-        mem_rows.append([t, f"{mem['sdpa'] / 2**20:.1f} MiB", f"{mem['naive'] / 2**20:.1f} MiB",
-                         f"{mem['tiled'] / 2**20:.1f} MiB", f"{mem['naive'] / mem['tiled']:.1f}×"])
+        time_rows.append(
+            [
+                t,
+                fmt_s(raw[t]["time"]["sdpa"]),
+                fmt_s(raw[t]["time"]["naive"]),
+                fmt_s(raw[t]["time"]["tiled"]),
+                f"{r_sdpa:.2f}×",
+                f"{r_naive:.2f}×",
+            ]
+        )
+        mem_rows.append(
+            [
+                t,
+                f"{mem['sdpa'] / 2**20:.1f} MiB",
+                f"{mem['naive'] / 2**20:.1f} MiB",
+                f"{mem['tiled'] / 2**20:.1f} MiB",
+                f"{mem['naive'] / mem['tiled']:.1f}×",
+            ]
+        )
         reports.append({"what": f"torch tiled / SDPA forward time, T={t}", "shown": f"{r_sdpa:.2f}×"})
         reports.append({"what": f"torch tiled / naive forward time, T={t}", "shown": f"{r_naive:.2f}×"})
         if t == sizes[-1]:
             m = mem["naive"] / mem["tiled"]
-            targets.append(target(f"torch naive / tiled extra peak memory, T={t}", "≥ 20× lower", m, m >= 20,
-                                  f"{m:.1f}× lower"))
+            targets.append(
+                target(
+                    f"torch naive / tiled extra peak memory, T={t}",
+                    "≥ 20× lower",
+                    m,
+                    m >= 20,
+                    f"{m:.1f}× lower",
+                )
+            )
     # forward + backward at the smaller size
     t = sizes[0]
     q, k, v = _inputs(t, grad=True)
     runs = time_interleaved({n: _fwd_bwd(f, q, k, v) for n, f in fns.items()}, repeats=5)
     raw["fwd_bwd"] = {n: summary(r) for n, r in runs.items()}
-    fb = [t] + [fmt_s(raw["fwd_bwd"][n]) for n in ("sdpa", "naive", "tiled")] + [
-        f"{ratio(runs['tiled'], runs['sdpa']):.2f}×", f"{ratio(runs['tiled'], runs['naive']):.2f}×"]
-    reports.append({"what": f"torch tiled / SDPA forward+backward, T={t}",
-                    "shown": f"{ratio(runs['tiled'], runs['sdpa']):.2f}×"})
+    fb = (
+        [t]
+        + [fmt_s(raw["fwd_bwd"][n]) for n in ("sdpa", "naive", "tiled")]
+        + [f"{ratio(runs['tiled'], runs['sdpa']):.2f}×", f"{ratio(runs['tiled'], runs['naive']):.2f}×"]
+    )
+    reports.append(
+        {
+            "what": f"torch tiled / SDPA forward+backward, T={t}",
+            "shown": f"{ratio(runs['tiled'], runs['sdpa']):.2f}×",
+        }
+    )
     cols = ["T", "SDPA", "naive", "tiled", "tiled / SDPA", "tiled / naive"]
     return {
-        "name": NAME, "title": TITLE, "targets": targets, "reports": reports, "raw": raw,
-        "tables": [table("Forward time, float32, B=1, h=8, d=64, block 128×128 (median, min–max)", cols,
-                         time_rows),
-                   table("Extra peak memory of the forward pass (tensors allocated, see method)",
-                         ["T", "SDPA", "naive", "tiled", "naive / tiled"], mem_rows),
-                   table("Forward + backward time", cols, [fb])],
+        "name": NAME,
+        "title": TITLE,
+        "targets": targets,
+        "reports": reports,
+        "raw": raw,
+        "tables": [
+            table("Forward time, float32, B=1, h=8, d=64, block 128×128 (median, min–max)", cols, time_rows),
+            table(
+                "Extra peak memory of the forward pass (tensors allocated, see method)",
+                ["T", "SDPA", "naive", "tiled", "naive / tiled"],
+                mem_rows,
+            ),
+            table("Forward + backward time", cols, [fb]),
+        ],
         "notes": [
             "The tiled version is a Python loop over 128×128 tiles calling about ten PyTorch operations "
             "per tile (forward) and twelve (backward), each dispatched separately; SDPA on the CPU is one "

@@ -39,8 +39,14 @@ class TorchSeq2Seq(nn.Module):
         t = tgt_in.shape[1]
         causal = nn.Transformer.generate_square_subsequent_mask(t)  # [T, T] float, -inf above the diagonal
         x, y = self._embed(self.src_embed, src), self._embed(self.tgt_embed, tgt_in)  # [B, S, d], [B, T, d]
-        out = self.core(x, y, tgt_mask=causal, src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
-                        tgt_is_causal=True)
+        out = self.core(
+            x,
+            y,
+            tgt_mask=causal,
+            src_key_padding_mask=src_pad,
+            memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
+        )
         return self.generator(out)  # [B, T, V]
 
 
@@ -52,7 +58,7 @@ def _batches(n_batches: int, batch: int):
     examples = task.sample("train", n_batches * batch, seed=0)
     out = []
     for i in range(n_batches):
-        src, tgt_in, tgt_out = encode_seq2seq(examples[i * batch:(i + 1) * batch], task.tokenizer)
+        src, tgt_in, tgt_out = encode_seq2seq(examples[i * batch : (i + 1) * batch], task.tokenizer)
         out.append((src, tgt_in, tgt_out))
     return out, task.tokenizer.vocab_size
 
@@ -70,6 +76,7 @@ def _trainer(model, batches):
         loss.backward()
         opt.step()
         return loss
+
     return step
 
 
@@ -89,9 +96,17 @@ def run(ctx: dict) -> dict:
     batch, d, h, layers, dropout = 64, 64, 4, 2, 0.0  # `attnlab train transformer` defaults
     batches, vocab = _batches(16, batch)
     torch.manual_seed(0)
-    cfg = TransformerConfig(src_vocab=vocab, tgt_vocab=vocab, d_model=d, num_heads=h, d_ff=4 * d,
-                            num_encoder_layers=layers, num_decoder_layers=layers, max_len=256,
-                            dropout=dropout)
+    cfg = TransformerConfig(
+        src_vocab=vocab,
+        tgt_vocab=vocab,
+        d_model=d,
+        num_heads=h,
+        d_ff=4 * d,
+        num_encoder_layers=layers,
+        num_decoder_layers=layers,
+        max_len=256,
+        dropout=dropout,
+    )
     ours = Transformer(cfg).train()
     theirs = TorchSeq2Seq(vocab, d, h, 4 * d, layers, dropout, 256).train()
     steps = {"attnlab": _trainer(ours, batches), "torch": _trainer(theirs, batches)}
@@ -109,17 +124,31 @@ def run(ctx: dict) -> dict:
             runs[n].append((time.perf_counter() - t0) / block)
     tokens = sum(int((b[2] != 0).sum()) for b in batches) / len(batches)  # target tokens per step
     peak = ctx.get("peak_flops")
-    raw = {"tokens_per_step": tokens, "flops_per_step": flops, "peak_flops": peak,
-           "params": {"attnlab": sum(p.numel() for p in ours.parameters()),
-                      "torch": sum(p.numel() for p in theirs.parameters())}}
+    raw = {
+        "tokens_per_step": tokens,
+        "flops_per_step": flops,
+        "peak_flops": peak,
+        "params": {
+            "attnlab": sum(p.numel() for p in ours.parameters()),
+            "torch": sum(p.numel() for p in theirs.parameters()),
+        },
+    }
     rows = []
     for n in steps:
         s = summary(runs[n])
         tps = tokens / s["median"]
         mfu = flops[n] / s["median"] / peak if peak else None
         raw[n] = {"step_time": s, "tokens_per_s": tps, "mfu": mfu}
-        rows.append([n, fmt_s(s), f"{tps:,.0f}", f"{flops[n] / 1e9:.3f}",
-                     f"{100 * mfu:.2f}%" if mfu else "n/a", f"{raw['params'][n]:,}"])
+        rows.append(
+            [
+                n,
+                fmt_s(s),
+                f"{tps:,.0f}",
+                f"{flops[n] / 1e9:.3f}",
+                f"{100 * mfu:.2f}%" if mfu else "n/a",
+                f"{raw['params'][n]:,}",
+            ]
+        )
     r = ratio(runs["torch"], runs["attnlab"])  # tokens/s of attnlab over torch
     tables, limit = [], ""
     if r < 1.0:
@@ -128,16 +157,35 @@ def run(ctx: dict) -> dict:
         tables.append(profile_table("Where a training step spends its time (torch.profiler)", tops))
         limit = explain_profile(tops)
     return {
-        "name": NAME, "title": TITLE, "raw": raw,
-        "targets": [target("Transformer training tokens/s, attnlab / nn.Transformer", "≥ 1.0×", r, r >= 1.0,
-                           f"{r:.2f}×", limit)],
-        "reports": [{"what": "Transformer training MFU (attnlab)",
-                     "shown": f"{100 * raw['attnlab']['mfu']:.2f}%" if peak else "n/a"}],
-        "tables": [table(f"Training steps (forward, backward, AdamW) on reverse, batch {batch}, d={d}, "
-                         f"h={h}, d_ff={4 * d}, {layers}+{layers} layers, dropout {dropout}, float32 "
-                         f"(median, min–max of {repeats} blocks of {block} steps)",
-                         ["model", "time per step", "target tokens/s", "GFLOP per step", "MFU", "parameters"],
-                         rows)] + tables,
+        "name": NAME,
+        "title": TITLE,
+        "raw": raw,
+        "targets": [
+            target(
+                "Transformer training tokens/s, attnlab / nn.Transformer",
+                "≥ 1.0×",
+                r,
+                r >= 1.0,
+                f"{r:.2f}×",
+                limit,
+            )
+        ],
+        "reports": [
+            {
+                "what": "Transformer training MFU (attnlab)",
+                "shown": f"{100 * raw['attnlab']['mfu']:.2f}%" if peak else "n/a",
+            }
+        ],
+        "tables": [
+            table(
+                f"Training steps (forward, backward, AdamW) on reverse, batch {batch}, d={d}, "
+                f"h={h}, d_ff={4 * d}, {layers}+{layers} layers, dropout {dropout}, float32 "
+                f"(median, min–max of {repeats} blocks of {block} steps)",
+                ["model", "time per step", "target tokens/s", "GFLOP per step", "MFU", "parameters"],
+                rows,
+            )
+        ]
+        + tables,
         "notes": [
             f"Tokens/s counts the target (label) tokens that are not padding: {tokens:.0f} per step on "
             "average. GFLOP per step is forward + backward as counted by torch.utils.flop_counter on one "

@@ -27,8 +27,11 @@ def main() -> None:
     try:
         import threadpoolctl
 
-        arch = [lib.get("architecture") for lib in threadpoolctl.threadpool_info()
-                if lib.get("internal_api") == "openblas"]
+        arch = [
+            lib.get("architecture")
+            for lib in threadpoolctl.threadpool_info()
+            if lib.get("internal_api") == "openblas"
+        ]
     except ImportError:
         arch = []
     g = np.random.default_rng(0)
@@ -38,10 +41,18 @@ def main() -> None:
     q, k, v = (g.normal(size=(1, 8, 512, 64)) for _ in range(3))
     naive = _median_time(lambda: ref.scaled_dot_product_attention(q, k, v), repeats=3)
     tiled = _median_time(lambda: ref.flash_attention(q, k, v), repeats=3)
-    print(json.dumps({"architecture": arch[0] if arch else None,
-                      "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
-                      "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE", "(unset)"),
-                      "gemm_gflops": 2 * n**3 / gemm / 1e9, "naive_s": naive, "tiled_s": tiled}))
+    print(
+        json.dumps(
+            {
+                "architecture": arch[0] if arch else None,
+                "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+                "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE", "(unset)"),
+                "gemm_gflops": 2 * n**3 / gemm / 1e9,
+                "naive_s": naive,
+                "tiled_s": tiled,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,12 @@ METHOD = """\
 
 
 def _md_table(t: dict) -> list[str]:
-    out = [f"**{t['title']}**", "", "| " + " | ".join(t["columns"]) + " |",
-           "| " + " | ".join("---" for _ in t["columns"]) + " |"]
+    out = [
+        f"**{t['title']}**",
+        "",
+        "| " + " | ".join(t["columns"]) + " |",
+        "| " + " | ".join("---" for _ in t["columns"]) + " |",
+    ]
     out += ["| " + " | ".join(r) + " |" for r in t["rows"]]
     return out + [""]
 
@@ -38,8 +42,11 @@ def _machine(m: dict) -> list[str]:
         ("CPU", f"{m['cpu']}, {m['cores']} cores, {m.get('memory_gib')} GiB"),
         ("OS / Python", f"{m['os']} / {m['python']}"),
         ("versions", ", ".join(f"{k} {val}" for k, val in v.items())),
-        ("PyTorch", f"{m['torch_threads']} threads, BLAS {m['torch_blas']}, CPU capability "
-                    f"{m['torch_cpu_capability']}"),
+        (
+            "PyTorch",
+            f"{m['torch_threads']} threads, BLAS {m['torch_blas']}, CPU capability "
+            f"{m['torch_cpu_capability']}",
+        ),
         ("NumPy SIMD", ", ".join(m.get("numpy_simd", [])) or "?"),
     ]
     for lib in m["blas"]:
@@ -47,8 +54,13 @@ def _machine(m: dict) -> list[str]:
     rows.append(("BLAS environment", ", ".join(f"{k}={val}" for k, val in m["env"].items())))
     la, lb = m.get("load_average"), m.get("load_average_end")
     if la:
-        rows.append(("load average (1, 5, 15 min)", f"start {tuple(round(x, 2) for x in la)}"
-                     + (f", end {tuple(round(x, 2) for x in lb)}" if lb else "")))
+        rows.append(
+            (
+                "load average (1, 5, 15 min)",
+                f"start {tuple(round(x, 2) for x in la)}"
+                + (f", end {tuple(round(x, 2) for x in lb)}" if lb else ""),
+            )
+        )
     if m.get("commit"):
         rows.append(("attnlab commit", m["commit"]))
     return ["| | |", "| --- | --- |"] + [f"| {a} | {b} |" for a, b in rows] + [""]
@@ -56,22 +68,35 @@ def _machine(m: dict) -> list[str]:
 
 def render(results: dict) -> str:
     benches = results["benchmarks"]
-    out = ["# Performance", "",
-           f"Written by `make bench` (`benchmarks/run.py`) on {results['started_utc']} UTC in "
-           f"{results['wall_s'] / 60:.1f} minutes; the raw numbers are in `benchmarks/results.json`. "
-           "Do not edit by hand: rerun `make bench`." + (" **Quick mode: small sizes, not the targets' "
-                                                          "sizes.**" if results.get("quick") else ""),
-           "", "## Machine", ""]
+    out = [
+        "# Performance",
+        "",
+        f"Written by `make bench` (`benchmarks/run.py`) on {results['started_utc']} UTC in "
+        f"{results['wall_s'] / 60:.1f} minutes; the raw numbers are in `benchmarks/results.json`. "
+        "Do not edit by hand: rerun `make bench`."
+        + (" **Quick mode: small sizes, not the targets' sizes.**" if results.get("quick") else ""),
+        "",
+        "## Machine",
+        "",
+    ]
     out += _machine(results["machine"])
-    out += ["## Targets", "", "| benchmark | target | measured | met | what limits it |",
-            "| --- | --- | --- | --- | --- |"]
+    out += [
+        "## Targets",
+        "",
+        "| benchmark | target | measured | met | what limits it |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for b in benches:
         for t in b.get("targets", []):
-            out.append(f"| {t['what']} | {t['target']} | {t['shown']} | {'yes' if t['met'] else '**no**'} | "
-                       f"{t['limit'] if not t['met'] else ''} |")
+            out.append(
+                f"| {t['what']} | {t['target']} | {t['shown']} | {'yes' if t['met'] else '**no**'} | "
+                f"{t['limit'] if not t['met'] else ''} |"
+            )
         if "error" in b:
-            out.append(f"| {b['title']} | (see section) | not measured: the benchmark failed | **no** | "
-                       f"{b['error'].splitlines()[-1] if b['error'] else ''} |")
+            out.append(
+                f"| {b['title']} | (see section) | not measured: the benchmark failed | **no** | "
+                f"{b['error'].splitlines()[-1] if b['error'] else ''} |"
+            )
         for r in b.get("reports", []):
             out.append(f"| {r['what']} | report | {r['shown']} | — | |")
     out += ["", METHOD]

@@ -24,8 +24,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-BENCHMARKS = ["peak", "numpy_flash", "torch_flash", "sdpa_pitfalls", "mha", "encoder_layer", "gpt_generate",
-              "minilm", "train_transformer", "demo"]
+BENCHMARKS = [
+    "peak",
+    "numpy_flash",
+    "torch_flash",
+    "sdpa_pitfalls",
+    "mha",
+    "encoder_layer",
+    "gpt_generate",
+    "minilm",
+    "train_transformer",
+    "demo",
+]
 TIMEOUT_S = {"demo": 600, "numpy_flash": 600}
 
 
@@ -47,17 +57,37 @@ def _run_one(name: str, ctx: dict, workdir: str) -> dict:
         json.dump(ctx, f)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--ctx", ctx_path,
-                               "--result", out_path], capture_output=True, text=True, cwd=ROOT,
-                              timeout=TIMEOUT_S.get(name, 420))
+        proc = subprocess.run(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                name,
+                "--ctx",
+                ctx_path,
+                "--result",
+                out_path,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=TIMEOUT_S.get(name, 420),
+        )
         failed = proc.returncode != 0 or not os.path.exists(out_path)
         err = (proc.stderr or "").strip().splitlines()[-12:]
     except subprocess.TimeoutExpired:
         failed, err = True, [f"timed out after {TIMEOUT_S.get(name, 420)} s"]
     wall = time.perf_counter() - t0
     if failed:
-        return {"name": name, "title": name, "error": "\n".join(err), "wall_s": wall, "tables": [],
-                "targets": [], "notes": []}
+        return {
+            "name": name,
+            "title": name,
+            "error": "\n".join(err),
+            "wall_s": wall,
+            "tables": [],
+            "targets": [],
+            "notes": [],
+        }
     with open(out_path) as f:
         result = json.load(f)
     result["wall_s"] = wall
@@ -96,8 +126,12 @@ def main(argv=None) -> int:
     if "peak" not in names and any(n in names for n in ("minilm", "train_transformer")):
         names = ["peak"] + names
     started = time.time()
-    results = {"machine": machine(), "quick": args.quick, "started_utc": time.strftime(
-        "%Y-%m-%d %H:%M:%S", time.gmtime(started)), "benchmarks": []}
+    results = {
+        "machine": machine(),
+        "quick": args.quick,
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)),
+        "benchmarks": [],
+    }
     ctx = {"quick": args.quick, "root": ROOT}
     with tempfile.TemporaryDirectory() as workdir:
         bar = tqdm(names, desc="benchmarks", unit="bench")
@@ -113,8 +147,10 @@ def main(argv=None) -> int:
     results["machine"]["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     atomic_write_bytes(args.out, (json.dumps(results, indent=1, default=float) + "\n").encode())
     atomic_write_bytes(args.doc, render(results).encode())
-    print(f"wrote {os.path.relpath(args.out, ROOT)} and {os.path.relpath(args.doc, ROOT)} "
-          f"in {results['wall_s'] / 60:.1f} min")
+    print(
+        f"wrote {os.path.relpath(args.out, ROOT)} and {os.path.relpath(args.doc, ROOT)} "
+        f"in {results['wall_s'] / 60:.1f} min"
+    )
     return 0
 
 

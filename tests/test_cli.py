@@ -19,13 +19,16 @@ def test_help_lists_every_command():
         assert f"  {name}" in r.stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["no-such-command"],
-    ["lesson", "--no-such-flag"],
-    ["audit", "params", "--d-model", "abc"],
-    ["tasks", "show"],                       # missing argument
-    ["train", "--steps", "abc"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["no-such-command"],
+        ["lesson", "--no-such-flag"],
+        ["audit", "params", "--d-model", "abc"],
+        ["tasks", "show"],  # missing argument
+        ["train", "--steps", "abc"],
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args):
     r = run(*args)
     assert r.returncode == 2, r.stderr

@@ -9,10 +9,28 @@ from attnlab.cli import cli
 from attnlab.experiments.bottleneck import Settings
 from attnlab.experiments.demo import build_demo
 
-TINY = Settings(min_len=3, max_len=6, bucket_width=2, target_params=4000, steps=10, batch_size=16,
-                train_size=200, eval_per_bucket=4, warmup=3)
-SECTIONS = ["lesson-01", "lesson-02", "lesson-03", "lesson-04", "lesson-05", "audit", "bottleneck",
-            "heatmaps", "explorer"]
+TINY = Settings(
+    min_len=3,
+    max_len=6,
+    bucket_width=2,
+    target_params=4000,
+    steps=10,
+    batch_size=16,
+    train_size=200,
+    eval_per_bucket=4,
+    warmup=3,
+)
+SECTIONS = [
+    "lesson-01",
+    "lesson-02",
+    "lesson-03",
+    "lesson-04",
+    "lesson-05",
+    "audit",
+    "bottleneck",
+    "heatmaps",
+    "explorer",
+]
 
 
 @pytest.fixture(scope="module")

@@ -19,43 +19,63 @@ from attnlab.lessons import LESSONS, Lesson, get_lesson
 
 # Output lines as printed in seed 000 section 5 (spacing as in seed 001 where it quotes them).
 NOTES_OUTPUT = {
-    "01": ["attention shape=(1, 2, 3, 4); row-sum range=1.000000..1.000000",
-           "max |NumPy - torch SDPA|=0.00000011"],
-    "02": ["d_k=  4 Var(q.k)=    4.04 target=  4 scaled_var=1.011",
-           "d_k= 16 Var(q.k)=   15.87 target= 16 scaled_var=0.992",
-           "d_k= 64 Var(q.k)=   63.83 target= 64 scaled_var=0.997",
-           "d_k=256 Var(q.k)=  253.99 target=256 scaled_var=0.992"],
-    "03": ["input [B,T,d_model]=[2,5,16]",
-           "heads [B,h,T,d_k]=[2,4,5,4]; concat=[2, 5, 16]",
-           "max |manual - torch.nn.MultiheadAttention|=0.00000009"],
-    "04": ["MHA formula=1,050,624; FFN formula=2,099,712; two LayerNorms=2,048",
-           "encoder-layer formula=3,152,384; torch count=3,152,384; equal=True",
-           "Course shorthand: about 3.15M with FFN biases; "
-           "original paper's base layer count is approximate."],
-    "05": ["alignment scores=[ 0.699  0.539 -0.081 -0.522]",
-           "alpha=[0.384 0.327 0.176 0.113]; sum=1.000000",
-           "context=[ 0.351 -0.993 -0.053]"],
+    "01": [
+        "attention shape=(1, 2, 3, 4); row-sum range=1.000000..1.000000",
+        "max |NumPy - torch SDPA|=0.00000011",
+    ],
+    "02": [
+        "d_k=  4 Var(q.k)=    4.04 target=  4 scaled_var=1.011",
+        "d_k= 16 Var(q.k)=   15.87 target= 16 scaled_var=0.992",
+        "d_k= 64 Var(q.k)=   63.83 target= 64 scaled_var=0.997",
+        "d_k=256 Var(q.k)=  253.99 target=256 scaled_var=0.992",
+    ],
+    "03": [
+        "input [B,T,d_model]=[2,5,16]",
+        "heads [B,h,T,d_k]=[2,4,5,4]; concat=[2, 5, 16]",
+        "max |manual - torch.nn.MultiheadAttention|=0.00000009",
+    ],
+    "04": [
+        "MHA formula=1,050,624; FFN formula=2,099,712; two LayerNorms=2,048",
+        "encoder-layer formula=3,152,384; torch count=3,152,384; equal=True",
+        "Course shorthand: about 3.15M with FFN biases; original paper's base layer count is approximate.",
+    ],
+    "05": [
+        "alignment scores=[ 0.699  0.539 -0.081 -0.522]",
+        "alpha=[0.384 0.327 0.176 0.113]; sum=1.000000",
+        "context=[ 0.351 -0.993 -0.053]",
+    ],
 }
 # The same lines exactly as seed 000 prints them (whitespace runs collapsed by the document).
 SEED000_COLLAPSED = {
-    "02": ["d_k= 4 Var(q.k)= 4.04 target= 4 scaled_var=1.011",
-           "d_k= 16 Var(q.k)= 15.87 target= 16 scaled_var=0.992",
-           "d_k= 64 Var(q.k)= 63.83 target= 64 scaled_var=0.997",
-           "d_k=256 Var(q.k)= 253.99 target=256 scaled_var=0.992"],
-    "05": ["alignment scores=[ 0.699 0.539 -0.081 -0.522]",
-           "alpha=[0.384 0.327 0.176 0.113]; sum=1.000000",
-           "context=[ 0.351 -0.993 -0.053]"],
+    "02": [
+        "d_k= 4 Var(q.k)= 4.04 target= 4 scaled_var=1.011",
+        "d_k= 16 Var(q.k)= 15.87 target= 16 scaled_var=0.992",
+        "d_k= 64 Var(q.k)= 63.83 target= 64 scaled_var=0.997",
+        "d_k=256 Var(q.k)= 253.99 target=256 scaled_var=0.992",
+    ],
+    "05": [
+        "alignment scores=[ 0.699 0.539 -0.081 -0.522]",
+        "alpha=[0.384 0.327 0.176 0.113]; sum=1.000000",
+        "context=[ 0.351 -0.993 -0.053]",
+    ],
 }
 # Lines whose number is a floating-point discrepancy: may differ from the notes, must stay < 1e-6.
 DISCREPANCY = re.compile(r"^(max \|.+\|)=(\d+\.\d+)$")
-TITLES = {"01": "Attention From Scratch", "02": "Dot Product Variance", "03": "Multihead Shape Check",
-          "04": "Encoder Parameter Count", "05": "Additive Attention"}
+TITLES = {
+    "01": "Attention From Scratch",
+    "02": "Dot Product Variance",
+    "03": "Multihead Shape Check",
+    "04": "Encoder Parameter Count",
+    "05": "Additive Attention",
+}
 # a line of the notes' original code that each lesson runs beside attnlab (seed 000 section 5)
-NOTES_CODE = {"01": "np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)",
-              "02": "np.sum(q*k, axis=1)",
-              "03": "weights = torch.softmax(qh @ kh.transpose(-2, -1) / dh**0.5, dim=-1)",
-              "04": "mha = 4*d*d + 4*d",
-              "05": "np.tanh(enc @ W + dec @ U) @ v"}
+NOTES_CODE = {
+    "01": "np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)",
+    "02": "np.sum(q*k, axis=1)",
+    "03": "weights = torch.softmax(qh @ kh.transpose(-2, -1) / dh**0.5, dim=-1)",
+    "04": "mha = 4*d*d + 4*d",
+    "05": "np.tanh(enc @ W + dec @ U) @ v",
+}
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +105,7 @@ def test_lesson_prints_the_notes_output_line_for_line(number, outputs):
             assert float(m_got.group(2)) < 1e-6
         else:
             assert line == want
-    for line in got[len(expected):]:  # anything extra is a clearly marked attnlab check
+    for line in got[len(expected) :]:  # anything extra is a clearly marked attnlab check
         assert line.startswith("attnlab check: ")
 
 
@@ -132,14 +152,23 @@ def test_get_lesson_rejects_unknown(bad):
 
 # --- the CLI -------------------------------------------------------------------------------------------
 
+
 def test_cli_lesson_prints_concept_code_output_interpretation_in_order():
     result = CliRunner().invoke(cli, ["lesson", "05"])
     assert result.exit_code == 0, result.output
     text = result.output
-    positions = [text.index(h) for h in ("Lesson 05: Additive Attention", "\nConcept\n", "\nCode\n",
-                                         "\nOutput\n", "\nInterpretation\n")]
+    positions = [
+        text.index(h)
+        for h in (
+            "Lesson 05: Additive Attention",
+            "\nConcept\n",
+            "\nCode\n",
+            "\nOutput\n",
+            "\nInterpretation\n",
+        )
+    ]
     assert positions == sorted(positions)
-    output_block = text[text.index("\nOutput\n"):text.index("\nInterpretation\n")]
+    output_block = text[text.index("\nOutput\n") : text.index("\nInterpretation\n")]
     assert [line.strip() for line in output_block.splitlines()[2:5]] == NOTES_OUTPUT["05"]
     assert "A decoder query scores encoder states and forms a normalized context." in text
 
@@ -164,9 +193,14 @@ def test_cli_lesson_list():
     assert all(TITLES[line[:2]] in line for line in lines)
 
 
-@pytest.mark.parametrize("args,needle", [(["lesson", "09"], "unknown lesson '09'"),
-                                         (["lesson"], "give exactly one of"),
-                                         (["lesson", "01", "--all"], "give exactly one of")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["lesson", "09"], "unknown lesson '09'"),
+        (["lesson"], "give exactly one of"),
+        (["lesson", "01", "--all"], "give exactly one of"),
+    ],
+)
 def test_cli_bad_lesson_exits_2_with_one_line(args, needle):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2

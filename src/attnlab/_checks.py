@@ -1,12 +1,75 @@
-"""Argument checks shared by the torch side of attnlab (the NumPy reference has its own in
-:mod:`attnlab.ref._checks`, which also accepts NumPy integers)."""
+"""The one set of argument checks used across attnlab (``ref``, ``nn``, ``models``, ``audit``, the CLI).
+
+Every check returns the value (normalised: ``int``/``float``) or raises ``ValueError`` with one
+message format: ``"<name> must be <what>, got <value!r>"``. Pure Python (no NumPy, no torch), so the
+NumPy reference may use it too; NumPy integer and float scalars are accepted through ``numbers``.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Iterable
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
 
 def positive_int(name: str, value) -> int:
-    """Return ``value`` unchanged if it is a Python ``int`` > 0 (not a bool), else raise
-    ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """Return ``value`` as an ``int`` if it is an integer > 0 (not a bool), else raise ``ValueError``."""
+    if not _is_int(value) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def non_negative_int(name: str, value) -> int:
+    """Return ``value`` as an ``int`` if it is an integer >= 0 (not a bool), else raise ``ValueError``."""
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def finite_float(name: str, value) -> float:
+    """Return ``value`` as a ``float`` if it is a finite real number, else raise ``ValueError``."""
+    if not _is_real(value) or not math.isfinite(float(value)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def non_negative_float(name: str, value) -> float:
+    """Return ``value`` as a ``float`` if it is a finite number >= 0, else raise ``ValueError``."""
+    if not _is_real(value) or not math.isfinite(float(value)) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def positive_float(name: str, value) -> float:
+    """Return ``value`` as a ``float`` if it is a finite number > 0, else raise ``ValueError``."""
+    if not _is_real(value) or not math.isfinite(float(value)) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def probability(name: str, value) -> float:
+    """Return ``value`` as a ``float`` if it lies in [0, 1) (a dropout rate), else raise ``ValueError``."""
+    if not _is_real(value) or not math.isfinite(float(value)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def choice(name: str, value, choices: Iterable):
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` listing them."""
+    options = list(choices)
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def optional_positive_int(name: str, value) -> int | None:
+    """``None`` or a positive integer."""
+    return None if value is None else positive_int(name, value)

@@ -13,9 +13,23 @@ from attnlab.cli import COMMANDS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "concepts"
 PAGES = sorted(DOCS.glob("[0-9][0-9]-*.md"))
-CONCEPTS = ["seq2seq", "bahdanau", "luong", "self-attention", "scaled-dot-product", "masks",
-            "multi-head", "gqa", "feed-forward", "norms", "positions", "parameter-counting",
-            "flashattention", "kv-cache", "decoding"]
+CONCEPTS = [
+    "seq2seq",
+    "bahdanau",
+    "luong",
+    "self-attention",
+    "scaled-dot-product",
+    "masks",
+    "multi-head",
+    "gqa",
+    "feed-forward",
+    "norms",
+    "positions",
+    "parameter-counting",
+    "flashattention",
+    "kv-cache",
+    "decoding",
+]
 
 
 def test_one_page_per_concept_and_an_index():

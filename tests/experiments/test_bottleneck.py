@@ -12,8 +12,17 @@ from attnlab.experiments.bottleneck import CONTESTANTS, QUICK, Settings, _alignm
 from attnlab.tasks import split_of
 from attnlab.training.models import build_model, count_parameters
 
-TINY = Settings(min_len=3, max_len=6, bucket_width=2, target_params=4000, steps=15, batch_size=16,
-                train_size=200, eval_per_bucket=6, warmup=3)
+TINY = Settings(
+    min_len=3,
+    max_len=6,
+    bucket_width=2,
+    target_params=4000,
+    steps=15,
+    batch_size=16,
+    train_size=200,
+    eval_per_bucket=6,
+    warmup=3,
+)
 
 
 def test_buckets():
@@ -47,8 +56,10 @@ def test_tiny_run_writes_every_file(tiny_run):
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 4 * 2
     assert {r["bucket"] for r in rows} == {"3-4", "5-6"}
-    assert all(int(r["n"]) == 6 and 0.0 <= float(r["exact"]) <= float(r["token_acc"]) + 1e-9 <= 1.0 + 1e-9
-               for r in rows)
+    assert all(
+        int(r["n"]) == 6 and 0.0 <= float(r["exact"]) <= float(r["token_acc"]) + 1e-9 <= 1.0 + 1e-9
+        for r in rows
+    )
     data = json.loads((out / "results.json").read_text())
     assert [m["name"] for m in data["models"]] == [c.name for c in CONTESTANTS]
     assert data["settings"]["steps"] == 15
@@ -63,6 +74,7 @@ def test_alignments_are_distributions_over_the_source(tiny_run):
     _, result = tiny_run
     tok = _task_tok()
     from attnlab.tasks import Example
+
     ex = Example("abcde", "edcba")
     for model in result.trained.values():
         if model.kind == "seq2seq-rnn":
@@ -74,27 +86,35 @@ def test_alignments_are_distributions_over_the_source(tiny_run):
 
 def _task_tok():
     from attnlab.tasks import get_task
+
     return get_task("reverse").tokenizer
 
 
 def test_held_out_sources_come_from_the_test_split():
     from attnlab.experiments.bottleneck import _task
+
     for lo, hi in buckets(TINY):
         for e in _task(TINY, lo, hi).sample("test", 20, seed=0):
             assert split_of(e.src) == "test" and lo <= len(e.src) <= hi
 
 
-@pytest.mark.parametrize("kw,match", [({"steps": 0}, "steps must be a positive integer"),
-                                      ({"min_len": 9, "max_len": 3}, "min_len=9 is larger"),
-                                      ({"models": ("nope",)}, "models must be a non-empty subset")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"steps": 0}, "steps must be a positive integer"),
+        ({"min_len": 9, "max_len": 3}, "min_len=9 is larger"),
+        ({"models": ("nope",)}, "models must be a non-empty subset"),
+    ],
+)
 def test_bad_settings(kw, match):
     with pytest.raises(ValueError, match=match):
         Settings(**kw)
 
 
 def test_cli_bad_steps_is_one_line_exit_2(tmp_path):
-    result = CliRunner().invoke(cli, ["experiment", "bottleneck", "--quick", "--steps", "0", "--out",
-                                      str(tmp_path / "x")])
+    result = CliRunner().invoke(
+        cli, ["experiment", "bottleneck", "--quick", "--steps", "0", "--out", str(tmp_path / "x")]
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == ["Error: steps must be a positive integer, got 0"]
     assert not (tmp_path / "x").exists()

@@ -199,10 +199,22 @@ def test_demonstration(number):
 def test_issue_list_is_covered():
     """The 14 misconceptions named in issue 8 each appear (keyword match on the claims)."""
     claims = " ".join(m.claim.lower() for m in MYTHS)
-    for words in (["two rnns"], ["uniform"], ["sum of the keys"], ["softmax", "queries"], ["w^q = w^k = w^v"],
-                  ["only in the decoder"], ["ffn attends"], ["share their weights"], ["more heads"],
-                  ["linear in sequence length"], ["diagonal"], ["saturates"], ["transposed outputs"],
-                  ["w^o multiplies on the left"]):
+    for words in (
+        ["two rnns"],
+        ["uniform"],
+        ["sum of the keys"],
+        ["softmax", "queries"],
+        ["w^q = w^k = w^v"],
+        ["only in the decoder"],
+        ["ffn attends"],
+        ["share their weights"],
+        ["more heads"],
+        ["linear in sequence length"],
+        ["diagonal"],
+        ["saturates"],
+        ["transposed outputs"],
+        ["w^o multiplies on the left"],
+    ):
         assert all(w in claims for w in words), words
 
 

@@ -129,16 +129,34 @@ def test_notes_values_graded():
     assert grade(c, parse_answer("[0.88, 0.12]", True)) and not grade(c, parse_answer("[0.85, 0.15]", True))
 
 
-@pytest.mark.parametrize("text,vector,value", [
-    ("50x512", True, (50.0, 512.0)), ("[4, 12, 512]", True, (4.0, 12.0, 512.0)), ("-0.062", False, -0.062),
-    ("3,221,225,472", False, 3221225472.0), ("2e-3", False, 0.002), ("\u22121", False, -1.0),
-])
+@pytest.mark.parametrize(
+    "text,vector,value",
+    [
+        ("50x512", True, (50.0, 512.0)),
+        ("[4, 12, 512]", True, (4.0, 12.0, 512.0)),
+        ("-0.062", False, -0.062),
+        ("3,221,225,472", False, 3221225472.0),
+        ("2e-3", False, 0.002),
+        ("\u22121", False, -1.0),
+    ],
+)
 def test_parse_accepts(text, vector, value):
     assert parse_answer(text, vector) == value
 
 
-@pytest.mark.parametrize("text,vector", [("abc", False), ("1,15", False), ("", False), ("[a, 1]", True),
-                                         ("1/0", False), ("inf", False), ("[]", True), ("nan", False)])
+@pytest.mark.parametrize(
+    "text,vector",
+    [
+        ("abc", False),
+        ("1,15", False),
+        ("", False),
+        ("[a, 1]", True),
+        ("1/0", False),
+        ("inf", False),
+        ("[]", True),
+        ("nan", False),
+    ],
+)
 def test_parse_rejects_with_a_clear_message(text, vector):
     with pytest.raises(ValueError, match="could not read|no answer"):
         parse_answer(text, vector)
@@ -223,11 +241,16 @@ def test_cli_answers_json():
         assert item["answer"] == per_value * d["bytes"] * d["tokens"] * d["batch"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--json"], "--json prints the answers"),
-    (["--topic", "nope"], "unknown topic 'nope'"), (["--count", "x"], "--count must be an integer"),
-    (["--count", "0"], "--count must be >= 1"), (["--seed", "-1"], "--seed must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--json"], "--json prints the answers"),
+        (["--topic", "nope"], "unknown topic 'nope'"),
+        (["--count", "x"], "--count must be an integer"),
+        (["--count", "0"], "--count must be >= 1"),
+        (["--seed", "-1"], "--seed must be >= 0"),
+    ],
+)
 def test_cli_bad_arguments_exit_2_one_line(args, message):
     r = run(["quiz", *args])
     assert r.exit_code == 2 and message in r.output

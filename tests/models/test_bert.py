@@ -70,15 +70,20 @@ def test_hidden_states_and_attention_weights_match_transformers(minilm, oracle):
     assert (~real).sum() == 77  # 135 positions, 58 real tokens
     with torch.no_grad():
         ref = hf(**batch, output_hidden_states=True, output_attentions=True)
-        ours = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                     output_attentions=True)
+        ours = model(
+            batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], output_attentions=True
+        )
     assert len(ours["hidden_states"]) == len(ref.hidden_states) == 7
-    hidden_err = max((a - r)[real].abs().max().item()  # real tokens; padding rows carry no meaning
-                     for a, r in zip(ours["hidden_states"], ref.hidden_states))
+    hidden_err = max(
+        (a - r)[real].abs().max().item()  # real tokens; padding rows carry no meaning
+        for a, r in zip(ours["hidden_states"], ref.hidden_states)
+    )
     attn_err = max((a - r).abs().max().item() for a, r in zip(ours["attentions"], ref.attentions))
     pool_err = (ours["pooler_output"] - ref.pooler_output).abs().max().item()
-    print(f"MiniLM parity: hidden states {hidden_err:.2e}, attention weights {attn_err:.2e}, "
-          f"pooler {pool_err:.2e}")
+    print(
+        f"MiniLM parity: hidden states {hidden_err:.2e}, attention weights {attn_err:.2e}, "
+        f"pooler {pool_err:.2e}"
+    )
     assert hidden_err <= 1e-4 and attn_err <= 1e-4 and pool_err <= 1e-4
     for w in ours["attentions"]:
         assert w.shape == (5, 12, 27, 27)
@@ -96,8 +101,10 @@ def test_sentence_embeddings_match_the_reference(minilm, oracle):
         assert e.ids == batch["input_ids"][i, :n].tolist()
     ours = embed(model, tokenizer, SENTENCES, batch_size=2)  # three batches, two with padding
     cos = F.cosine_similarity(ours, reference, dim=-1)
-    print(f"MiniLM embeddings: min cosine {cos.min().item():.8f}, "
-          f"max abs error {(ours - reference).abs().max().item():.2e}")
+    print(
+        f"MiniLM embeddings: min cosine {cos.min().item():.8f}, "
+        f"max abs error {(ours - reference).abs().max().item():.2e}"
+    )
     assert cos.min().item() >= 0.99999
     torch.testing.assert_close(ours.norm(dim=-1), torch.ones(5), rtol=0, atol=1e-5)
 
@@ -118,11 +125,18 @@ def test_embed_restores_order_and_ignores_batch_company(minilm):
     alone = torch.cat([embed(model, tokenizer, [s]) for s in SENTENCES])  # no padding at all
     torch.testing.assert_close(everything, alone, rtol=0, atol=1e-5)
     perm = [3, 0, 4, 2, 1]
-    torch.testing.assert_close(embed(model, tokenizer, [SENTENCES[i] for i in perm], batch_size=2),
-                               everything[perm], rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        embed(model, tokenizer, [SENTENCES[i] for i in perm], batch_size=2),
+        everything[perm],
+        rtol=0,
+        atol=1e-5,
+    )
     assert embed(model, tokenizer, []).shape == (0, 384)
-    a, b, c = embed(model, tokenizer, ["A man is playing a guitar.", "Someone plays the guitar.",
-                                       "The stock market fell sharply today."])
+    a, b, c = embed(
+        model,
+        tokenizer,
+        ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."],
+    )
     assert a @ b > 0.6 > 0.1 > a @ c  # a paraphrase is near, an unrelated sentence is far
 
 
@@ -137,6 +151,7 @@ def test_pretrained_config_follows_the_checkpoint_files(minilm):
 
 
 # -- checkpoint errors -----------------------------------------------------------------------
+
 
 def _copy_checkpoint(tmp_path, edit):
     src = pretrained_path("minilm")
@@ -184,10 +199,12 @@ def test_unknown_or_missing_pretrained_models(monkeypatch):
 
 # -- a small random BertEncoder --------------------------------------------------------------
 
+
 def _small():
     torch.manual_seed(0)
-    return BertEncoder(BertConfig(vocab_size=50, d_model=16, num_heads=4, num_layers=2, d_ff=32,
-                                  max_len=12)).eval()
+    return BertEncoder(
+        BertConfig(vocab_size=50, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=12)
+    ).eval()
 
 
 def test_save_load_round_trip(tmp_path):
@@ -227,21 +244,28 @@ def test_packed_encoder_equals_the_padded_one():
         same = model.encode_packed(ids[[0, 3]].flatten(), [9, 9])  # no padding at all
         torch.testing.assert_close(same, model.encode(ids[[0, 3]]).flatten(0, 1), rtol=0, atol=1e-12)
     for how in ("mean", "cls", "max", "mean_sqrt_len"):
-        torch.testing.assert_close(pool_packed(packed, lengths, how), pool(padded, mask, how),
-                                   rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            pool_packed(packed, lengths, how), pool(padded, mask, how), rtol=0, atol=1e-12
+        )
     h = torch.tensor([[[1.0, 2.0], [3.0, 6.0], [100.0, 100.0]]])  # the third token is padding
     m = torch.tensor([[True, True, False]])
     assert pool(h, m, "mean").tolist() == [[2.0, 4.0]] and pool(h, m, "max").tolist() == [[3.0, 6.0]]
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda m: m(torch.tensor([[1, 50]])), r"input_ids holds ids outside \[0, 50\): min 1, max 50"),
-    (lambda m: m(torch.ones(1, 13, dtype=torch.long)), "T=13 tokens but the model has max_len=12"),
-    (lambda m: m(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 4)), "attention_mask has shape"),
-    (lambda m: m(torch.ones(1, 3, dtype=torch.long), torch.zeros(1, 3)), "no real token"),
-    (lambda m: m(torch.ones(1, 3, dtype=torch.long), None, torch.full((1, 3), 2)), "token_type_ids holds"),
-    (lambda m: m(torch.ones(3)), r"input_ids must be an integer tensor \[B, T\]"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda m: m(torch.tensor([[1, 50]])), r"input_ids holds ids outside \[0, 50\): min 1, max 50"),
+        (lambda m: m(torch.ones(1, 13, dtype=torch.long)), "T=13 tokens but the model has max_len=12"),
+        (lambda m: m(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 4)), "attention_mask has shape"),
+        (lambda m: m(torch.ones(1, 3, dtype=torch.long), torch.zeros(1, 3)), "no real token"),
+        (
+            lambda m: m(torch.ones(1, 3, dtype=torch.long), None, torch.full((1, 3), 2)),
+            "token_type_ids holds",
+        ),
+        (lambda m: m(torch.ones(3)), r"input_ids must be an integer tensor \[B, T\]"),
+    ],
+)
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call(_small())

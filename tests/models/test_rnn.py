@@ -19,8 +19,9 @@ from attnlab.models.rnn import (
 
 PAD = 0
 V_SRC, V_TGT = 11, 13
-VARIANTS = [("seq2seq", cell, None) for cell in ("gru", "lstm")] + \
-    [("attention", cell, att) for cell in ("gru", "lstm") for att in ATTENTIONS]
+VARIANTS = [("seq2seq", cell, None) for cell in ("gru", "lstm")] + [
+    ("attention", cell, att) for cell in ("gru", "lstm") for att in ATTENTIONS
+]
 
 
 def _model(family: str, cell: str, attention: str | None, layers: int = 2, dtype=torch.float64):
@@ -29,8 +30,9 @@ def _model(family: str, cell: str, attention: str | None, layers: int = 2, dtype
         cfg = RNNConfig(V_SRC, V_TGT, emb=5, hidden=6, layers=layers, cell=cell)
         model = Seq2SeqRNN(cfg)
     else:
-        cfg = AttentionRNNConfig(V_SRC, V_TGT, emb=5, hidden=6, layers=layers, cell=cell,
-                                 attention=attention, attn_dim=4)
+        cfg = AttentionRNNConfig(
+            V_SRC, V_TGT, emb=5, hidden=6, layers=layers, cell=cell, attention=attention, attn_dim=4
+        )
         model = AttentionRNN(cfg)
     return model.to(dtype).eval()
 
@@ -120,6 +122,7 @@ def test_every_parameter_learns(family, cell, attention):
 
 # -- the bottleneck --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_fixed_context_decoder_reads_only_c(cell):
     model = _model("seq2seq", cell, None)
@@ -153,6 +156,7 @@ def test_two_sources_with_equal_c_give_equal_outputs():
 
 # -- save / load and configs -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("family,cell,attention", [VARIANTS[0], VARIANTS[1], VARIANTS[3], VARIANTS[6]])
 def test_save_load_round_trip(tmp_path, family, cell, attention):
     model = _model(family, cell, attention, dtype=torch.float32)
@@ -174,12 +178,15 @@ def test_parameter_counts_are_exact():
     assert sum(p.numel() for p in m.parameters()) == expected == 787  # 55 + 234 + 65 + 342 + 91
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(cell="rnn"), r"cell must be one of \['gru', 'lstm'\]"),
-    (dict(hidden=0), "hidden must be a positive integer"),
-    (dict(dropout=1.0), r"dropout must be in \[0, 1\)"),
-    (dict(pad_id=11), "pad_id must be an id in both vocabularies"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(cell="rnn"), r"cell must be one of \['gru', 'lstm'\]"),
+        (dict(hidden=0), "hidden must be a positive integer"),
+        (dict(dropout=1.0), r"dropout must be in \[0, 1\)"),
+        (dict(pad_id=11), "pad_id must be an id in both vocabularies"),
+    ],
+)
 def test_bad_configs(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RNNConfig(V_SRC, V_TGT, **kwargs)

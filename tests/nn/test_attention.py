@@ -36,8 +36,16 @@ def _randomise(module: torch.nn.Module, seed: int) -> None:
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype))
 
 
-dims = st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 6), st.integers(1, 6),
-                 st.integers(1, 6), st.integers(1, 5), st.booleans(), st.integers(0, 10_000))
+dims = st.tuples(
+    st.integers(1, 3),
+    st.integers(1, 5),
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.integers(1, 5),
+    st.booleans(),
+    st.integers(0, 10_000),
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -50,8 +58,13 @@ def test_additive_matches_reference(d):
     ctx, w = m(s, h, mask)
     assert ctx.shape == (B, T_tgt, d_h) and w.shape == (B, T_tgt, T_src)
     _, w_ref, ctx_ref = ref.additive_attention(
-        _np(s), _np(h), _np(m.W_a.weight).T, _np(m.U_a.weight).T, _np(m.v_a.weight)[0],
-        mask=None if mask is None else _np(mask))
+        _np(s),
+        _np(h),
+        _np(m.W_a.weight).T,
+        _np(m.U_a.weight).T,
+        _np(m.v_a.weight)[0],
+        mask=None if mask is None else _np(mask),
+    )
     np.testing.assert_allclose(_np(w), w_ref, rtol=0, atol=TOL)
     np.testing.assert_allclose(_np(ctx), ctx_ref, rtol=0, atol=TOL)
 
@@ -71,14 +84,22 @@ def test_luong_matches_reference(d, kind):
         W = _np(m.W_a.weight)  # [d_s, d_h]
     elif kind == "concat":
         W, v = _np(m.W_a.weight).T, _np(m.v_a.weight)[0]  # [d_s + d_h, d_a], [d_a]
-    _, w_ref, ctx_ref = ref.luong_attention(_np(s), _np(h), kind, W=W, v=v,
-                                            mask=None if mask is None else _np(mask))
+    _, w_ref, ctx_ref = ref.luong_attention(
+        _np(s), _np(h), kind, W=W, v=v, mask=None if mask is None else _np(mask)
+    )
     np.testing.assert_allclose(_np(w), w_ref, rtol=0, atol=TOL)
     np.testing.assert_allclose(_np(ctx), ctx_ref, rtol=0, atol=TOL)
 
 
-@pytest.mark.parametrize("module", [AdditiveAttention(4, 6, 5), LuongAttention(4, 6, "general"),
-                                    LuongAttention(6, 6, "dot"), LuongAttention(4, 6, "concat", d_a=3)])
+@pytest.mark.parametrize(
+    "module",
+    [
+        AdditiveAttention(4, 6, 5),
+        LuongAttention(4, 6, "general"),
+        LuongAttention(6, 6, "dot"),
+        LuongAttention(4, 6, "concat", d_a=3),
+    ],
+)
 def test_padding_is_ignored_and_rows_sum_to_one(module):
     torch.manual_seed(0)
     s, h = torch.randn(2, 3, module.d_s), torch.randn(2, 5, 6)

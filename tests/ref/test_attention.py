@@ -25,8 +25,17 @@ def _t(*arrays):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=30, deadline=None)
-@given(seed=SEEDS, b=st.integers(1, 3), h=st.integers(1, 3), t_q=st.integers(1, 6), t_k=st.integers(1, 6),
-       d_k=st.integers(1, 9), d_v=st.integers(1, 9), masked=st.booleans(), scaled=st.booleans())
+@given(
+    seed=SEEDS,
+    b=st.integers(1, 3),
+    h=st.integers(1, 3),
+    t_q=st.integers(1, 6),
+    t_k=st.integers(1, 6),
+    d_k=st.integers(1, 9),
+    d_v=st.integers(1, 9),
+    masked=st.booleans(),
+    scaled=st.booleans(),
+)
 def test_sdpa_matches_torch(dtype, seed, b, h, t_q, t_k, d_k, d_v, masked, scaled):
     g = np.random.default_rng(seed)
     q = g.normal(size=(b, h, t_q, d_k)).astype(dtype)
@@ -74,10 +83,19 @@ def test_sdpa_additive_bias_matches_torch_float_mask(dtype, rng):
 
 # --- additive (Bahdanau) and Luong: a plain torch re-computation of the notes' formulas -----------------
 
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=25, deadline=None)
-@given(seed=SEEDS, b=st.integers(1, 3), t_tgt=st.integers(1, 5), t_src=st.integers(1, 6),
-       d_s=st.integers(1, 6), d_h=st.integers(1, 6), d_a=st.integers(1, 6), masked=st.booleans())
+@given(
+    seed=SEEDS,
+    b=st.integers(1, 3),
+    t_tgt=st.integers(1, 5),
+    t_src=st.integers(1, 6),
+    d_s=st.integers(1, 6),
+    d_h=st.integers(1, 6),
+    d_a=st.integers(1, 6),
+    masked=st.booleans(),
+)
 def test_additive_attention_matches_torch_recomputation(dtype, seed, b, t_tgt, t_src, d_s, d_h, d_a, masked):
     g = np.random.default_rng(seed)
     s_prev, h = g.normal(size=(b, t_tgt, d_s)).astype(dtype), g.normal(size=(b, t_src, d_h)).astype(dtype)
@@ -87,8 +105,13 @@ def test_additive_attention_matches_torch_recomputation(dtype, seed, b, t_tgt, t
     scores, w, ctx = ref.additive_attention(s_prev, h, W_a, U_a, v_a, mask)
     ts, th, tW, tU, tv = _t(s_prev, h, W_a, U_a, v_a)
     # e_ti = v_a^T tanh(W_a s_{t-1} + U_a h_i), one (t, i) pair at a time
-    e = torch.stack([torch.stack([torch.tanh(ts[:, t] @ tW + th[:, i] @ tU) @ tv for i in range(t_src)], -1)
-                     for t in range(t_tgt)], 1)  # [b, t_tgt, t_src]
+    e = torch.stack(
+        [
+            torch.stack([torch.tanh(ts[:, t] @ tW + th[:, i] @ tU) @ tv for i in range(t_src)], -1)
+            for t in range(t_tgt)
+        ],
+        1,
+    )  # [b, t_tgt, t_src]
     if mask is not None:
         e_masked = e.masked_fill(~torch.from_numpy(mask), float("-inf"))
     else:
@@ -104,8 +127,14 @@ def test_additive_attention_matches_torch_recomputation(dtype, seed, b, t_tgt, t
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["dot", "general", "concat"])
 @settings(max_examples=25, deadline=None)
-@given(seed=SEEDS, b=st.integers(1, 3), t_tgt=st.integers(1, 5), t_src=st.integers(1, 6),
-       d_h=st.integers(1, 6), d_a=st.integers(1, 6))
+@given(
+    seed=SEEDS,
+    b=st.integers(1, 3),
+    t_tgt=st.integers(1, 5),
+    t_src=st.integers(1, 6),
+    d_h=st.integers(1, 6),
+    d_a=st.integers(1, 6),
+)
 def test_luong_attention_matches_torch_recomputation(dtype, kind, seed, b, t_tgt, t_src, d_h, d_a):
     g = np.random.default_rng(seed)
     d_s = d_h if kind == "dot" else d_h + 1
@@ -119,8 +148,9 @@ def test_luong_attention_matches_torch_recomputation(dtype, kind, seed, b, t_tgt
         e = torch.einsum("btd,de,bse->bts", ts, torch.from_numpy(W), th)
     else:  # score = v_a^T tanh(W_a [s_t; h_i])
         W, v = g.normal(size=(d_s + d_h, d_a)).astype(dtype), g.normal(size=d_a).astype(dtype)
-        pairs = torch.cat([ts[:, :, None].expand(-1, -1, t_src, -1),
-                           th[:, None].expand(-1, t_tgt, -1, -1)], -1)  # [b, t_tgt, t_src, d_s + d_h]
+        pairs = torch.cat(
+            [ts[:, :, None].expand(-1, -1, t_src, -1), th[:, None].expand(-1, t_tgt, -1, -1)], -1
+        )  # [b, t_tgt, t_src, d_s + d_h]
         e = torch.tanh(pairs @ torch.from_numpy(W)) @ torch.from_numpy(v)
     scores, w, ctx = ref.luong_attention(s, h, kind, W=W, v=v)
     alpha = torch.softmax(e, dim=-1)

@@ -24,12 +24,23 @@ def _naive_mask(t_q, t_k, causal, window, extra):
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=SEEDS, lead=st.sampled_from([(), (2,), (2, 3)]), t_q=st.integers(1, 40), t_k=st.integers(1, 40),
-       d_k=st.integers(1, 8), d_v=st.integers(1, 8), block_q=st.integers(1, 50), block_k=st.integers(1, 50),
-       kind=st.sampled_from(["none", "causal", "window"]), window=st.integers(1, 12),
-       masked=st.booleans(), scaled=st.booleans())
-def test_equals_naive_attention_for_any_blocks(seed, lead, t_q, t_k, d_k, d_v, block_q, block_k, kind,
-                                                window, masked, scaled):
+@given(
+    seed=SEEDS,
+    lead=st.sampled_from([(), (2,), (2, 3)]),
+    t_q=st.integers(1, 40),
+    t_k=st.integers(1, 40),
+    d_k=st.integers(1, 8),
+    d_v=st.integers(1, 8),
+    block_q=st.integers(1, 50),
+    block_k=st.integers(1, 50),
+    kind=st.sampled_from(["none", "causal", "window"]),
+    window=st.integers(1, 12),
+    masked=st.booleans(),
+    scaled=st.booleans(),
+)
+def test_equals_naive_attention_for_any_blocks(
+    seed, lead, t_q, t_k, d_k, d_v, block_q, block_k, kind, window, masked, scaled
+):
     g = np.random.default_rng(seed)
     q = g.normal(size=lead + (t_q, d_k))
     k = g.normal(size=lead + (t_k, d_k))
@@ -37,10 +48,22 @@ def test_equals_naive_attention_for_any_blocks(seed, lead, t_q, t_k, d_k, d_v, b
     extra = (g.random(lead + (t_q, t_k)) < 0.7) if masked else None
     causal, win = kind == "causal", (window if kind == "window" else None)
     scale = float(g.uniform(0.2, 3.0)) if scaled else None
-    want, _ = ref.scaled_dot_product_attention(q, k, v, _naive_mask(t_q, t_k, causal, win, extra),
-                                               scale=scale, empty_rows="zero")
-    got, lse = ref.flash_attention(q, k, v, mask=extra, causal=causal, window=win, block_q=block_q,
-                                   block_k=block_k, scale=scale, return_lse=True, empty_rows="zero")
+    want, _ = ref.scaled_dot_product_attention(
+        q, k, v, _naive_mask(t_q, t_k, causal, win, extra), scale=scale, empty_rows="zero"
+    )
+    got, lse = ref.flash_attention(
+        q,
+        k,
+        v,
+        mask=extra,
+        causal=causal,
+        window=win,
+        block_q=block_q,
+        block_k=block_k,
+        scale=scale,
+        return_lse=True,
+        empty_rows="zero",
+    )
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
     # L = log sum_j exp(s_j) over the allowed keys, computed here directly
@@ -64,8 +87,9 @@ def test_float32_stays_float32_and_close():
     g = np.random.default_rng(1)
     q, k, v = (g.normal(size=(2, 4, 65, 16)).astype(np.float32) for _ in range(3))
     got = ref.flash_attention(q, k, v, causal=True, block_q=32, block_k=24)
-    want, _ = ref.scaled_dot_product_attention(q.astype(np.float64), k.astype(np.float64),
-                                               v.astype(np.float64), ref.causal_mask(65))
+    want, _ = ref.scaled_dot_product_attention(
+        q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), ref.causal_mask(65)
+    )
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
 
@@ -80,14 +104,17 @@ def test_mask_leading_dims_broadcast_with_heads():
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize(("q_lo", "q_hi", "t_k", "offset", "causal", "window", "expected"), [
-    (0, 128, 512, 0, True, None, (0, 128)),  # first query block: only the diagonal key block
-    (384, 512, 512, 0, True, None, (0, 512)),  # last query block: all keys
-    (0, 4, 10, 6, True, None, (0, 10)),  # lower-right: 4 queries are positions 6..9
-    (0, 2, 10, -3, True, None, (0, 0)),  # T_q > T_k: queries at positions -3, -2 see nothing
-    (256, 384, 512, 0, True, 64, (193, 384)),  # window 64: first query (256) sees keys 193..256
-    (0, 128, 512, 0, False, None, (0, 512)),
-])
+@pytest.mark.parametrize(
+    ("q_lo", "q_hi", "t_k", "offset", "causal", "window", "expected"),
+    [
+        (0, 128, 512, 0, True, None, (0, 128)),  # first query block: only the diagonal key block
+        (384, 512, 512, 0, True, None, (0, 512)),  # last query block: all keys
+        (0, 4, 10, 6, True, None, (0, 10)),  # lower-right: 4 queries are positions 6..9
+        (0, 2, 10, -3, True, None, (0, 0)),  # T_q > T_k: queries at positions -3, -2 see nothing
+        (256, 384, 512, 0, True, 64, (193, 384)),  # window 64: first query (256) sees keys 193..256
+        (0, 128, 512, 0, False, None, (0, 512)),
+    ],
+)
 def test_key_block_range_skips_blocks(q_lo, q_hi, t_k, offset, causal, window, expected):
     assert key_block_range(q_lo, q_hi, t_k, offset, causal, window) == expected
 
@@ -116,15 +143,18 @@ def test_empty_row_is_an_error_unless_zero_requested():
     assert np.all(np.isneginf(lse[:2])) and np.all(np.isfinite(lse[2:]))
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    (dict(k=np.zeros((3, 5))), "k has d_k=5 but q has d_k=4"),
-    (dict(v=np.zeros((2, 4))), "v has T_k=2 but k has T_k=3"),
-    (dict(mask=np.ones((2, 3))), "mask must be boolean"),
-    (dict(mask=np.ones((4, 3), dtype=bool)), r"mask of shape \[4, 3\] does not broadcast"),
-    (dict(block_q=0), "block_q must be a positive integer"),
-    (dict(window=-1), "window must be a positive integer"),
-    (dict(q=np.full((2, 4), np.nan)), "q contains NaN"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(k=np.zeros((3, 5))), "k has d_k=5 but q has d_k=4"),
+        (dict(v=np.zeros((2, 4))), "v has T_k=2 but k has T_k=3"),
+        (dict(mask=np.ones((2, 3))), "mask must be boolean"),
+        (dict(mask=np.ones((4, 3), dtype=bool)), r"mask of shape \[4, 3\] does not broadcast"),
+        (dict(block_q=0), "block_q must be a positive integer"),
+        (dict(window=-1), "window must be a positive integer"),
+        (dict(q=np.full((2, 4), np.nan)), "q contains NaN"),
+    ],
+)
 def test_bad_input_names_the_argument(kwargs, match):
     args = dict(q=np.zeros((2, 4)), k=np.zeros((3, 4)), v=np.zeros((3, 4)))
     args.update(kwargs)

@@ -12,15 +12,27 @@ SEEDS = st.integers(0, 2**32 - 1)
 
 
 def _params(g, d, h, d_head):
-    return {"W_q": g.normal(size=(d, h * d_head)), "W_k": g.normal(size=(d, h * d_head)),
-            "W_v": g.normal(size=(d, h * d_head)), "W_o": g.normal(size=(h * d_head, d)),
-            "b_q": g.normal(size=h * d_head), "b_k": g.normal(size=h * d_head),
-            "b_v": g.normal(size=h * d_head), "b_o": g.normal(size=d)}
+    return {
+        "W_q": g.normal(size=(d, h * d_head)),
+        "W_k": g.normal(size=(d, h * d_head)),
+        "W_v": g.normal(size=(d, h * d_head)),
+        "W_o": g.normal(size=(h * d_head, d)),
+        "b_q": g.normal(size=h * d_head),
+        "b_k": g.normal(size=h * d_head),
+        "b_v": g.normal(size=h * d_head),
+        "b_o": g.normal(size=d),
+    }
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=SEEDS, t_q=st.integers(1, 7), extra=st.integers(0, 4), d=st.integers(1, 8),
-       scale=st.floats(0.01, 10.0), masked=st.booleans())
+@given(
+    seed=SEEDS,
+    t_q=st.integers(1, 7),
+    extra=st.integers(0, 4),
+    d=st.integers(1, 8),
+    scale=st.floats(0.01, 10.0),
+    masked=st.booleans(),
+)
 def test_every_weight_row_sums_to_one(seed, t_q, extra, d, scale, masked):
     g = np.random.default_rng(seed)
     t_k = t_q + extra
@@ -96,7 +108,7 @@ def test_sliding_window_output_ignores_tokens_outside_the_window(seed, t, window
     out, w = ref.scaled_dot_product_attention(q, k, v, ref.sliding_window_mask(t, t, window))
     for i in range(t):
         lo = max(0, i - window + 1)
-        ref_i, _ = ref.scaled_dot_product_attention(q[i:i + 1], k[lo:i + 1], v[lo:i + 1])
+        ref_i, _ = ref.scaled_dot_product_attention(q[i : i + 1], k[lo : i + 1], v[lo : i + 1])
         np.testing.assert_allclose(out[i], ref_i[0], atol=1e-12)
 
 
@@ -122,6 +134,7 @@ def test_one_query_over_the_cached_prefix_equals_that_row_of_full_causal_attenti
     x = g.normal(size=(1, t, 8))
     full, _ = ref.multi_head_attention(x, x, params, 2, mask=ref.causal_mask(t), positions=positions)
     for i in range(t):
-        step, _ = ref.multi_head_attention(x[:, i:i + 1], x[:, :i + 1], params, 2,
-                                           mask=ref.causal_mask(1, i + 1), positions=positions)
+        step, _ = ref.multi_head_attention(
+            x[:, i : i + 1], x[:, : i + 1], params, 2, mask=ref.causal_mask(1, i + 1), positions=positions
+        )
         np.testing.assert_allclose(step[0, 0], full[0, i], atol=1e-10)

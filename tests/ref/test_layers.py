@@ -30,15 +30,20 @@ def test_gelu_matches_torch(dtype, approximate):
 
 def test_gelu_exact_values():
     # GELU(x) = x Phi(x): Phi(0) = 1/2, Phi(1) = 0.8413447460685429
-    np.testing.assert_allclose(ref.gelu(np.array([0.0, 1.0, -1.0])),
-                               [0.0, 0.8413447460685429, -0.15865525393145707], atol=1e-15)
+    np.testing.assert_allclose(
+        ref.gelu(np.array([0.0, 1.0, -1.0])), [0.0, 0.8413447460685429, -0.15865525393145707], atol=1e-15
+    )
     np.testing.assert_array_equal(ref.relu(np.array([-2.0, 0.0, 3.0])), [0.0, 0.0, 3.0])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=25, deadline=None)
-@given(seed=SEEDS, shape=st.lists(st.integers(1, 5), min_size=0, max_size=2).map(tuple), d=st.integers(2, 16),
-       eps=st.sampled_from([1e-5, 1e-6, 0.1]))
+@given(
+    seed=SEEDS,
+    shape=st.lists(st.integers(1, 5), min_size=0, max_size=2).map(tuple),
+    d=st.integers(2, 16),
+    eps=st.sampled_from([1e-5, 1e-6, 0.1]),
+)
 def test_layer_norm_and_rms_norm_match_torch(dtype, seed, shape, d, eps):
     g = np.random.default_rng(seed)
     x = (g.normal(size=shape + (d,)) * 3 + 1).astype(dtype)
@@ -98,13 +103,25 @@ def _seeded(module, seed):
 def test_encoder_layer_matches_nn_transformer_encoder_layer(dtype, norm, activation, rng):
     d, h, f, b, t = 16, 4, 24, 3, 6
     torch.manual_seed(0)
-    layer = _seeded(nn.TransformerEncoderLayer(d, h, f, dropout=0.0, activation=activation, batch_first=True,
-                                               norm_first=norm == "pre", dtype=TORCH[dtype]), 1)
+    layer = _seeded(
+        nn.TransformerEncoderLayer(
+            d,
+            h,
+            f,
+            dropout=0.0,
+            activation=activation,
+            batch_first=True,
+            norm_first=norm == "pre",
+            dtype=TORCH[dtype],
+        ),
+        1,
+    )
     x = rng.normal(size=(b, t, d)).astype(dtype)
     lengths = np.array([6, 3, 1])
     mask = ref.padding_mask(lengths, t)
-    got = ref.encoder_layer(x, ref.params_from_torch(layer, dtype), h, norm=norm, activation=activation,
-                            mask=mask)
+    got = ref.encoder_layer(
+        x, ref.params_from_torch(layer, dtype), h, norm=norm, activation=activation, mask=mask
+    )
     with torch.no_grad():
         expected = layer(torch.from_numpy(x), src_key_padding_mask=torch.from_numpy(~mask[:, 0])).numpy()
     assert got.dtype == dtype and got.shape == (b, t, d)
@@ -117,38 +134,68 @@ def test_encoder_layer_matches_nn_transformer_encoder_layer(dtype, norm, activat
 def test_decoder_layer_matches_nn_transformer_decoder_layer(dtype, norm, activation, rng):
     d, h, f, b, t_tgt, t_src = 12, 3, 20, 2, 5, 7
     torch.manual_seed(0)
-    layer = _seeded(nn.TransformerDecoderLayer(d, h, f, dropout=0.0, activation=activation, batch_first=True,
-                                               norm_first=norm == "pre", dtype=TORCH[dtype]), 2)
+    layer = _seeded(
+        nn.TransformerDecoderLayer(
+            d,
+            h,
+            f,
+            dropout=0.0,
+            activation=activation,
+            batch_first=True,
+            norm_first=norm == "pre",
+            dtype=TORCH[dtype],
+        ),
+        2,
+    )
     y = rng.normal(size=(b, t_tgt, d)).astype(dtype)
     memory = rng.normal(size=(b, t_src, d)).astype(dtype)
     src_mask = ref.padding_mask(np.array([7, 4]), t_src)
     params = ref.params_from_torch(layer, dtype)
-    got = ref.decoder_layer(y, memory, params, h, norm=norm, activation=activation,
-                            self_mask=ref.causal_mask(t_tgt), memory_mask=src_mask)
+    got = ref.decoder_layer(
+        y,
+        memory,
+        params,
+        h,
+        norm=norm,
+        activation=activation,
+        self_mask=ref.causal_mask(t_tgt),
+        memory_mask=src_mask,
+    )
     with torch.no_grad():
-        expected = layer(torch.from_numpy(y), torch.from_numpy(memory),
-                         tgt_mask=torch.from_numpy(~ref.causal_mask(t_tgt)),
-                         memory_key_padding_mask=torch.from_numpy(~src_mask[:, 0])).numpy()
+        expected = layer(
+            torch.from_numpy(y),
+            torch.from_numpy(memory),
+            tgt_mask=torch.from_numpy(~ref.causal_mask(t_tgt)),
+            memory_key_padding_mask=torch.from_numpy(~src_mask[:, 0]),
+        ).numpy()
     assert got.dtype == dtype and got.shape == (b, t_tgt, d)
     assert np.max(np.abs(got - expected)) <= TOL[dtype]
-
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_layers_without_bias_match_torch(norm, rng):
     # bias=False: no projection/FFN biases and LayerNorms without beta (still centred, not RMSNorm)
     torch.manual_seed(0)
-    enc = _seeded(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, bias=False,
-                                             norm_first=norm == "pre", dtype=torch.float64), 3)
-    dec = _seeded(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True, bias=False,
-                                             norm_first=norm == "pre", dtype=torch.float64), 4)
+    enc = _seeded(
+        nn.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0, batch_first=True, bias=False, norm_first=norm == "pre", dtype=torch.float64
+        ),
+        3,
+    )
+    dec = _seeded(
+        nn.TransformerDecoderLayer(
+            8, 2, 16, dropout=0.0, batch_first=True, bias=False, norm_first=norm == "pre", dtype=torch.float64
+        ),
+        4,
+    )
     x, memory = rng.normal(size=(2, 4, 8)) * 3 + 1, rng.normal(size=(2, 6, 8))
     p_enc, p_dec = ref.params_from_torch(enc), ref.params_from_torch(dec)
     assert "b_q" not in p_enc["attn"] and not p_enc["norm1"]["beta"].any()
     with torch.no_grad():
         want_enc = enc(torch.from_numpy(x)).numpy()
-        want_dec = dec(torch.from_numpy(x), torch.from_numpy(memory),
-                       tgt_mask=torch.from_numpy(~ref.causal_mask(4))).numpy()
+        want_dec = dec(
+            torch.from_numpy(x), torch.from_numpy(memory), tgt_mask=torch.from_numpy(~ref.causal_mask(4))
+        ).numpy()
     got_enc = ref.encoder_layer(x, p_enc, 2, norm=norm)
     got_dec = ref.decoder_layer(x, memory, p_dec, 2, norm=norm, self_mask=ref.causal_mask(4))
     assert np.max(np.abs(got_enc - want_enc)) <= 1e-10

@@ -86,10 +86,12 @@ def test_padded_keys_get_zero_weight_and_do_not_change_the_output(rng):
 def test_sliding_window_mask_exact_values():
     np.testing.assert_array_equal(
         ref.sliding_window_mask(5, 5, window=2).astype(int),
-        [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]])
+        [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]],
+    )
     # lower-right aligned like causal_mask: the last 2 of 6 positions, window 3
-    np.testing.assert_array_equal(ref.sliding_window_mask(2, 6, window=3).astype(int),
-                                  [[0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1]])
+    np.testing.assert_array_equal(
+        ref.sliding_window_mask(2, 6, window=3).astype(int), [[0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1]]
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -121,8 +123,9 @@ def test_empty_row_zero_gives_torch_convention_never_nan(rng):
     assert np.all(np.isfinite(out)) and np.all(np.isfinite(w))
     np.testing.assert_array_equal(out[0, 1], 0.0)
     np.testing.assert_array_equal(w[1, 0], 0.0)
-    t_out = F.scaled_dot_product_attention(*map(torch.from_numpy, (q, k, v)),
-                                           attn_mask=torch.from_numpy(mask))
+    t_out = F.scaled_dot_product_attention(
+        *map(torch.from_numpy, (q, k, v)), attn_mask=torch.from_numpy(mask)
+    )
     assert np.max(np.abs(out - t_out.numpy())) <= 1e-10
     rows = w.sum(-1)
     np.testing.assert_allclose(rows[mask.any(-1)], 1.0, atol=1e-12)

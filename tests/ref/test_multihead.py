@@ -32,11 +32,20 @@ def _mha(seed, d, h, dtype, **kw):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=25, deadline=None)
-@given(seed=SEEDS, b=st.integers(1, 3), t_q=st.integers(1, 6), t_k=st.integers(1, 6),
-       h=st.sampled_from([1, 2, 4]), d_head=st.integers(1, 4), cross=st.booleans(), bias=st.booleans(),
-       masked=st.booleans())
-def test_multi_head_attention_matches_nn_multiheadattention(dtype, seed, b, t_q, t_k, h, d_head, cross, bias,
-                                                            masked):
+@given(
+    seed=SEEDS,
+    b=st.integers(1, 3),
+    t_q=st.integers(1, 6),
+    t_k=st.integers(1, 6),
+    h=st.sampled_from([1, 2, 4]),
+    d_head=st.integers(1, 4),
+    cross=st.booleans(),
+    bias=st.booleans(),
+    masked=st.booleans(),
+)
+def test_multi_head_attention_matches_nn_multiheadattention(
+    dtype, seed, b, t_q, t_k, h, d_head, cross, bias, masked
+):
     d = h * d_head
     m = _mha(seed % 1000, d, h, dtype, bias=bias)
     g = np.random.default_rng(seed)
@@ -47,9 +56,12 @@ def test_multi_head_attention_matches_nn_multiheadattention(dtype, seed, b, t_q,
     mask = ref.padding_mask(lengths, t_k)  # [b, 1, t_k]
     out, w = ref.multi_head_attention(x_q, x_kv, ref.params_from_torch(m, dtype), h, mask=mask)
     with torch.no_grad():
-        t_out, t_w = m(*map(torch.from_numpy, (x_q, x_kv, x_kv)),
-                       key_padding_mask=torch.from_numpy(~mask[:, 0]),  # torch: True = ignore
-                       need_weights=True, average_attn_weights=False)
+        t_out, t_w = m(
+            *map(torch.from_numpy, (x_q, x_kv, x_kv)),
+            key_padding_mask=torch.from_numpy(~mask[:, 0]),  # torch: True = ignore
+            need_weights=True,
+            average_attn_weights=False,
+        )
     assert out.dtype == dtype and out.shape == (b, t_q, d) and w.shape == (b, h, t_q, t_k)
     assert np.max(np.abs(out - t_out.numpy())) <= TOL[dtype]
     assert np.max(np.abs(w - t_w.numpy())) <= TOL[dtype]
@@ -70,8 +82,11 @@ def test_multi_head_attention_with_kdim_vdim_and_causal_mask(dtype, rng):
     heads, _ = ref.scaled_dot_product_attention(qh, kh, vh, ref.causal_mask(4))
     out = ref.merge_heads(heads) @ params["W_o"] + params["b_o"]
     with torch.no_grad():
-        t_out, _ = m(*map(torch.from_numpy, (x_q, x_k, x_v)), attn_mask=torch.from_numpy(~ref.causal_mask(4)),
-                     need_weights=False)
+        t_out, _ = m(
+            *map(torch.from_numpy, (x_q, x_k, x_v)),
+            attn_mask=torch.from_numpy(~ref.causal_mask(4)),
+            need_weights=False,
+        )
     assert np.max(np.abs(out - t_out.numpy())) <= TOL[dtype]
 
 
@@ -104,17 +119,28 @@ def _gqa_params(g, d, h, h_kv, d_k):
     # weights scaled by 1/sqrt(fan_in), as an initialiser does, so outputs are O(1) and the absolute
     # float32 tolerance is meaningful
     s_in, s_out = d**-0.5, (h * d_k) ** -0.5
-    return {"W_q": s_in * g.normal(size=(d, h * d_k)), "W_k": s_in * g.normal(size=(d, h_kv * d_k)),
-            "W_v": s_in * g.normal(size=(d, h_kv * d_k)), "W_o": s_out * g.normal(size=(h * d_k, d)),
-            "b_q": g.normal(size=h * d_k), "b_k": g.normal(size=h_kv * d_k), "b_v": g.normal(size=h_kv * d_k),
-            "b_o": g.normal(size=d)}
+    return {
+        "W_q": s_in * g.normal(size=(d, h * d_k)),
+        "W_k": s_in * g.normal(size=(d, h_kv * d_k)),
+        "W_v": s_in * g.normal(size=(d, h_kv * d_k)),
+        "W_o": s_out * g.normal(size=(h * d_k, d)),
+        "b_q": g.normal(size=h * d_k),
+        "b_k": g.normal(size=h_kv * d_k),
+        "b_v": g.normal(size=h_kv * d_k),
+        "b_o": g.normal(size=d),
+    }
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @settings(max_examples=25, deadline=None)
-@given(seed=SEEDS, b=st.integers(1, 2), t=st.integers(1, 6),
-       hk=st.sampled_from([(4, 4), (4, 2), (4, 1), (6, 3), (6, 2), (2, 1)]),
-       d_k=st.integers(1, 4), causal=st.booleans())
+@given(
+    seed=SEEDS,
+    b=st.integers(1, 2),
+    t=st.integers(1, 6),
+    hk=st.sampled_from([(4, 4), (4, 2), (4, 1), (6, 3), (6, 2), (2, 1)]),
+    d_k=st.integers(1, 4),
+    causal=st.booleans(),
+)
 def test_gqa_and_mqa_match_torch_enable_gqa(dtype, seed, b, t, hk, d_k, causal):
     h, h_kv = hk
     g = np.random.default_rng(seed)
@@ -140,9 +166,12 @@ def test_gqa_kv_head_j_serves_consecutive_query_heads(rng):
     d, d_k = 4, 2
     W_q_pair = rng.normal(size=(d, d_k))
     W_q_pair2 = rng.normal(size=(d, d_k))
-    params = {"W_q": np.concatenate([W_q_pair, W_q_pair, W_q_pair2, W_q_pair2], 1),
-              "W_k": rng.normal(size=(d, 2 * d_k)), "W_v": rng.normal(size=(d, 2 * d_k)),
-              "W_o": rng.normal(size=(4 * d_k, d))}
+    params = {
+        "W_q": np.concatenate([W_q_pair, W_q_pair, W_q_pair2, W_q_pair2], 1),
+        "W_k": rng.normal(size=(d, 2 * d_k)),
+        "W_v": rng.normal(size=(d, 2 * d_k)),
+        "W_o": rng.normal(size=(4 * d_k, d)),
+    }
     x = rng.normal(size=(1, 5, d))
     _, w = ref.multi_head_attention(x, x, params, 4, num_kv_heads=2)
     np.testing.assert_array_equal(w[0, 0], w[0, 1])

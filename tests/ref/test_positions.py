@@ -22,9 +22,11 @@ SEEDS = st.integers(0, 2**32 - 1)
 def test_sinusoidal_exact_values():
     pe = ref.sinusoidal_positions(3, 4)
     # PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...); d=4: frequencies 1 and 1/100
-    expected = [[0, 1, 0, 1],
-                [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)],
-                [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)]]
+    expected = [
+        [0, 1, 0, 1],
+        [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)],
+        [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)],
+    ]
     np.testing.assert_allclose(pe, expected, atol=1e-15)
     odd = ref.sinusoidal_positions(5, 7)  # odd width: the last pair keeps its sine, drops its cosine
     assert odd.shape == (5, 7)
@@ -48,8 +50,10 @@ def _rope_complex(x: np.ndarray, positions: np.ndarray, base: float = 10000.0) -
     tx = torch.from_numpy(x.astype(np.float64))
     z = torch.view_as_complex(tx.reshape(*x.shape[:-1], d // 2, 2).contiguous())
     theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    rot = torch.polar(torch.ones(len(positions), d // 2, dtype=torch.float64),
-                      torch.from_numpy(positions.astype(np.float64))[:, None] * theta)
+    rot = torch.polar(
+        torch.ones(len(positions), d // 2, dtype=torch.float64),
+        torch.from_numpy(positions.astype(np.float64))[:, None] * theta,
+    )
     return torch.view_as_real(z * rot).reshape(x.shape).numpy()
 
 
@@ -68,8 +72,13 @@ def test_rope_matches_complex_rotation(dtype, seed, t, half, base):
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=SEEDS, half=st.integers(1, 16), m=st.integers(0, 500), n=st.integers(0, 500),
-       shift=st.integers(-200, 2000))
+@given(
+    seed=SEEDS,
+    half=st.integers(1, 16),
+    m=st.integers(0, 500),
+    n=st.integers(0, 500),
+    shift=st.integers(-200, 2000),
+)
 def test_rope_dot_product_depends_only_on_distance(seed, half, m, n, shift):
     g = np.random.default_rng(seed)
     q, k = g.normal(size=(1, 2 * half)), g.normal(size=(1, 2 * half))
@@ -84,14 +93,15 @@ def test_rope_dot_product_depends_only_on_distance(seed, half, m, n, shift):
 
 
 def test_alibi_slopes_for_eight_heads_are_halves():
-    np.testing.assert_array_equal(ref.alibi_slopes(8), [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128,
-                                                        1 / 256])
+    np.testing.assert_array_equal(
+        ref.alibi_slopes(8), [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256]
+    )
     np.testing.assert_array_equal(ref.alibi_slopes(4), [1 / 4, 1 / 16, 1 / 64, 1 / 256])
 
 
 def test_alibi_slopes_for_non_power_of_two_interleave_the_next_power():
     # 12 heads: the 8 slopes of 8 heads, then every other slope of 16 heads (2^-0.5, 2^-1.5, ...)
-    expected = [2.0 ** -k for k in range(1, 9)] + [2.0 ** -(k + 0.5) for k in range(0, 4)]
+    expected = [2.0**-k for k in range(1, 9)] + [2.0 ** -(k + 0.5) for k in range(0, 4)]
     np.testing.assert_allclose(ref.alibi_slopes(12), expected, rtol=1e-15)
 
 

@@ -78,5 +78,6 @@ def test_naive_softmax_would_overflow_where_ref_does_not():
 def test_softmax_is_shift_invariant_and_keeps_order(rng):
     x = rng.normal(size=(4, 9)) * 5
     np.testing.assert_allclose(ref.softmax(x + 123.0), ref.softmax(x), atol=1e-14)
-    np.testing.assert_array_equal(np.argsort(ref.softmax(x), axis=-1, kind="stable"),
-                                  np.argsort(x, axis=-1, kind="stable"))
+    np.testing.assert_array_equal(
+        np.argsort(ref.softmax(x), axis=-1, kind="stable"), np.argsort(x, axis=-1, kind="stable")
+    )

@@ -70,8 +70,13 @@ def test_w_o_example_gives_4_6():
     W_o = np.array([[1, 0, 1, 0], [0, 1, 0, 1]], dtype=float).T  # [4, 2]: the two given columns
     assert (concat @ W_o).tolist() == [[[4.0, 6.0]]]
     # the same through multi_head_attention: one token, so each head outputs its value x W^V + b^V
-    params = {"W_q": np.ones((2, 4)), "W_k": np.ones((2, 4)), "W_v": np.zeros((2, 4)),
-              "b_v": np.array([1.0, 2.0, 3.0, 4.0]), "W_o": W_o}
+    params = {
+        "W_q": np.ones((2, 4)),
+        "W_k": np.ones((2, 4)),
+        "W_v": np.zeros((2, 4)),
+        "b_v": np.array([1.0, 2.0, 3.0, 4.0]),
+        "W_o": W_o,
+    }
     out, _ = ref.multi_head_attention(np.ones((1, 1, 2)), None, params, num_heads=2)
     assert out.tolist() == [[[4.0, 6.0]]]  # W^O applied on the right of the concatenation
 
@@ -131,10 +136,12 @@ def test_projection_shape_b_10_64():
 
 
 def _random_encoder_params(g, d, f):
-    return {"attn": {k: g.normal(size=(d, d)) / math.sqrt(d) for k in ("W_q", "W_k", "W_v", "W_o")},
-            "ffn": {"W_1": g.normal(size=(d, f)) / math.sqrt(d), "W_2": g.normal(size=(f, d)) / math.sqrt(f)},
-            "norm1": {"gamma": np.ones(d), "beta": np.zeros(d)},
-            "norm2": {"gamma": np.ones(d), "beta": np.zeros(d)}}
+    return {
+        "attn": {k: g.normal(size=(d, d)) / math.sqrt(d) for k in ("W_q", "W_k", "W_v", "W_o")},
+        "ffn": {"W_1": g.normal(size=(d, f)) / math.sqrt(d), "W_2": g.normal(size=(f, d)) / math.sqrt(f)},
+        "norm1": {"gamma": np.ones(d), "beta": np.zeros(d)},
+        "norm2": {"gamma": np.ones(d), "beta": np.zeros(d)},
+    }
 
 
 @pytest.mark.slow
@@ -151,8 +158,9 @@ def test_output_volume_5_by_20_by_64_is_6400():
     # seed 001 End Term Q4: 5 sentences padded to 20 tokens, d_model = 64 -> 5 * 20 * 64 = 6,400 outputs
     g = np.random.default_rng(0)
     lengths = np.array([20, 13, 7, 20, 1])
-    y = ref.encoder_layer(g.normal(size=(5, 20, 64)), _random_encoder_params(g, 64, 256), 8,
-                          mask=ref.padding_mask(lengths, 20))
+    y = ref.encoder_layer(
+        g.normal(size=(5, 20, 64)), _random_encoder_params(g, 64, 256), 8, mask=ref.padding_mask(lengths, 20)
+    )
     assert y.shape == (5, 20, 64) and y.size == 6_400
 
 
@@ -166,8 +174,11 @@ def test_encoder_parameter_counts_from_torch_layer():
     assert count["norm1"] + count["norm2"] == 2_048
     assert sum(count.values()) == 3_152_384
     assert 6 * sum(count.values()) == 18_914_304
-    weights_only = sum(p["attn"][k].size for k in ("W_q", "W_k", "W_v", "W_o")) + p["ffn"]["W_1"].size \
+    weights_only = (
+        sum(p["attn"][k].size for k in ("W_q", "W_k", "W_v", "W_o"))
+        + p["ffn"]["W_1"].size
         + p["ffn"]["W_2"].size
+    )
     d, f = 512, 2048
     assert weights_only == 4 * d * d + 2 * d * f
     assert sum(count.values()) == 4 * d * d + 2 * d * f + f + 9 * d

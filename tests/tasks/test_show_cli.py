@@ -40,8 +40,10 @@ def parse_date(text: str) -> tuple[int, int, int, bool]:
     return int(c), int(b), int(a), len(c) == 2  # dd/mm/yy(yy), day first
 
 
-@pytest.mark.parametrize("name, transform", [("reverse", lambda s: s[::-1]), ("copy", lambda s: s),
-                                             ("sort", lambda s: "".join(sorted(s)))])
+@pytest.mark.parametrize(
+    "name, transform",
+    [("reverse", lambda s: s[::-1]), ("copy", lambda s: s), ("sort", lambda s: "".join(sorted(s)))],
+)
 def test_symbol_examples_are_transformed(name, transform):
     lines, pairs = show(name, "--n", "20", "--seed", "3", "--min-len", "4", "--max-len", "9")
     assert len(pairs) == 20
@@ -78,9 +80,14 @@ def test_json_ids_round_trip():
         assert e["tgt_ids"][:-1] == e["src_ids"][:-1][::-1]
 
 
-@pytest.mark.parametrize("args, fragment", [(["nope"], "unknown task 'nope'"),
-                                            (["reverse", "--min-len", "5", "--max-len", "2"], "min_len=5"),
-                                            (["dates", "--n", "0"], "n must be a positive integer")])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["nope"], "unknown task 'nope'"),
+        (["reverse", "--min-len", "5", "--max-len", "2"], "min_len=5"),
+        (["dates", "--n", "0"], "n must be a positive integer"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args, fragment):
     r = CliRunner().invoke(cli, ["tasks", "show", *args])
     assert r.exit_code == 2 and fragment in r.output and len(r.output.strip().splitlines()) == 1

@@ -52,11 +52,18 @@ def test_sampling_is_seeded():
 def test_dates_formats_of_one_day():
     d = dt.date(2026, 1, 25)  # a Sunday
     expected = {
-        "long-weekday": "Sunday, 25 January 2026", "dd/mm/yy": "25/01/26", "mon-ordinal": "jan 25th 2026",
-        "month-d-yyyy": "January 25, 2026", "d-mon-yyyy": "25 Jan 2026", "dd.mm.yyyy": "25.01.2026",
-        "dd-MON-yyyy": "25-JAN-2026", "ordinal-of": "the 25th of January, 2026",
-        "wd-d-mon-yy": "Sun 25 Jan 26", "d-month-yyyy-lower": "25 january 2026",
-        "yyyy/mm/dd": "2026/01/25", "d/m/yyyy": "25/1/2026",
+        "long-weekday": "Sunday, 25 January 2026",
+        "dd/mm/yy": "25/01/26",
+        "mon-ordinal": "jan 25th 2026",
+        "month-d-yyyy": "January 25, 2026",
+        "d-mon-yyyy": "25 Jan 2026",
+        "dd.mm.yyyy": "25.01.2026",
+        "dd-MON-yyyy": "25-JAN-2026",
+        "ordinal-of": "the 25th of January, 2026",
+        "wd-d-mon-yy": "Sun 25 Jan 26",
+        "d-month-yyyy-lower": "25 january 2026",
+        "yyyy/mm/dd": "2026/01/25",
+        "d/m/yyyy": "25/1/2026",
     }
     assert {k: f(d) for k, f in FORMATS.items()} == expected
 
@@ -84,21 +91,37 @@ def test_dates_length_range_and_format_choice():
     assert all("/" in e.src for e in ex)
 
 
-@pytest.mark.parametrize("n,text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"),
-                                    (12, "12th"), (13, "13th"),
-                                    (21, "21st"), (22, "22nd"), (23, "23rd"), (31, "31st")])
+@pytest.mark.parametrize(
+    "n,text",
+    [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (4, "4th"),
+        (11, "11th"),
+        (12, "12th"),
+        (13, "13th"),
+        (21, "21st"),
+        (22, "22nd"),
+        (23, "23rd"),
+        (31, "31st"),
+    ],
+)
 def test_ordinal(n, text):
     assert ordinal(n) == text
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"name": "nope"}, "unknown task 'nope'"),
-    ({"name": "reverse", "min_len": 5, "max_len": 2}, "min_len=5 is larger than max_len=2"),
-    ({"name": "reverse", "min_len": 0}, "min_len must be a positive integer"),
-    ({"name": "reverse", "num_symbols": 99}, "num_symbols must be at most 36"),
-    ({"name": "reverse", "bogus": 1}, "unexpected keyword"),
-    ({"name": "dates", "formats": ("xx",)}, "unknown format"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"name": "nope"}, "unknown task 'nope'"),
+        ({"name": "reverse", "min_len": 5, "max_len": 2}, "min_len=5 is larger than max_len=2"),
+        ({"name": "reverse", "min_len": 0}, "min_len must be a positive integer"),
+        ({"name": "reverse", "num_symbols": 99}, "num_symbols must be at most 36"),
+        ({"name": "reverse", "bogus": 1}, "unexpected keyword"),
+        ({"name": "dates", "formats": ("xx",)}, "unknown format"),
+    ],
+)
 def test_bad_task_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         get_task(**kw)

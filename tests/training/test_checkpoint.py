@@ -14,8 +14,12 @@ def test_pointer_moves_only_to_complete_checkpoints(tmp_path, tiny_config):
     cfg = tiny_config(steps=10, ckpt_every=5)
     result = train(cfg, tmp_path, progress=False)
     assert json.loads((tmp_path / "latest.json").read_text()) == {"checkpoint": "ckpt-000010", "step": 10}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000010", "config.json", "latest.json",
-                                                         "model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt-000010",
+        "config.json",
+        "latest.json",
+        "model.safetensors",
+    ]
     # the top-level copy loads with the generic loader and equals the checkpoint's model
     top = load_model(tmp_path).state_dict()
     assert all(torch.equal(top[k], v) for k, v in result.model.state_dict().items())
@@ -30,8 +34,15 @@ def test_pointer_moves_only_to_complete_checkpoints(tmp_path, tiny_config):
     ck = load_checkpoint(tmp_path)
     opt = torch.optim.AdamW(ck.model.parameters())
     opt.load_state_dict(ck.optimizer_state)
-    save_checkpoint(tmp_path, model=ck.model, optimizer=opt, step=15, config=cfg, history=[],
-                    task_spec={"name": "reverse", "params": {}})
+    save_checkpoint(
+        tmp_path,
+        model=ck.model,
+        optimizer=opt,
+        step=15,
+        config=cfg,
+        history=[],
+        task_spec={"name": "reverse", "params": {}},
+    )
     assert load_checkpoint(tmp_path).step == 15
     assert not (tmp_path / ".ckpt-tmp-crash").exists() and not (tmp_path / "ckpt-000010").exists()
 
@@ -42,8 +53,9 @@ def test_optimizer_state_round_trips_exactly(tmp_path, tiny_config):
     ck = load_checkpoint(tmp_path)
     opt = torch.optim.AdamW(ck.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     opt.load_state_dict(ck.optimizer_state)
-    save_checkpoint(tmp_path / "again", model=ck.model, optimizer=opt, step=7, config=cfg, history=[],
-                    task_spec={})
+    save_checkpoint(
+        tmp_path / "again", model=ck.model, optimizer=opt, step=7, config=cfg, history=[], task_spec={}
+    )
     again = load_checkpoint(tmp_path / "again")
     for pid, st in ck.optimizer_state["state"].items():
         for key, value in st.items():

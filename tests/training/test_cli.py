@@ -8,9 +8,29 @@ from click.testing import CliRunner
 
 from attnlab.cli import cli
 
-TINY = ["--model", "attention-rnn", "--batch", "16", "--train-size", "200", "--eval-size", "20",
-        "--warmup", "5", "--lr", "0.005", "--min-len", "3", "--max-len", "5", "--hidden", "16", "--emb", "8",
-        "--quiet"]
+TINY = [
+    "--model",
+    "attention-rnn",
+    "--batch",
+    "16",
+    "--train-size",
+    "200",
+    "--eval-size",
+    "20",
+    "--warmup",
+    "5",
+    "--lr",
+    "0.005",
+    "--min-len",
+    "3",
+    "--max-len",
+    "5",
+    "--hidden",
+    "16",
+    "--emb",
+    "8",
+    "--quiet",
+]
 
 
 def run(*args):
@@ -18,8 +38,11 @@ def run(*args):
 
 
 def snapshot(folder):
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -47,22 +70,31 @@ def test_evaluate_and_translate(trained):
     assert [r["src"] for r in json.loads(result.output)] == ["abc", "cab"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["train", "--task", "nope", "--steps", "5"], "unknown task 'nope'"),
-    (["train", "--task", "reverse", "--model", "lstm9", "--steps", "5"], "unknown model 'lstm9'"),
-    (["train", "--task", "reverse", "--steps", "0"], "steps must be a positive integer, got 0"),
-    (["train", "--task", "reverse", "--steps", "-3"], "steps must be a positive integer, got -3"),
-    (["train", "--task", "reverse", "--steps", "5", "--batch", "64", "--train-size", "10"],
-     "batch size 64 is larger than the training set (10 examples)"),
-    (["train", "--task", "reverse", "--steps", "5", "--model", "transformer", "--hidden", "8"],
-     "--hidden does not apply to model 'transformer'"),
-    (["train", "--steps", "5"], "--task is required"),
-    (["train", "--task", "reverse", "--resume"], "--resume needs --out DIR"),
-    (["evaluate", "/nonexistent/dir"], "holds no checkpoint"),
-    (["train", "--task", "reverse", "--steps", "5", "--schedule", "linear"], "schedule must be one of"),
-    (["train", "--task", "reverse", "--steps", "5", "--model", "attention-rnn", "--attention", "x"],
-     "attention must be one of"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["train", "--task", "nope", "--steps", "5"], "unknown task 'nope'"),
+        (["train", "--task", "reverse", "--model", "lstm9", "--steps", "5"], "unknown model 'lstm9'"),
+        (["train", "--task", "reverse", "--steps", "0"], "steps must be a positive integer, got 0"),
+        (["train", "--task", "reverse", "--steps", "-3"], "steps must be a positive integer, got -3"),
+        (
+            ["train", "--task", "reverse", "--steps", "5", "--batch", "64", "--train-size", "10"],
+            "batch size 64 is larger than the training set (10 examples)",
+        ),
+        (
+            ["train", "--task", "reverse", "--steps", "5", "--model", "transformer", "--hidden", "8"],
+            "--hidden does not apply to model 'transformer'",
+        ),
+        (["train", "--steps", "5"], "--task is required"),
+        (["train", "--task", "reverse", "--resume"], "--resume needs --out DIR"),
+        (["evaluate", "/nonexistent/dir"], "holds no checkpoint"),
+        (["train", "--task", "reverse", "--steps", "5", "--schedule", "linear"], "schedule must be one of"),
+        (
+            ["train", "--task", "reverse", "--steps", "5", "--model", "attention-rnn", "--attention", "x"],
+            "attention must be one of",
+        ),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
     result = run(*args)
     assert result.exit_code == 2
@@ -71,12 +103,17 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--task", "copy", "--resume"], "cannot resume"),
-    (["--task", "reverse", "--model", "seq2seq-rnn", "--resume"], "model 'attention-rnn' (checkpoint) vs "
-                                                                  "'seq2seq-rnn'"),
-    (["--task", "reverse", "--steps", "20"], "already holds a checkpoint (step 8)"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--task", "copy", "--resume"], "cannot resume"),
+        (
+            ["--task", "reverse", "--model", "seq2seq-rnn", "--resume"],
+            "model 'attention-rnn' (checkpoint) vs 'seq2seq-rnn'",
+        ),
+        (["--task", "reverse", "--steps", "20"], "already holds a checkpoint (step 8)"),
+    ],
+)
 def test_resume_conflicts_touch_nothing(trained, args, message):
     before = snapshot(trained)
     result = run("train", *TINY, *args, "--out", str(trained))
@@ -87,6 +124,7 @@ def test_resume_conflicts_touch_nothing(trained, args, message):
 
 def test_corrupt_checkpoint_is_refused_and_kept(trained, tmp_path):
     import shutil
+
     copy = tmp_path / "copy"
     shutil.copytree(trained, copy)
     weights = copy / "ckpt-000008" / "model.safetensors"

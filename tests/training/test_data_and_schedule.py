@@ -29,8 +29,9 @@ def test_gpt_encoding_puts_the_loss_on_the_target_only():
 
 def _data(n=50, batch=8, seed=3):
     task = get_task("reverse", min_len=2, max_len=6)
-    return TrainData(task.sample("train", n, seed=0), task.tokenizer, decoder_only=False, batch_size=batch,
-                     seed=seed)
+    return TrainData(
+        task.sample("train", n, seed=0), task.tokenizer, decoder_only=False, batch_size=batch, seed=seed
+    )
 
 
 def test_each_epoch_visits_distinct_examples_and_is_reproducible():
@@ -49,7 +50,7 @@ def test_ranks_split_the_global_batch():
     full = d.tensors[0][torch.as_tensor(d.indices(5))]
     r0, r1 = d.batch(5, 0, 2)[0], d.batch(5, 1, 2)[0]
     assert torch.equal(full[0::2, : r0.shape[1]], r0) and torch.equal(full[1::2, : r1.shape[1]], r1)
-    assert (full[0::2, r0.shape[1]:] == PAD).all()
+    assert (full[0::2, r0.shape[1] :] == PAD).all()
 
 
 def test_batch_larger_than_data_is_an_error():
@@ -68,7 +69,7 @@ def test_cosine_schedule_values():
 def test_noam_schedule_matches_the_paper():
     # lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), d_model 512, warmup 4000
     kw = dict(schedule="noam", lr=1.0, warmup=4000, total=10**6, d_model=512)
-    assert learning_rate(3999, **kw) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)
+    assert learning_rate(3999, **kw) == pytest.approx(512**-0.5 * 4000**-0.5)
     assert learning_rate(3999, **kw) == pytest.approx(6.987712e-4, rel=1e-6)
-    assert learning_rate(0, **kw) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
-    assert learning_rate(15999, **kw) == pytest.approx(512 ** -0.5 / math.sqrt(16000))
+    assert learning_rate(0, **kw) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert learning_rate(15999, **kw) == pytest.approx(512**-0.5 / math.sqrt(16000))

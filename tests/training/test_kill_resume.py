@@ -13,16 +13,51 @@ from safetensors.torch import load_file
 
 from attnlab.training import TrainConfig, train
 
-ARGS = ["--task", "reverse", "--model", "attention-rnn", "--steps", "200", "--batch", "16",
-        "--train-size", "300", "--eval-size", "10", "--warmup", "5", "--lr", "0.005", "--min-len", "3",
-        "--max-len", "5", "--hidden", "16", "--emb", "8", "--dropout", "0.1", "--ckpt-every", "10",
-        "--seed", "3", "--quiet"]
+ARGS = [
+    "--task",
+    "reverse",
+    "--model",
+    "attention-rnn",
+    "--steps",
+    "200",
+    "--batch",
+    "16",
+    "--train-size",
+    "300",
+    "--eval-size",
+    "10",
+    "--warmup",
+    "5",
+    "--lr",
+    "0.005",
+    "--min-len",
+    "3",
+    "--max-len",
+    "5",
+    "--hidden",
+    "16",
+    "--emb",
+    "8",
+    "--dropout",
+    "0.1",
+    "--ckpt-every",
+    "10",
+    "--seed",
+    "3",
+    "--quiet",
+]
 
 
 def _attnlab(*args, **kw):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "attnlab", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "attnlab", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 @pytest.mark.slow
@@ -48,9 +83,20 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, err
     assert json.loads(pointer.read_text())["step"] == 200
 
-    cfg = TrainConfig(task="reverse", model="attention-rnn", steps=200, batch_size=16, train_size=300,
-                      eval_size=10, warmup=5, lr=0.005, task_params={"min_len": 3, "max_len": 5},
-                      model_params={"hidden": 16, "emb": 8, "dropout": 0.1}, ckpt_every=10, seed=3)
+    cfg = TrainConfig(
+        task="reverse",
+        model="attention-rnn",
+        steps=200,
+        batch_size=16,
+        train_size=300,
+        eval_size=10,
+        warmup=5,
+        lr=0.005,
+        task_params={"min_len": 3, "max_len": 5},
+        model_params={"hidden": 16, "emb": 8, "dropout": 0.1},
+        ckpt_every=10,
+        seed=3,
+    )
     reference = train(cfg, progress=False).model.state_dict()
     got = load_file(str(out / "model.safetensors"))
     assert got.keys() == reference.keys()

@@ -8,8 +8,9 @@ from attnlab.training.checkpoint import load_checkpoint
 
 
 def test_loss_decreases_and_reverse_is_learned(tiny_config):
-    cfg = tiny_config(steps=150, eval_every=150, model_params={"hidden": 32, "emb": 16}, train_size=1000,
-                      batch_size=32)
+    cfg = tiny_config(
+        steps=150, eval_every=150, model_params={"hidden": 32, "emb": 16}, train_size=1000, batch_size=32
+    )
     result = train(cfg, progress=False)
     first = result.history[0]
     assert result.step == 150 and first["step"] == 150
@@ -21,8 +22,9 @@ def test_loss_decreases_and_reverse_is_learned(tiny_config):
 
 @pytest.mark.parametrize("model", ["seq2seq-rnn", "attention-rnn"])
 def test_resume_gives_the_same_weights(tmp_path, tiny_config, model):
-    cfg = tiny_config(model=model, steps=24, ckpt_every=10, model_params={"hidden": 16, "emb": 8,
-                                                                          "dropout": 0.2})
+    cfg = tiny_config(
+        model=model, steps=24, ckpt_every=10, model_params={"hidden": 16, "emb": 8, "dropout": 0.2}
+    )
     whole = train(cfg, tmp_path / "whole", progress=False)
     train(cfg, tmp_path / "split", progress=False, until=10)  # same schedule, stopped at step 10
     assert load_checkpoint(tmp_path / "split").step == 10

@@ -74,8 +74,9 @@ def open_page(browser):
         p.close()
 
 
-def mha_weights(t_q: int, t_k: int, *, layers: int = 2, heads: int = 4, d: int = 16, causal: bool = False,
-                seed: int = 0) -> np.ndarray:
+def mha_weights(
+    t_q: int, t_k: int, *, layers: int = 2, heads: int = 4, d: int = 16, causal: bool = False, seed: int = 0
+) -> np.ndarray:
     """``[L, h, T_q, T_k]`` weights computed by real ``torch.nn.MultiheadAttention`` layers."""
     torch.manual_seed(seed)
     out = []
@@ -93,8 +94,12 @@ def mha_weights(t_q: int, t_k: int, *, layers: int = 2, heads: int = 4, d: int =
 def expected_edges(weights: np.ndarray, layer: int, query: int, heads, min_weight: float) -> dict:
     """{(head, key): weight} of every positive edge at least ``min_weight`` for one query token."""
     row = np.asarray(weights, dtype=np.float64)[layer, :, query]  # [h, T_k]; compared in float64, as JS does
-    return {(h, j): float(row[h, j]) for h in heads for j in range(row.shape[-1])
-            if row[h, j] >= min_weight and row[h, j] > 0}
+    return {
+        (h, j): float(row[h, j])
+        for h in heads
+        for j in range(row.shape[-1])
+        if row[h, j] >= min_weight and row[h, j] > 0
+    }
 
 
 def drawn(edges: list[dict]) -> dict:
@@ -106,8 +111,9 @@ def helpers():
     """The helpers above, for test modules (importlib import mode cannot import conftest)."""
     import types
 
-    return types.SimpleNamespace(mha_weights=mha_weights, expected_edges=expected_edges, drawn=drawn,
-                                 artifacts=ARTIFACTS)
+    return types.SimpleNamespace(
+        mha_weights=mha_weights, expected_edges=expected_edges, drawn=drawn, artifacts=ARTIFACTS
+    )
 
 
 @pytest.fixture(scope="session")

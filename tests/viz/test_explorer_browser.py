@@ -16,8 +16,12 @@ HOSTILE = "it was </script><img src=x onerror=alert(1)> & \u2028 done"
 
 def _write(tmp_path, views, name="page.html", sentence=SENTENCE, min_weight=0.01):
     path = tmp_path / name
-    path.write_text(render_html(views, model_label="two torch MultiheadAttention layers", sentence=sentence,
-                                min_weight=min_weight), encoding="utf-8")
+    path.write_text(
+        render_html(
+            views, model_label="two torch MultiheadAttention layers", sentence=sentence, min_weight=min_weight
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -60,8 +64,9 @@ def test_layer_and_head_controls_change_the_view(tmp_path, open_page, helpers):
     assert page.page.get_attribute("#heatmap", "data-head") == "2"
     assert "head 3" in page.page.text_content("#heatmap-title")
     # hover the heatmap cell (query 1, key 4): the tooltip shows that exact weight
-    left, top, cell = (float(page.page.get_attribute("#heatmap", f"data-{k}"))
-                       for k in ("left", "top", "cell"))
+    left, top, cell = (
+        float(page.page.get_attribute("#heatmap", f"data-{k}")) for k in ("left", "top", "cell")
+    )
     page.page.hover("#heatmap", position={"x": left + 4.5 * cell, "y": top + 1.5 * cell})
     assert page.page.get_attribute("#tooltip", "data-query") == "1"
     assert page.page.get_attribute("#tooltip", "data-key") == "4"
@@ -80,8 +85,10 @@ def test_cross_and_causal_views(tmp_path, open_page, helpers):
     tgt = ["<bos>"] + list("25 Jan")
     cross = helpers.mha_weights(len(tgt), len(src), layers=1, heads=2, seed=2)
     causal = helpers.mha_weights(len(tgt), len(tgt), layers=1, heads=2, causal=True, seed=3)
-    views = [AttentionView("encoder-decoder cross-attention", "cross", tgt, src, cross),
-             AttentionView("decoder causal self-attention", "causal", tgt, tgt, causal)]
+    views = [
+        AttentionView("encoder-decoder cross-attention", "cross", tgt, src, cross),
+        AttentionView("decoder causal self-attention", "causal", tgt, tgt, causal),
+    ]
     page = open_page(_write(tmp_path, views, sentence="2026-01-25", min_weight=0.0))
     assert page.page.text_content("#view-name") == "encoder-decoder cross-attention"
     assert "cross-attention" in page.page.text_content("#explain")
@@ -101,8 +108,9 @@ def test_cross_and_causal_views(tmp_path, open_page, helpers):
 def test_hostile_sentence_runs_nothing_and_shows_its_text(tmp_path, open_page, helpers):
     tokens = HOSTILE.split(" ")
     w = helpers.mha_weights(len(tokens), len(tokens), layers=1, heads=2, seed=4)
-    path = _write(tmp_path, [AttentionView("encoder self-attention", "self", tokens, tokens, w)],
-                  sentence=HOSTILE)
+    path = _write(
+        tmp_path, [AttentionView("encoder self-attention", "self", tokens, tokens, w)], sentence=HOSTILE
+    )
     page = open_page(path)
     page.page.click("button.tok[data-index='2']")
     page.page.wait_for_timeout(300)  # give a would-be onerror handler its chance
@@ -123,8 +131,13 @@ def test_512_tokens_stay_canvas_rendered(tmp_path, open_page, helpers):
     w = np.exp(logits - logits.max(-1, keepdims=True))
     w = (w / w.sum(-1, keepdims=True)).astype(np.float32)  # [2, 4, 512, 512], rows sum to 1
     tokens = [f"w{i}" for i in range(t)]
-    page = open_page(_write(tmp_path, [AttentionView("encoder self-attention", "self", tokens, tokens, w)],
-                            sentence=" ".join(tokens)))
+    page = open_page(
+        _write(
+            tmp_path,
+            [AttentionView("encoder self-attention", "self", tokens, tokens, w)],
+            sentence=" ".join(tokens),
+        )
+    )
     # one button per token and a few hundred other nodes; never a node per weight (2 M of them)
     assert page.page.evaluate("document.getElementsByTagName('*').length") < 2 * t + 300
     page.page.click("button.tok[data-index='300']")
@@ -145,8 +158,11 @@ def test_float16_storage_decodes_exactly_in_the_page(tmp_path, open_page, helper
     w = helpers.mha_weights(5, 7, layers=1, heads=2, seed=6)
     view = AttentionView("cross-attention", "cross", list("abcde"), list("ABCDEFG"), w)
     page = open_page(_write(tmp_path, [view]))
-    got = np.array(page.page.evaluate(
-        "[...Array(2).keys()].map(h => [...Array(5).keys()].map(i => [...Array(7).keys()]"
-        ".map(j => window.attnExplorer.weight(0, h, i, j))))"))
+    got = np.array(
+        page.page.evaluate(
+            "[...Array(2).keys()].map(h => [...Array(5).keys()].map(i => [...Array(7).keys()]"
+            ".map(j => window.attnExplorer.weight(0, h, i, j))))"
+        )
+    )
     np.testing.assert_array_equal(got, w[0].astype(np.float16).astype(np.float64))
     assert np.max(np.abs(got - w[0])) < 5e-4

@@ -29,8 +29,9 @@ def _data(page: str) -> dict:
 
 def test_hostile_text_is_escaped_json_and_round_trips():
     tokens = HOSTILE.split(" ")
-    page = render_html([_view(len(tokens), len(tokens), q=tokens, k=tokens)], model_label=HOSTILE,
-                       sentence=HOSTILE)
+    page = render_html(
+        [_view(len(tokens), len(tokens), q=tokens, k=tokens)], model_label=HOSTILE, sentence=HOSTILE
+    )
     assert "<img" not in page and "<!-- x" not in page
     assert "\u2028" not in page and "\u2029" not in page
     assert page.count("<script") == 2 and page.count("</script>") == 2
@@ -68,16 +69,24 @@ def test_weights_round_trip_float32_exactly_and_float16_when_huge(monkeypatch):
     assert data["dtype"] == "float16" and np.max(np.abs(half - w)) < 5e-4
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"weights": np.zeros((2, 3, 3))}, "[L, h, T_q, T_k]"),
-    ({"query_tokens": ["a", "b"]}, "query_tokens has 2 tokens"),
-    ({"key_tokens": ["a"]}, "key_tokens has 1 tokens"),
-    ({"kind": "sideways"}, "kind must be one of"),
-    ({"weights": np.full((1, 1, 3, 3), np.nan)}, "NaN"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"weights": np.zeros((2, 3, 3))}, "[L, h, T_q, T_k]"),
+        ({"query_tokens": ["a", "b"]}, "query_tokens has 2 tokens"),
+        ({"key_tokens": ["a"]}, "key_tokens has 1 tokens"),
+        ({"kind": "sideways"}, "kind must be one of"),
+        ({"weights": np.full((1, 1, 3, 3), np.nan)}, "NaN"),
+    ],
+)
 def test_attention_view_rejects_bad_input(kwargs, words):
-    base = {"name": "v", "kind": "self", "query_tokens": list("abc"), "key_tokens": list("abc"),
-            "weights": np.full((1, 1, 3, 3), 1 / 3)}
+    base = {
+        "name": "v",
+        "kind": "self",
+        "query_tokens": list("abc"),
+        "key_tokens": list("abc"),
+        "weights": np.full((1, 1, 3, 3), 1 / 3),
+    }
     with pytest.raises(ValueError, match=re.escape(words)):
         AttentionView(**{**base, **kwargs})
 
@@ -92,7 +101,7 @@ def test_render_rejects_no_views_and_bad_threshold():
 def test_repr_html_isolates_the_page_in_an_iframe(tmp_path):
     e = Explorer([_view(q=["<b>"], t_q=1)], model_label="m", sentence="<b>bold?</b>")
     frame = e._repr_html_()
-    assert frame.startswith("<iframe srcdoc=\"") and "sandbox=\"allow-scripts\"" in frame
+    assert frame.startswith('<iframe srcdoc="') and 'sandbox="allow-scripts"' in frame
     assert "<b>" not in frame  # the whole page is attribute-escaped
     assert html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1)) == e.html
     path = e.save(tmp_path / "sub" / "p.html")

@@ -45,7 +45,7 @@ def test_minilm_shows_every_token_up_to_512_and_refuses_more():
     from attnlab.viz.explorer import minilm_views
 
     # 36 copies of a 14-token sentence: 506 tokens, past embed()'s 256-token cut but within 512 positions
-    view, = minilm_views(" ".join(["The animal didn't cross the street because it was too tired."] * 36))
+    (view,) = minilm_views(" ".join(["The animal didn't cross the street because it was too tired."] * 36))
     assert view.weights.shape == (6, 12, 506, 506)
     np.testing.assert_allclose(view.weights.sum(-1), 1.0, atol=1e-4)
     with pytest.raises(ValueError, match="has 512 positions"):

@@ -16,7 +16,7 @@ def test_attention_rnn_alignment_becomes_one_cross_view():
     torch.manual_seed(0)
     model = AttentionRNN(AttentionRNNConfig(src_vocab=12, tgt_vocab=12, emb=8, hidden=16))
     src, tgt = [5, 6, 7, 8, 2], [1, 9, 10, 11]
-    view, = trained_views(model, src, list("abcd") + ["<eos>"], tgt, ["<bos>", "x", "y", "z"])
+    (view,) = trained_views(model, src, list("abcd") + ["<eos>"], tgt, ["<bos>", "x", "y", "z"])
     with torch.no_grad():
         _, alpha = model(torch.tensor([src]), torch.tensor([tgt]), return_attention=True)  # [1, T, S]
     assert view.kind == "cross" and view.weights.shape == (1, 1, 4, 5)
@@ -36,10 +36,13 @@ def test_models_without_attention_or_with_bad_tokens_are_refused():
         trained_views(attn, [4, 5], ["a", "b"])
 
 
-@pytest.mark.parametrize("args, words", [
-    (["   ", "--out", "x.html"], "sentence must be a non-empty string"),
-    (["hello", "--model", "no/such/folder", "--out", "x.html"], "is not a folder"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["   ", "--out", "x.html"], "sentence must be a non-empty string"),
+        (["hello", "--model", "no/such/folder", "--out", "x.html"], "is not a folder"),
+    ],
+)
 def test_explore_bad_arguments_exit_2_with_one_line(tmp_path, args, words):
     result = CliRunner().invoke(cli, ["explore", *args])
     assert result.exit_code == 2

@@ -14,13 +14,25 @@ from attnlab.viz.explorer import trained_views
 
 def test_transformer_gives_encoder_decoder_and_cross_views():
     torch.manual_seed(0)
-    cfg = TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, num_heads=2, d_ff=32,
-                            num_encoder_layers=2, num_decoder_layers=3, max_len=32, dropout=0.0)
+    cfg = TransformerConfig(
+        src_vocab=20,
+        tgt_vocab=20,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_encoder_layers=2,
+        num_decoder_layers=3,
+        max_len=32,
+        dropout=0.0,
+    )
     model = Transformer(cfg)
     src, tgt = [5, 6, 7, 8, 9, 2], [1, 10, 11, 12]
     views = trained_views(model, src, [f"s{i}" for i in src], tgt, [f"t{i}" for i in tgt])
     assert [(v.kind, v.weights.shape) for v in views] == [
-        ("self", (2, 2, 6, 6)), ("causal", (3, 2, 4, 4)), ("cross", (3, 2, 4, 6))]
+        ("self", (2, 2, 6, 6)),
+        ("causal", (3, 2, 4, 4)),
+        ("cross", (3, 2, 4, 6)),
+    ]
     with torch.no_grad():
         _, attn = model(torch.tensor([src]), torch.tensor([tgt]), return_attention=True)
     np.testing.assert_array_equal(views[2].weights[1], attn["cross"][1][0].numpy())
@@ -35,7 +47,7 @@ def test_gpt_gives_one_causal_view():
     torch.manual_seed(1)
     model = GPT(GPTConfig(vocab_size=12, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=16))
     ids = [1, 5, 6, 7, 4, 8]
-    view, = trained_views(model, ids, [str(i) for i in ids])
+    (view,) = trained_views(model, ids, [str(i) for i in ids])
     with torch.no_grad():
         _, attn = model(torch.tensor([ids]), return_attention=True)
     assert view.kind == "causal" and view.weights.shape == (2, 4, 6, 6)
@@ -49,10 +61,39 @@ def test_explore_a_folder_written_by_attnlab_train(tmp_path):
     from attnlab.viz.explorer import attention_views
 
     run = tmp_path / "run"
-    train = CliRunner().invoke(cli, [
-        "train", "--task", "reverse", "--model", "transformer", "--steps", "2", "--batch", "8",
-        "--train-size", "32", "--eval-size", "8", "--d-model", "16", "--heads", "2", "--layers", "1",
-        "--num-symbols", "6", "--min-len", "3", "--max-len", "6", "--quiet", "--out", str(run)])
+    train = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--task",
+            "reverse",
+            "--model",
+            "transformer",
+            "--steps",
+            "2",
+            "--batch",
+            "8",
+            "--train-size",
+            "32",
+            "--eval-size",
+            "8",
+            "--d-model",
+            "16",
+            "--heads",
+            "2",
+            "--layers",
+            "1",
+            "--num-symbols",
+            "6",
+            "--min-len",
+            "3",
+            "--max-len",
+            "6",
+            "--quiet",
+            "--out",
+            str(run),
+        ],
+    )
     assert train.exit_code == 0, train.output
     page = tmp_path / "page.html"
     result = CliRunner().invoke(cli, ["explore", "abcd", "--model", str(run), "--out", str(page)])

@@ -50,13 +50,16 @@ def test_large_matrices_are_not_annotated_by_default():
     plt.close(ax.figure)
 
 
-@pytest.mark.parametrize("weights, x, y, words", [
-    (np.ones((2, 3)), ["a", "b"], ["p", "q"], "x_tokens has 2 labels but weights [2, 3] has T_k=3"),
-    (np.ones((2, 3)), ["a", "b", "c"], ["p"], "y_tokens has 1 labels but weights [2, 3] has T_q=2"),
-    (np.ones((1, 2, 3)), ["a"], ["p"], "2-D matrix [T_q, T_k], got shape [1, 2, 3]"),
-    (np.array([[np.nan]]), ["a"], ["p"], "NaN"),
-    (np.array([["a"]]), ["a"], ["p"], "numeric"),
-])
+@pytest.mark.parametrize(
+    "weights, x, y, words",
+    [
+        (np.ones((2, 3)), ["a", "b"], ["p", "q"], "x_tokens has 2 labels but weights [2, 3] has T_k=3"),
+        (np.ones((2, 3)), ["a", "b", "c"], ["p"], "y_tokens has 1 labels but weights [2, 3] has T_q=2"),
+        (np.ones((1, 2, 3)), ["a"], ["p"], "2-D matrix [T_q, T_k], got shape [1, 2, 3]"),
+        (np.array([[np.nan]]), ["a"], ["p"], "NaN"),
+        (np.array([["a"]]), ["a"], ["p"], "numeric"),
+    ],
+)
 def test_bad_input_names_the_argument_and_shapes(weights, x, y, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         heatmap(weights, x, y)

@@ -242,11 +242,15 @@ def audit_cost(
     if model == "bert" and (causal or window is not None):
         raise ValueError("model 'bert' is bidirectional; causal and window do not apply")
     if model == "transformer" and window is not None:
-        raise ValueError("model 'transformer' runs a plain causal decoder; window applies to encoder-layer, "
-                         "decoder-layer and gpt")
+        raise ValueError(
+            "model 'transformer' runs a plain causal decoder; window applies to encoder-layer, "
+            "decoder-layer and gpt"
+        )
     if training and model in CROSS_MODELS:
-        raise ValueError(f"training FLOPs per token (PaLM's 6N + 12·L·h·d_k·T) cover one token stream: "
-                         f"encoder-layer, gpt and bert, not {model!r}")
+        raise ValueError(
+            f"training FLOPs per token (PaLM's 6N + 12·L·h·d_k·T) cover one token stream: "
+            f"encoder-layer, gpt and bert, not {model!r}"
+        )
     bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
     if window is not None:
         window = positive_int("window", window)

@@ -42,8 +42,13 @@ def _find(model: torch.nn.Module, class_names: tuple[str, ...]) -> list[str]:
 def blocks(model: str) -> list[tuple[str, str]]:
     """The reconciliation's sections in data-flow order: ("attn" | "ffn", term-name prefix)."""
     if model == "transformer":
-        return [("attn", "encoder "), ("ffn", "encoder "), ("attn", "decoder "), ("attn", "decoder cross "),
-                ("ffn", "decoder ")]
+        return [
+            ("attn", "encoder "),
+            ("ffn", "encoder "),
+            ("attn", "decoder "),
+            ("attn", "decoder cross "),
+            ("ffn", "decoder "),
+        ]
     if model == "decoder-layer":
         return [("attn", ""), ("attn", "cross "), ("ffn", "")]
     return [("attn", ""), ("ffn", "")]

@@ -8,8 +8,13 @@ from attnlab.commands._errors import usage_errors
 
 
 @click.command()
-@click.option("--out", type=str, default="out/demo", show_default=True,
-              help="Folder for index.html, explorer pages and experiment files.")
+@click.option(
+    "--out",
+    type=str,
+    default="out/demo",
+    show_default=True,
+    help="Folder for index.html, explorer pages and experiment files.",
+)
 @click.option("--steps", type=int, default=None, help="Training steps per model of the quick experiment.")
 @click.option("--no-explorer", is_flag=True, help="Skip the attention explorer pages (MiniLM).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
@@ -27,5 +32,7 @@ def demo(out: str, steps: int | None, no_explorer: bool, quiet: bool) -> None:
     missing = {k: v for k, v in result["sections"].items() if isinstance(v, str)}
     for key, err in missing.items():
         click.echo(f"warning: section {key} could not be built: {err}", err=True)
-    click.echo(f"report: {result['index']}  ({len(result['sections']) - len(missing)} sections, "
-               f"built in {result['seconds']:.0f} s)")
+    click.echo(
+        f"report: {result['index']}  ({len(result['sections']) - len(missing)} sections, "
+        f"built in {result['seconds']:.0f} s)"
+    )

@@ -16,11 +16,17 @@ def _short(text: str, width: int = 60) -> str:
 
 @click.command("embed")
 @click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
-@click.option("--model", "model_name", default="minilm", show_default=True,
-              help="A named pretrained encoder (minilm) or a BERT checkpoint directory.")
+@click.option(
+    "--model",
+    "model_name",
+    default="minilm",
+    show_default=True,
+    help="A named pretrained encoder (minilm) or a BERT checkpoint directory.",
+)
 @click.option("--batch-size", default=32, show_default=True, type=int, help="Sentences per forward pass.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the embeddings, their norms and the cosine matrix as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the embeddings, their norms and the cosine matrix as JSON."
+)
 @usage_errors
 def embed(texts: tuple[str, ...], model_name: str, batch_size: int, as_json: bool) -> None:
     """Embed each TEXT with a pretrained encoder (mean pooling + L2 normalisation for MiniLM) and
@@ -38,13 +44,26 @@ def embed(texts: tuple[str, ...], model_name: str, batch_size: int, as_json: boo
     tokens = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
     c = model.config
     if as_json:
-        click.echo(json.dumps({
-            "model": model_name, "dim": c.d_model, "pooling": c.pooling, "normalize": c.normalize,
-            "texts": list(texts), "tokens": tokens, "norms": norms.tolist(), "cosine": cosine.tolist(),
-            "embeddings": vectors.tolist()}))
+        click.echo(
+            json.dumps(
+                {
+                    "model": model_name,
+                    "dim": c.d_model,
+                    "pooling": c.pooling,
+                    "normalize": c.normalize,
+                    "texts": list(texts),
+                    "tokens": tokens,
+                    "norms": norms.tolist(),
+                    "cosine": cosine.tolist(),
+                    "embeddings": vectors.tolist(),
+                }
+            )
+        )
         return
-    click.echo(f"model {model_name}: {c.num_layers} layers, d_model {c.d_model}, {c.pooling} pooling"
-               f"{', L2-normalised' if c.normalize else ''}\n")
+    click.echo(
+        f"model {model_name}: {c.num_layers} layers, d_model {c.d_model}, {c.pooling} pooling"
+        f"{', L2-normalised' if c.normalize else ''}\n"
+    )
     click.echo(f"{'#':>3}  {'norm':>9}  {'tokens':>6}  text")
     for i, (text, n, t) in enumerate(zip(texts, norms.tolist(), tokens), start=1):
         click.echo(f"{i:>3}  {n:9.6f}  {t:>6}  {_short(text)}")

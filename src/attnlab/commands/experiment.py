@@ -24,8 +24,9 @@ def experiment() -> None:
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
 @usage_errors
-def bottleneck(task: str, quick: bool, out: str, steps: int | None, seed: int, quiet: bool,
-               as_json: bool) -> None:
+def bottleneck(
+    task: str, quick: bool, out: str, steps: int | None, seed: int, quiet: bool, as_json: bool
+) -> None:
     """Train Seq2SeqRNN (fixed context), AttentionRNN (Bahdanau, Luong) and a Transformer at
     comparable sizes; report exact and token accuracy by source-length bucket on held-out data."""
     from attnlab.experiments.bottleneck import DATES, QUICK, Settings, run
@@ -48,5 +49,7 @@ def bottleneck(task: str, quick: bool, out: str, steps: int | None, seed: int, q
     click.echo(result.table())
     click.echo("")
     click.echo(result.summary)
-    click.echo(f"wrote {result.files['csv']}, {result.files['json']}, {result.files['plot']} and "
-               f"{len(result.heatmaps)} heatmaps")
+    click.echo(
+        f"wrote {result.files['csv']}, {result.files['json']}, {result.files['plot']} and "
+        f"{len(result.heatmaps)} heatmaps"
+    )

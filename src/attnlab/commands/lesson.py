@@ -17,13 +17,19 @@ def _indent(text: str) -> str:
 
 def _render(lesson, output: list[str]) -> str:
     wrap = lambda s: textwrap.fill(s, width=100, initial_indent="    ", subsequent_indent="    ")
-    return "\n".join([
-        f"Lesson {lesson.number}: {lesson.title}",
-        "Concept", wrap(lesson.concept),
-        "Code", _indent(lesson.code),
-        "Output", _indent("\n".join(output)),
-        "Interpretation", wrap(lesson.interpretation),
-    ])
+    return "\n".join(
+        [
+            f"Lesson {lesson.number}: {lesson.title}",
+            "Concept",
+            wrap(lesson.concept),
+            "Code",
+            _indent(lesson.code),
+            "Output",
+            _indent("\n".join(output)),
+            "Interpretation",
+            wrap(lesson.interpretation),
+        ]
+    )
 
 
 @click.command("lesson")
@@ -40,8 +46,12 @@ def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) ->
         raise BadInput("give exactly one of: a lesson number (01-05), --all, --list")
     if list_only:
         if as_json:
-            click.echo(json.dumps([{"number": n, "title": les.title, "concept": les.concept}
-                                   for n, les in LESSONS.items()], indent=2))
+            click.echo(
+                json.dumps(
+                    [{"number": n, "title": les.title, "concept": les.concept} for n, les in LESSONS.items()],
+                    indent=2,
+                )
+            )
         else:
             for n, les in LESSONS.items():
                 click.echo(f"{n}  {les.title:<26} {les.concept}")
@@ -49,8 +59,21 @@ def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) ->
     chosen = list(LESSONS.values()) if run_all else [get_lesson(number)]
     results = [(les, les.run()) for les in chosen]
     if as_json:
-        click.echo(json.dumps([{"number": les.number, "title": les.title, "concept": les.concept,
-                                "code": les.code, "output": out, "interpretation": les.interpretation}
-                               for les, out in results], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "number": les.number,
+                        "title": les.title,
+                        "concept": les.concept,
+                        "code": les.code,
+                        "output": out,
+                        "interpretation": les.interpretation,
+                    }
+                    for les, out in results
+                ],
+                indent=2,
+            )
+        )
         return
     click.echo("\n\n".join(_render(les, out) for les, out in results))

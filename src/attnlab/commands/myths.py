@@ -28,19 +28,37 @@ def myths(number: str | None, as_json: bool) -> None:
 
     if number is None:
         if as_json:
-            click.echo(json.dumps([{"number": m.number, "claim": m.claim, "source": m.source,
-                                    "why_false": m.why_false} for m in MYTHS], indent=2))
+            click.echo(
+                json.dumps(
+                    [
+                        {"number": m.number, "claim": m.claim, "source": m.source, "why_false": m.why_false}
+                        for m in MYTHS
+                    ],
+                    indent=2,
+                )
+            )
             return
-        click.echo(f"{len(MYTHS)} misconceptions from the notes; "
-                   "`attnlab myths N` computes why N is false.\n")
+        click.echo(
+            f"{len(MYTHS)} misconceptions from the notes; `attnlab myths N` computes why N is false.\n"
+        )
         for m in MYTHS:
             click.echo(f"{m.number:3d}. {m.claim}")
         return
     myth = get_myth(number)
     lines, evidence = myth.demonstrate()
     if as_json:
-        click.echo(json.dumps({"number": myth.number, "claim": myth.claim, "source": myth.source,
-                               "why_false": myth.why_false, "evidence": _jsonable(evidence)}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "number": myth.number,
+                    "claim": myth.claim,
+                    "source": myth.source,
+                    "why_false": myth.why_false,
+                    "evidence": _jsonable(evidence),
+                },
+                indent=2,
+            )
+        )
         return
     click.echo(f"Myth {myth.number}: {myth.claim}")
     click.echo(f"Source: {myth.source}")

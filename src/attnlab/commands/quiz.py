@@ -39,15 +39,22 @@ def _score(right: int, asked: int, total: int) -> None:
 
 
 @click.command("quiz")
-@click.option("--topic", "topic", default=None, metavar="T",
-              help="One of: shapes, params, scores, additive, softmax, context, wo, flops, kvcache "
-                   "(default: all, mixed).")
-@click.option("--seed", "seed", default=None, metavar="S",
-              help="Random seed (default: a fresh one, printed).")
+@click.option(
+    "--topic",
+    "topic",
+    default=None,
+    metavar="T",
+    help="One of: shapes, params, scores, additive, softmax, context, wo, flops, kvcache "
+    "(default: all, mixed).",
+)
+@click.option(
+    "--seed", "seed", default=None, metavar="S", help="Random seed (default: a fresh one, printed)."
+)
 @click.option("--count", "count", default="5", metavar="N", show_default=True, help="Number of questions.")
 @click.option("--answers", is_flag=True, help="Print the questions with their worked answers and exit.")
-@click.option("--json", "as_json", is_flag=True,
-              help="With --answers: the questions, answers and steps as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --answers: the questions, answers and steps as JSON."
+)
 @usage_errors
 def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json: bool) -> None:
     """Questions in the style of the notes' worked checks, with random numbers and worked solutions."""
@@ -65,13 +72,32 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
     if as_json:
         if not answers:
             raise ValueError("--json prints the answers: use it with --answers")
-        click.echo(json.dumps({"seed": s, "topic": topic, "questions": [
-            {"topic": q.topic, "variant": q.variant, "question": q.text,
-             "answer": list(q.answer) if q.is_vector else q.answer, "answer_text": q.format_answer(),
-             "steps": q.steps, "data": q.data} for q in questions]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "seed": s,
+                    "topic": topic,
+                    "questions": [
+                        {
+                            "topic": q.topic,
+                            "variant": q.variant,
+                            "question": q.text,
+                            "answer": list(q.answer) if q.is_vector else q.answer,
+                            "answer_text": q.format_answer(),
+                            "steps": q.steps,
+                            "data": q.data,
+                        }
+                        for q in questions
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
-    click.echo(f"attnlab quiz: {n} question{'s' if n > 1 else ''}, "
-               f"topic {topic or 'all'}, seed {s} (--seed {s} repeats them)")
+    click.echo(
+        f"attnlab quiz: {n} question{'s' if n > 1 else ''}, "
+        f"topic {topic or 'all'}, seed {s} (--seed {s} repeats them)"
+    )
 
     if answers:
         for i, q in enumerate(questions, 1):
@@ -104,8 +130,10 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
                     click.echo(f"  {exc}; try again (q quits).")
                     continue
                 if q.is_vector and len(given) != len(q.answer):
-                    click.echo(f"  the answer has {len(q.answer)} numbers, you gave {len(given)}; "
-                               f"try again (q quits).")
+                    click.echo(
+                        f"  the answer has {len(q.answer)} numbers, you gave {len(given)}; "
+                        f"try again (q quits)."
+                    )
                     continue
                 break
             asked += 1

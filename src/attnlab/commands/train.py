@@ -13,22 +13,42 @@ from attnlab.commands._errors import usage_errors
 
 # CLI option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
 _ROUTES = {
-    "min_len": ("task", "min_len"), "max_len": ("task", "max_len"), "num_symbols": ("task", "num_symbols"),
-    "d_model": ("model", "d_model"), "heads": ("model", "heads"), "d_ff": ("model", "d_ff"),
-    "layers": ("model", "layers"), "hidden": ("model", "hidden"), "emb": ("model", "emb"),
-    "cell": ("model", "cell"), "attention": ("model", "attention"), "dropout": ("model", "dropout"),
-    "steps": ("train", "steps"), "batch": ("train", "batch_size"), "lr": ("train", "lr"),
-    "schedule": ("train", "schedule"), "warmup": ("train", "warmup"),
-    "label_smoothing": ("train", "label_smoothing"), "clip": ("train", "clip"),
-    "weight_decay": ("train", "weight_decay"), "eval_every": ("train", "eval_every"),
-    "eval_size": ("train", "eval_size"), "decode": ("train", "decode"), "beam_size": ("train", "beam_size"),
-    "ckpt_every": ("train", "ckpt_every"), "train_size": ("train", "train_size"), "seed": ("train", "seed"),
-    "task": ("train", "task"), "model": ("train", "model"),
+    "min_len": ("task", "min_len"),
+    "max_len": ("task", "max_len"),
+    "num_symbols": ("task", "num_symbols"),
+    "d_model": ("model", "d_model"),
+    "heads": ("model", "heads"),
+    "d_ff": ("model", "d_ff"),
+    "layers": ("model", "layers"),
+    "hidden": ("model", "hidden"),
+    "emb": ("model", "emb"),
+    "cell": ("model", "cell"),
+    "attention": ("model", "attention"),
+    "dropout": ("model", "dropout"),
+    "steps": ("train", "steps"),
+    "batch": ("train", "batch_size"),
+    "lr": ("train", "lr"),
+    "schedule": ("train", "schedule"),
+    "warmup": ("train", "warmup"),
+    "label_smoothing": ("train", "label_smoothing"),
+    "clip": ("train", "clip"),
+    "weight_decay": ("train", "weight_decay"),
+    "eval_every": ("train", "eval_every"),
+    "eval_size": ("train", "eval_size"),
+    "decode": ("train", "decode"),
+    "beam_size": ("train", "beam_size"),
+    "ckpt_every": ("train", "ckpt_every"),
+    "train_size": ("train", "train_size"),
+    "seed": ("train", "seed"),
+    "task": ("train", "task"),
+    "model": ("train", "model"),
 }
-_MODEL_OPTS = {"seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
-               "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
-               "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
-               "gpt": {"d_model", "heads", "d_ff", "layers", "dropout"}}
+_MODEL_OPTS = {
+    "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
+    "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
+    "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
+    "gpt": {"d_model", "heads", "d_ff", "layers", "dropout"},
+}
 
 
 def _config_from_options(ctx: click.Context, opts: dict, base=None):
@@ -72,13 +92,17 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 
 @click.command()
 @click.option("--task", type=str, default=None, help="reverse | copy | sort | dates.")
-@click.option("--model", type=str, default="transformer", show_default=True,
-              help="seq2seq-rnn | attention-rnn | transformer | gpt.")
+@click.option(
+    "--model",
+    type=str,
+    default="transformer",
+    show_default=True,
+    help="seq2seq-rnn | attention-rnn | transformer | gpt.",
+)
 @click.option("--steps", type=int, default=1000, show_default=True, help="Optimisation steps in total.")
 @click.option("--batch", type=int, default=64, show_default=True, help="Global batch size.")
 @click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (noam: factor).")
-@click.option("--schedule", type=str, default="cosine", help="cosine | noam | constant.",
-              show_default=True)
+@click.option("--schedule", type=str, default="cosine", help="cosine | noam | constant.", show_default=True)
 @click.option("--warmup", type=int, default=50, show_default=True)
 @click.option("--label-smoothing", type=float, default=0.0, show_default=True)
 @click.option("--clip", type=float, default=1.0, show_default=True, help="Max gradient norm (0 = off).")
@@ -100,8 +124,7 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option("--hidden", type=int, default=None, help="RNN state width (default 64).")
 @click.option("--emb", type=int, default=None, help="RNN embedding width (default 32).")
 @click.option("--cell", type=str, default=None, help="RNN cell (default gru).")
-@click.option("--attention", type=str,
-              default=None, help="attention-rnn score (default bahdanau).")
+@click.option("--attention", type=str, default=None, help="attention-rnn score (default bahdanau).")
 @click.option("--dropout", type=float, default=None)
 @click.option("--out", type=str, default=None, help="Checkpoint folder.")
 @click.option("--resume", is_flag=True, help="Continue the checkpoint in --out.")
@@ -110,8 +133,9 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option("--json", "as_json", is_flag=True, help="Print the final metrics as JSON.")
 @click.pass_context
 @usage_errors
-def train(ctx: click.Context, out: str | None, resume: bool, nproc: int, quiet: bool, as_json: bool,
-          **opts) -> None:
+def train(
+    ctx: click.Context, out: str | None, resume: bool, nproc: int, quiet: bool, as_json: bool, **opts
+) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
     from attnlab.training.checkpoint import load_checkpoint, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
@@ -136,15 +160,23 @@ def train(ctx: click.Context, out: str | None, resume: bool, nproc: int, quiet: 
             return
         history, step = result.history, result.step
     final = history[-1] if history else {}
-    summary = {"task": config.task, "model": config.model, "step": step, "out": out,
-               "val_token_acc": final.get("val_token_acc"), "val_exact": final.get("val_exact"),
-               "loss": final.get("loss")}
+    summary = {
+        "task": config.task,
+        "model": config.model,
+        "step": step,
+        "out": out,
+        "val_token_acc": final.get("val_token_acc"),
+        "val_exact": final.get("val_exact"),
+        "loss": final.get("loss"),
+    }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
     if final:
-        click.echo(f"{config.model} on {config.task}: step {step}, loss {final['loss']:.4f}, "
-                   f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}")
+        click.echo(
+            f"{config.model} on {config.task}: step {step}, loss {final['loss']:.4f}, "
+            f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}"
+        )
     if out:
         click.echo(f"checkpoint: {Path(out) / 'latest.json'} (load with attnlab.models.load_model({out!r}))")
 
@@ -164,8 +196,7 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
 @click.command()
 @click.argument("directory", type=str)
 @click.option("--task", type=str, default=None, help="Must match the checkpoint's task (default: it).")
-@click.option("--split", type=str, default="test", help="train | validation | test.",
-              show_default=True)
+@click.option("--split", type=str, default="test", help="train | validation | test.", show_default=True)
 @click.option("--n", "n", type=int, default=500, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--min-len", type=int, default=None, help="Override the task's shortest source.")
@@ -174,8 +205,18 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
 @click.option("--beam-size", type=int, default=4, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @usage_errors
-def evaluate(directory: str, task: str | None, split: str, n: int, seed: int, min_len: int | None,
-             max_len: int | None, decode: str, beam_size: int, as_json: bool) -> None:
+def evaluate(
+    directory: str,
+    task: str | None,
+    split: str,
+    n: int,
+    seed: int,
+    min_len: int | None,
+    max_len: int | None,
+    decode: str,
+    beam_size: int,
+    as_json: bool,
+) -> None:
     """Score the model trained in DIRECTORY: token and exact-sequence accuracy, by source length."""
     from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict, score
@@ -190,14 +231,19 @@ def evaluate(directory: str, task: str | None, split: str, n: int, seed: int, mi
     by_len: dict[int, list[int]] = {}
     for i, e in enumerate(examples):
         by_len.setdefault(len(e.src), []).append(i)
-    rows = [{"src_len": k, **score([preds[i] for i in v], [examples[i].tgt for i in v])}
-            for k, v in sorted(by_len.items())]
+    rows = [
+        {"src_len": k, **score([preds[i] for i in v], [examples[i].tgt for i in v])}
+        for k, v in sorted(by_len.items())
+    ]
     if as_json:
-        click.echo(json.dumps({"task": t.spec(), "split": split, "overall": total, "by_length": rows},
-                              indent=2))
+        click.echo(
+            json.dumps({"task": t.spec(), "split": split, "overall": total, "by_length": rows}, indent=2)
+        )
         return
-    click.echo(f"{state['config']['model']} on {t.name} ({split}, {n} examples, {decode}): "
-               f"token accuracy {total['token_acc']:.3f}, exact {total['exact']:.3f}")
+    click.echo(
+        f"{state['config']['model']} on {t.name} ({split}, {n} examples, {decode}): "
+        f"token accuracy {total['token_acc']:.3f}, exact {total['exact']:.3f}"
+    )
     click.echo(f"{'src len':>7}  {'n':>5}  {'token acc':>9}  {'exact':>6}")
     for r in rows:
         click.echo(f"{r['src_len']:>7}  {r['n']:>5}  {r['token_acc']:>9.3f}  {r['exact']:>6.3f}")
@@ -228,5 +274,3 @@ def translate(directory: str, text: tuple[str, ...], decode: str, beam_size: int
         return
     for s, p in zip(text, preds):
         click.echo(f"{s}  ->  {p}")
-
-

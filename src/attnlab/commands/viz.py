@@ -10,8 +10,9 @@ from attnlab.commands._errors import usage_errors
 
 
 @click.command()
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="folder for fig1..fig5")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="folder for fig1..fig5"
+)
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the plotted numbers as JSON")
 @usage_errors
@@ -24,20 +25,39 @@ def figures(out_dir: str, fmt: str, as_json: bool) -> None:
     with tqdm(total=len(FIGURES), desc="figures", unit="fig", disable=as_json) as bar:
         result = draw_figures(out_dir, fmt, progress=bar.update)
     if as_json:
-        click.echo(json.dumps({name: {"path": str(r["path"]), "numbers": _plain(r["numbers"])}
-                               for name, r in result.items()}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    name: {"path": str(r["path"]), "numbers": _plain(r["numbers"])}
+                    for name, r in result.items()
+                },
+                indent=2,
+            )
+        )
         return
     g = result["fig5"]["numbers"]
     v = result["fig3"]["numbers"]["variance"]
     rows = [
         ("fig1", "fixed context vs per-step additive alignment", "rows sum to 1 (illustrative)"),
-        ("fig2", "five-token toy weights", "row sums " + ", ".join(
-            f"{s:.6f}" for s in result["fig2"]["numbers"]["row_sums"])),
-        ("fig3", "Var(q.k) vs d_k, scaled, saturation", "Var " + ", ".join(f"{x:.2f}" for x in v["var"])
-         + "; scaled " + ", ".join(f"{x:.3f}" for x in v["scaled_var"])),
+        (
+            "fig2",
+            "five-token toy weights",
+            "row sums " + ", ".join(f"{s:.6f}" for s in result["fig2"]["numbers"]["row_sums"]),
+        ),
+        (
+            "fig3",
+            "Var(q.k) vs d_k, scaled, saturation",
+            "Var "
+            + ", ".join(f"{x:.2f}" for x in v["var"])
+            + "; scaled "
+            + ", ".join(f"{x:.3f}" for x in v["scaled_var"]),
+        ),
         ("fig4", "four heads; 8 x 64 -> 512", f"concat width {result['fig4']['numbers']['concat_width']}"),
-        ("fig5", "encoder layer parameter groups",
-         f"MHA {g['MHA']:,} / FFN {g['FFN']:,} / norms {g['norms']:,} (total {g['total']:,})"),
+        (
+            "fig5",
+            "encoder layer parameter groups",
+            f"MHA {g['MHA']:,} / FFN {g['FFN']:,} / norms {g['norms']:,} (total {g['total']:,})",
+        ),
     ]
     for name, what, numbers in rows:
         click.echo(f"{str(result[name]['path']):<28} {what:<44} {numbers}")
@@ -60,12 +80,15 @@ def _plain(x):
 
 @click.command()
 @click.argument("sentence")
-@click.option("--model", default="minilm", show_default=True,
-              help="'minilm' or a folder saved by attnlab train")
-@click.option("--out", "out_path", default="explorer.html", show_default=True,
-              type=click.Path(dir_okay=False))
-@click.option("--min-weight", default=0.01, show_default=True, type=float,
-              help="lightest edge drawn as a line")
+@click.option(
+    "--model", default="minilm", show_default=True, help="'minilm' or a folder saved by attnlab train"
+)
+@click.option(
+    "--out", "out_path", default="explorer.html", show_default=True, type=click.Path(dir_okay=False)
+)
+@click.option(
+    "--min-weight", default=0.01, show_default=True, type=float, help="lightest edge drawn as a line"
+)
 @usage_errors
 def explore(sentence: str, model: str, out_path: str, min_weight: float) -> None:
     """Write ONE self-contained HTML page exploring MODEL's attention on SENTENCE."""

@@ -48,10 +48,20 @@ class ModelSpec:
 
 CONTESTANTS = (
     ModelSpec("fixed (Seq2SeqRNN)", "seq2seq-rnn", {"emb": 32}, "hidden", tuple(range(16, 513, 8))),
-    ModelSpec("bahdanau (AttentionRNN)", "attention-rnn", {"emb": 32, "attention": "bahdanau"}, "hidden",
-              tuple(range(16, 513, 8))),
-    ModelSpec("luong (AttentionRNN)", "attention-rnn", {"emb": 32, "attention": "luong-general"}, "hidden",
-              tuple(range(16, 513, 8))),
+    ModelSpec(
+        "bahdanau (AttentionRNN)",
+        "attention-rnn",
+        {"emb": 32, "attention": "bahdanau"},
+        "hidden",
+        tuple(range(16, 513, 8)),
+    ),
+    ModelSpec(
+        "luong (AttentionRNN)",
+        "attention-rnn",
+        {"emb": 32, "attention": "luong-general"},
+        "hidden",
+        tuple(range(16, 513, 8)),
+    ),
     ModelSpec("transformer", "transformer", {"heads": 4, "layers": 2}, "d_model", tuple(range(16, 513, 8))),
 )
 
@@ -73,12 +83,25 @@ class Settings:
     train_size: int = 20_000
     eval_per_bucket: int = 200
     seed: int = 0
-    models: tuple[str, ...] = ("fixed (Seq2SeqRNN)", "bahdanau (AttentionRNN)", "luong (AttentionRNN)",
-                               "transformer")
+    models: tuple[str, ...] = (
+        "fixed (Seq2SeqRNN)",
+        "bahdanau (AttentionRNN)",
+        "luong (AttentionRNN)",
+        "transformer",
+    )
 
     def __post_init__(self) -> None:
-        for name in ("min_len", "max_len", "bucket_width", "num_symbols", "target_params", "steps",
-                     "batch_size", "train_size", "eval_per_bucket"):
+        for name in (
+            "min_len",
+            "max_len",
+            "bucket_width",
+            "num_symbols",
+            "target_params",
+            "steps",
+            "batch_size",
+            "train_size",
+            "eval_per_bucket",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -94,8 +117,18 @@ class Settings:
 # the demo's run: ~2-3 minutes of one core. 600 steps, not fewer: at 350 steps the Transformer is
 # still undertrained (training loss 0.79 vs 0.007 for Bahdanau) and loses accuracy with length for
 # that reason alone -- per-token errors compound over longer outputs -- not because of a bottleneck.
-QUICK = Settings(min_len=3, max_len=17, bucket_width=3, target_params=40_000, steps=600, batch_size=64,
-                 lr=5e-3, warmup=30, train_size=8000, eval_per_bucket=60)
+QUICK = Settings(
+    min_len=3,
+    max_len=17,
+    bucket_width=3,
+    target_params=40_000,
+    steps=600,
+    batch_size=64,
+    lr=5e-3,
+    warmup=30,
+    train_size=8000,
+    eval_per_bucket=60,
+)
 DATES = {"min_len": 8, "max_len": 27, "bucket_width": 4}  # date strings run from 8 to 28 characters
 
 
@@ -201,8 +234,11 @@ def _plot(result_models: list[ModelResult], settings: Settings, path: Path) -> N
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="lower left")
-    fig.suptitle(f"Held-out accuracy vs source length: {settings.task}, "
-                 f"lengths {settings.min_len}-{settings.max_len}, {settings.steps} steps each", fontsize=10)
+    fig.suptitle(
+        f"Held-out accuracy vs source length: {settings.task}, "
+        f"lengths {settings.min_len}-{settings.max_len}, {settings.steps} steps each",
+        fontsize=10,
+    )
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=90)
@@ -244,8 +280,10 @@ def summarize(models: list[ModelResult]) -> str:
     parts = []
     for m in models:
         first, last = m.buckets[0], m.buckets[-1]
-        parts.append(f"{m.name}: exact {first['exact']:.2f} at length {first['lo']}-{first['hi']} -> "
-                     f"{last['exact']:.2f} at {last['lo']}-{last['hi']}")
+        parts.append(
+            f"{m.name}: exact {first['exact']:.2f} at length {first['lo']}-{first['hi']} -> "
+            f"{last['exact']:.2f} at {last['lo']}-{last['hi']}"
+        )
     return "; ".join(parts)
 
 
@@ -261,21 +299,32 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
     vocab = tok.vocab_size
     specs = [c for c in CONTESTANTS if c.name in settings.models]
     max_tgt = settings.max_len if settings.task != "dates" else 10
-    sizes = {s.name: match_size(s, vocab, settings.target_params, settings.max_len + max_tgt + 4)
-             for s in specs}
+    sizes = {
+        s.name: match_size(s, vocab, settings.target_params, settings.max_len + max_tgt + 4) for s in specs
+    }
     for s in specs:
         log(f"{s.name:<24} {sizes[s.name][1]:>7,} parameters  ({s.knob}={sizes[s.name][0][s.knob]})")
-    tests = {b: _task(settings, *b).sample("test", settings.eval_per_bucket, seed=settings.seed)
-             for b in buckets(settings)}
+    tests = {
+        b: _task(settings, *b).sample("test", settings.eval_per_bucket, seed=settings.seed)
+        for b in buckets(settings)
+    }
     models: list[ModelResult] = []
     trained: dict[str, torch.nn.Module] = {}
     for s in specs:
         params, n_params = sizes[s.name]
-        cfg = TrainConfig(task=task.name, task_params=task.params(), model=s.kind, model_params=params,
-                          steps=settings.steps, batch_size=settings.batch_size,
-                          lr=settings.lr,
-                          warmup=settings.warmup, train_size=settings.train_size, eval_size=50,
-                          seed=settings.seed)
+        cfg = TrainConfig(
+            task=task.name,
+            task_params=task.params(),
+            model=s.kind,
+            model_params=params,
+            steps=settings.steps,
+            batch_size=settings.batch_size,
+            lr=settings.lr,
+            warmup=settings.warmup,
+            train_size=settings.train_size,
+            eval_size=50,
+            seed=settings.seed,
+        )
         t0 = time.perf_counter()
         result = train(cfg, progress=progress, desc=f"{s.name:<24}")
         seconds = time.perf_counter() - t0
@@ -290,23 +339,42 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
         mr.overall = score(all_preds, all_tgts)
         models.append(mr)
         trained[s.name] = result.model
-        log(f"{s.name:<24} trained in {seconds:.0f} s; exact by length: "
-            + "  ".join(f"{b['lo']}-{b['hi']}: {b['exact']:.2f}" for b in mr.buckets))
+        log(
+            f"{s.name:<24} trained in {seconds:.0f} s; exact by length: "
+            + "  ".join(f"{b['lo']}-{b['hi']}: {b['exact']:.2f}" for b in mr.buckets)
+        )
 
-    files = {"csv": str(out / "results.csv"), "json": str(out / "results.json"),
-             "plot": str(out / "accuracy_vs_length.png")}
-    rows = [{"model": m.name, "kind": m.kind, "params": m.params, "bucket": f"{b['lo']}-{b['hi']}",
-             "min_len": b["lo"], "max_len": b["hi"], "n": b["n"], "exact": round(b["exact"], 4),
-             "token_acc": round(b["token_acc"], 4), "train_seconds": m.train_seconds}
-            for m in models for b in m.buckets]
+    files = {
+        "csv": str(out / "results.csv"),
+        "json": str(out / "results.json"),
+        "plot": str(out / "accuracy_vs_length.png"),
+    }
+    rows = [
+        {
+            "model": m.name,
+            "kind": m.kind,
+            "params": m.params,
+            "bucket": f"{b['lo']}-{b['hi']}",
+            "min_len": b["lo"],
+            "max_len": b["hi"],
+            "n": b["n"],
+            "exact": round(b["exact"], 4),
+            "token_acc": round(b["token_acc"], 4),
+            "train_seconds": m.train_seconds,
+        }
+        for m in models
+        for b in m.buckets
+    ]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_bytes(files["csv"], buf.getvalue().encode())
     summary = summarize(models)
-    atomic_write_json(files["json"], {"settings": asdict(settings), "models": [asdict(m) for m in models],
-                                      "summary": summary})
+    atomic_write_json(
+        files["json"],
+        {"settings": asdict(settings), "models": [asdict(m) for m in models], "summary": summary},
+    )
     _plot(models, settings, Path(files["plot"]))
 
     heatmaps = []
@@ -320,4 +388,3 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
         _heatmap(weights, xs, ys, f"{s.name}: {example.src} -> {example.tgt}", path)
         heatmaps.append(str(path))
     return ExperimentResult(settings, models, files, heatmaps, summary, trained)
-

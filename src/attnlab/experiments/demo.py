@@ -33,8 +33,15 @@ def _lesson_sections() -> list[Callable[[], Section]]:
         def build() -> Section:
             lesson = LESSONS[number]
             output = report.pre("\n".join(lesson.run()), "output")
-            return Section(f"lesson-{number}", f"Lesson {number}: {lesson.title}", lesson.concept,
-                           lesson.code, output, lesson.interpretation)
+            return Section(
+                f"lesson-{number}",
+                f"Lesson {number}: {lesson.title}",
+                lesson.concept,
+                lesson.code,
+                output,
+                lesson.interpretation,
+            )
+
         return build
 
     return [make(n) for n in sorted(LESSONS)]
@@ -46,24 +53,31 @@ def _audit_section() -> Section:
 
     params = audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)
     shapes = audit_shapes("encoder-layer", d_model=512, heads=8, d_ff=2048, seq=50, batch=5)
-    code = ('from attnlab.audit.params import audit_params, render_params\n'
-            'from attnlab.audit.shapes import audit_shapes, render_shapes\n\n'
-            'print(render_params(audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)))\n'
-            'print(render_shapes(audit_shapes("encoder-layer", d_model=512, heads=8, d_ff=2048, '
-            'seq=50, batch=5)))\n# the same from the shell: attnlab audit params / attnlab audit shapes')
+    code = (
+        "from attnlab.audit.params import audit_params, render_params\n"
+        "from attnlab.audit.shapes import audit_shapes, render_shapes\n\n"
+        'print(render_params(audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)))\n'
+        'print(render_shapes(audit_shapes("encoder-layer", d_model=512, heads=8, d_ff=2048, '
+        "seq=50, batch=5)))\n# the same from the shell: attnlab audit params / attnlab audit shapes"
+    )
     interpretation = (
         f"One post-norm encoder layer of the base model holds {params['total']:,} parameters: "
         f"{params['formula']} with d = 512, f = 2048, counted row by row, by the closed form and by "
         f"building the module, and all three agree. The feed-forward network holds about two thirds "
         f"of them. None of these numbers depends on the sequence length; the activations do: the "
         f"score tensor of one layer is [B, h, T, T] = {shapes['config'].get('batch', 5)} x 8 x 50 x 50, "
-        f"which grows with the square of T while the parameters stay fixed.")
-    return Section("audit", "Parameter and shape audit of the base encoder layer",
-                   "A parameter audit separates what is learned (weights, biases, the LayerNorm scale and "
-                   "shift) from what is computed per input (activations, whose size depends on the batch "
-                   "and the sequence length).", code,
-                   report.pre(render_params(params), "output") + report.pre(render_shapes(shapes), "output"),
-                   interpretation)
+        f"which grows with the square of T while the parameters stay fixed."
+    )
+    return Section(
+        "audit",
+        "Parameter and shape audit of the base encoder layer",
+        "A parameter audit separates what is learned (weights, biases, the LayerNorm scale and "
+        "shift) from what is computed per input (activations, whose size depends on the batch "
+        "and the sequence length).",
+        code,
+        report.pre(render_params(params), "output") + report.pre(render_shapes(shapes), "output"),
+        interpretation,
+    )
 
 
 def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tuple[Section, Section]:
@@ -71,23 +85,34 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
 
     result = run(settings, out / "bottleneck", progress=progress, log=lambda *a: None)
     state["experiment"] = result
-    header = ["model", "params"] + [f"len {b['lo']}-{b['hi']}" for b in result.models[0].buckets] + \
-        ["token acc (all)", "train s"]
-    rows = [[m.name, f"{m.params:,}"] + [f"{b['exact']:.2f}" for b in m.buckets] +
-            [f"{m.overall['token_acc']:.3f}", f"{m.train_seconds:.0f}"] for m in result.models]
+    header = (
+        ["model", "params"]
+        + [f"len {b['lo']}-{b['hi']}" for b in result.models[0].buckets]
+        + ["token acc (all)", "train s"]
+    )
+    rows = [
+        [m.name, f"{m.params:,}"]
+        + [f"{b['exact']:.2f}" for b in m.buckets]
+        + [f"{m.overall['token_acc']:.3f}", f"{m.train_seconds:.0f}"]
+        for m in result.models
+    ]
     s = result.settings
-    code = (f"attnlab experiment bottleneck --task {s.task} --quick --out out/demo/bottleneck\n\n"
-            f"# in Python\nfrom attnlab.experiments.bottleneck import QUICK, run\n"
-            f"result = run(QUICK, 'out/demo/bottleneck')\nprint(result.table())")
+    code = (
+        f"attnlab experiment bottleneck --task {s.task} --quick --out out/demo/bottleneck\n\n"
+        f"# in Python\nfrom attnlab.experiments.bottleneck import QUICK, run\n"
+        f"result = run(QUICK, 'out/demo/bottleneck')\nprint(result.table())"
+    )
     fixed = next((m for m in result.models if m.kind == "seq2seq-rnn"), None)
     attn = [m for m in result.models if m.kind != "seq2seq-rnn"]
     verdict = ""
     if fixed is not None and attn:
         f0, f1 = fixed.buckets[0]["exact"], fixed.buckets[-1]["exact"]
         best = max(attn, key=lambda m: m.buckets[-1]["exact"])
-        verdict = (f"In this run the fixed-context model's exact accuracy goes from {f0:.2f} on the shortest "
-                   f"sources to {f1:.2f} on the longest, while the best attention model "
-                   f"({best.name}) scores {best.buckets[-1]['exact']:.2f} on the longest. ")
+        verdict = (
+            f"In this run the fixed-context model's exact accuracy goes from {f0:.2f} on the shortest "
+            f"sources to {f1:.2f} on the longest, while the best attention model "
+            f"({best.name}) scores {best.buckets[-1]['exact']:.2f} on the longest. "
+        )
     interpretation = (
         verdict + "A fixed-width c has to carry every source symbol to every output step, and reversal needs "
         "the first source symbol last; with attention, each output step reads the encoder state it needs "
@@ -97,20 +122,29 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         f"Settings: task {s.task}, source lengths {s.min_len}-{s.max_len} mixed in training, {s.steps} steps "
         f"of batch {s.batch_size} per model, about {s.target_params:,} parameters each, "
         f"{s.eval_per_bucket} held-out test sources per length bucket, greedy decoding.\n\n"
-        "Full summary: " + result.summary)
+        "Full summary: " + result.summary
+    )
     experiment = Section(
-        "bottleneck", "The bottleneck experiment: fixed context vs attention",
+        "bottleneck",
+        "The bottleneck experiment: fixed context vs attention",
         "A fixed-context encoder-decoder models p(y | x) = prod_t p(y_t | y_<t, c): the decoder sees the "
         "source only through one fixed-width vector c, the same size for a 3-symbol and a 30-symbol source. "
         "Bahdanau attention replaces c by c_t = sum_i alpha_ti h_i, a fresh weighted combination of all "
         "encoder states at every decoder step; Luong attention and the Transformer's cross-attention do "
-        "the same with other scores.", code,
-        report.img(result.files["plot"], "accuracy against source length") +
-        report.table(header, rows) + report.pre(result.table(), "output"), interpretation)
-    heat_html = "".join(f"<figure>{report.img(p, Path(p).stem)}<figcaption>{Path(p).stem}</figcaption>"
-                        f"</figure>" for p in result.heatmaps)
+        "the same with other scores.",
+        code,
+        report.img(result.files["plot"], "accuracy against source length")
+        + report.table(header, rows)
+        + report.pre(result.table(), "output"),
+        interpretation,
+    )
+    heat_html = "".join(
+        f"<figure>{report.img(p, Path(p).stem)}<figcaption>{Path(p).stem}</figcaption></figure>"
+        for p in result.heatmaps
+    )
     heatmaps = Section(
-        "heatmaps", "Alignment heatmaps of the trained attention models",
+        "heatmaps",
+        "Alignment heatmaps of the trained attention models",
         "alpha_ti, the weight output step t gives source position i, drawn as a matrix: rows are output "
         "steps (queries), columns source symbols (keys); each row sums to one.",
         "from attnlab.viz import heatmap\n"
@@ -120,7 +154,8 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         "For a reversal the mass should run along the anti-diagonal: the first output symbol attends to the "
         "last source symbol, and so on, ending with <eos> attending near the source's <eos>. The Transformer "
         "panel averages the heads of its last decoder layer's cross-attention, so it can look more diffuse "
-        "than a single RNN alignment.")
+        "than a single RNN alignment.",
+    )
     return experiment, heatmaps
 
 
@@ -128,8 +163,10 @@ def _explorer_section(out: Path, state: dict) -> Section:
     from attnlab.viz.explorer import Explorer, trained_views, write_explorer
 
     write_explorer(SENTENCE, "minilm", out / "explorer.html")
-    links = ['<p><a href="explorer.html">Open the attention explorer: MiniLM (all-MiniLM-L6-v2) on '
-             f'"{SENTENCE}"</a></p>']
+    links = [
+        '<p><a href="explorer.html">Open the attention explorer: MiniLM (all-MiniLM-L6-v2) on '
+        f'"{SENTENCE}"</a></p>'
+    ]
     result = state.get("experiment")
     if result is not None:
         name = next((n for n, m in result.trained.items() if getattr(m, "kind", "") == "transformer"), None)
@@ -148,18 +185,26 @@ def _explorer_section(out: Path, state: dict) -> Section:
             src = tok.encode(src_text) + [EOS]
             tgt = [BOS] + tok.encode(pred)
             views = trained_views(model, src, [tok.token(i) for i in src], tgt, [tok.token(i) for i in tgt])
-            Explorer(views, model_label=f"Transformer trained on {task.name} (bottleneck experiment); "
-                     f"output {pred!r}", sentence=src_text).save(out / "explorer-trained.html")
-            links.append(f'<p><a href="explorer-trained.html">Open the explorer on the trained Transformer: '
-                         f'{src_text} -> {pred}</a> (encoder self-, decoder self- and cross-attention)</p>')
-    return Section("explorer", "Attention explorer",
-                   "Every head of every layer, for one input: pick a layer and a head, hover a token to see "
-                   "where it attends.",
-                   f'attnlab explore "{SENTENCE}" --out out/demo/explorer.html',
-                   "".join(links),
-                   "In MiniLM, look at the heads where 'it' attends to 'animal' (the notes' example of "
-                   "self-attention resolving a reference). The pages are separate files next to this one, "
-                   "self-contained and readable offline too.")
+            Explorer(
+                views,
+                model_label=f"Transformer trained on {task.name} (bottleneck experiment); output {pred!r}",
+                sentence=src_text,
+            ).save(out / "explorer-trained.html")
+            links.append(
+                f'<p><a href="explorer-trained.html">Open the explorer on the trained Transformer: '
+                f"{src_text} -> {pred}</a> (encoder self-, decoder self- and cross-attention)</p>"
+            )
+    return Section(
+        "explorer",
+        "Attention explorer",
+        "Every head of every layer, for one input: pick a layer and a head, hover a token to see "
+        "where it attends.",
+        f'attnlab explore "{SENTENCE}" --out out/demo/explorer.html',
+        "".join(links),
+        "In MiniLM, look at the heads where 'it' attends to 'animal' (the notes' example of "
+        "self-attention resolving a reference). The pages are separate files next to this one, "
+        "self-contained and readable offline too.",
+    )
 
 
 def _task_for(settings):
@@ -168,8 +213,9 @@ def _task_for(settings):
     return _task(settings)
 
 
-def build_demo(out_dir: str | Path, *, settings=None, progress: bool = True, explorer: bool = True,
-               log=print) -> dict:
+def build_demo(
+    out_dir: str | Path, *, settings=None, progress: bool = True, explorer: bool = True, log=print
+) -> dict:
     """Build ``out_dir/index.html``; returns ``{"index", "seconds", "sections": {key: seconds or error}}``."""
     from attnlab.experiments.bottleneck import QUICK
 
@@ -197,11 +243,19 @@ def build_demo(out_dir: str | Path, *, settings=None, progress: bool = True, exp
     except Exception as exc:
         err = f"{type(exc).__name__}: {exc}".splitlines()[0]
         lesson_builders = [lambda err=err: Section("lessons", "Lessons", error=err)]
-    steps = [(f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Lesson {i + 1:02d}", b)
-             for i, b in enumerate(lesson_builders)]
+    steps = [
+        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Lesson {i + 1:02d}", b)
+        for i, b in enumerate(lesson_builders)
+    ]
     steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
-    steps.append(("bottleneck experiment", "bottleneck", "The bottleneck experiment",
-                  lambda: _experiment_sections(out, settings, progress, state)))
+    steps.append(
+        (
+            "bottleneck experiment",
+            "bottleneck",
+            "The bottleneck experiment",
+            lambda: _experiment_sections(out, settings, progress, state),
+        )
+    )
     if explorer:
         steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
     bar = tqdm(steps, desc="attnlab demo", unit="section", disable=not progress, dynamic_ncols=True)
@@ -215,11 +269,15 @@ def build_demo(out_dir: str | Path, *, settings=None, progress: bool = True, exp
         f"Generated by `attnlab demo` in {seconds:.0f} s on this machine. Every number below was computed "
         f"while building this page.",
         sections,
-        footer="Self-contained: images are embedded; the explorer pages are separate local files.")
+        footer="Self-contained: images are embedded; the explorer pages are separate local files.",
+    )
     index = out / "index.html"
     atomic_write_bytes(index, page.encode("utf-8"))
-    return {"index": str(index), "seconds": seconds,
-            "sections": {s.key: (s.error or round(s.seconds, 1)) for s in sections}}
+    return {
+        "index": str(index),
+        "seconds": seconds,
+        "sections": {s.key: (s.error or round(s.seconds, 1)) for s in sections},
+    }
 
 
 __all__ = ["SENTENCE", "build_demo"]

@@ -79,8 +79,10 @@ class Section:
         if self.output_html:
             parts += ["<h3>Output</h3>", self.output_html]
         if self.interpretation:
-            parts += ["<h3>Interpretation</h3>",
-                      f'<div class="interpretation">{_paragraphs(self.interpretation)}</div>']
+            parts += [
+                "<h3>Interpretation</h3>",
+                f'<div class="interpretation">{_paragraphs(self.interpretation)}</div>',
+            ]
         if self.extra_html:
             parts.append(self.extra_html)
         parts.append(f'<p class="meta">built in {self.seconds:.1f} s</p>')
@@ -93,8 +95,9 @@ def _paragraphs(text: str) -> str:
 
 def render(title: str, intro: str, sections: list[Section], footer: str = "") -> str:
     """The whole page as one HTML string."""
-    nav = "".join(f'<li><a href="#{html.escape(s.key, quote=True)}">{html.escape(s.title)}</a></li>'
-                  for s in sections)
+    nav = "".join(
+        f'<li><a href="#{html.escape(s.key, quote=True)}">{html.escape(s.title)}</a></li>' for s in sections
+    )
     body = "\n".join(s.to_html() for s in sections)
     return f"""<!DOCTYPE html>
 <html lang="en">

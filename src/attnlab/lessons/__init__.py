@@ -18,7 +18,13 @@ from attnlab.lessons.base import CHECK, Lesson
 
 LESSONS: dict[str, Lesson] = {
     m.LESSON.number: m.LESSON
-    for m in (lesson01_attention, lesson02_variance, lesson03_multihead, lesson04_parameters, lesson05_additive)
+    for m in (
+        lesson01_attention,
+        lesson02_variance,
+        lesson03_multihead,
+        lesson04_parameters,
+        lesson05_additive,
+    )
 }
 
 

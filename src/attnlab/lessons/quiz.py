@@ -61,8 +61,11 @@ def _num(x: float, integer: bool) -> str:
 
 
 def _vec(a, digits: int = 3) -> str:
-    return "[" + ", ".join(_num(float(x), False) if digits == 3 else f"{float(x):.{digits}f}"
-                           for x in np.ravel(a)) + "]"
+    return (
+        "["
+        + ", ".join(_num(float(x), False) if digits == 3 else f"{float(x):.{digits}f}" for x in np.ravel(a))
+        + "]"
+    )
 
 
 def _m(a) -> str:
@@ -142,10 +145,12 @@ def _random_params(rng: np.random.Generator, d: int, f: int) -> dict:
     def mha():
         return {k: rng.normal(size=(d, d)) / math.sqrt(d) for k in ("W_q", "W_k", "W_v", "W_o")}
 
-    return {"attn": mha(), "ffn": {"W_1": rng.normal(size=(d, f)) / math.sqrt(d),
-                                   "W_2": rng.normal(size=(f, d)) / math.sqrt(f)},
-            "norm1": {"gamma": np.ones(d), "beta": np.zeros(d)},
-            "norm2": {"gamma": np.ones(d), "beta": np.zeros(d)}}
+    return {
+        "attn": mha(),
+        "ffn": {"W_1": rng.normal(size=(d, f)) / math.sqrt(d), "W_2": rng.normal(size=(f, d)) / math.sqrt(f)},
+        "norm1": {"gamma": np.ones(d), "beta": np.zeros(d)},
+        "norm2": {"gamma": np.ones(d), "beta": np.zeros(d)},
+    }
 
 
 # --------------------------------------------------------------------------- topics
@@ -162,23 +167,35 @@ def _q_shapes(rng: np.random.Generator) -> Question:
         data = {"B": b, "T": t, "d_model": d, "h": h}
         if variant == "heads":
             shape = heads.shape
-            text = (f"X is [B, T, d_model] = [{b}, {t}, {d}] and multi-head attention has h = {h} heads. "
-                    f"What is the shape of the per-head queries [B, h, T, d_k]?")
-            steps = [f"d_k = d_model / h = {d} / {h} = {d // h}",
-                     f"split the last axis into h heads and move heads forward: [{b}, {h}, {t}, {d // h}]"]
+            text = (
+                f"X is [B, T, d_model] = [{b}, {t}, {d}] and multi-head attention has h = {h} heads. "
+                f"What is the shape of the per-head queries [B, h, T, d_k]?"
+            )
+            steps = [
+                f"d_k = d_model / h = {d} / {h} = {d // h}",
+                f"split the last axis into h heads and move heads forward: [{b}, {h}, {t}, {d // h}]",
+            ]
         elif variant == "concat":
             shape = ref.merge_heads(heads).shape
-            text = (f"{h} heads each output [B, T, d_v] = [{b}, {t}, {d // h}]. "
-                    f"What is the shape of their concatenation Concat(H_1, ..., H_h)?")
-            steps = [f"concatenation joins the feature axes: h * d_v = {h} * {d // h} = {h * d // h}",
-                     f"shape [{b}, {t}, {d}], ready for W^O [{d}, {d}]"]
+            text = (
+                f"{h} heads each output [B, T, d_v] = [{b}, {t}, {d // h}]. "
+                f"What is the shape of their concatenation Concat(H_1, ..., H_h)?"
+            )
+            steps = [
+                f"concatenation joins the feature axes: h * d_v = {h} * {d // h} = {h * d // h}",
+                f"shape [{b}, {t}, {d}], ready for W^O [{d}, {d}]",
+            ]
         else:
             params = _random_params(rng, d, 4)  # W^Q etc. [d, d]; the FFN is not used here
             shape = ref.multi_head_attention(x, None, params["attn"], h)[1].shape  # [B, h, T, T]
-            text = (f"Self-attention over X [{b}, {t}, {d}] with h = {h} heads. "
-                    f"What is the shape of the attention-weight tensor?")
-            steps = ["each head scores every query against every key: [B, h, T_q, T_k]",
-                     f"T_q = T_k = T = {t}: [{b}, {h}, {t}, {t}] (independent of d_model)"]
+            text = (
+                f"Self-attention over X [{b}, {t}, {d}] with h = {h} heads. "
+                f"What is the shape of the attention-weight tensor?"
+            )
+            steps = [
+                "each head scores every query against every key: [B, h, T_q, T_k]",
+                f"T_q = T_k = T = {t}: [{b}, {h}, {t}, {t}] (independent of d_model)",
+            ]
         return Question("shapes", variant, text, tuple(float(s) for s in shape), steps, data, True)
     if variant == "layers":
         t, d, n = int(rng.integers(5, 41)), _choice(rng, [32, 64, 128, 256]), int(rng.integers(2, 7))
@@ -187,19 +204,31 @@ def _q_shapes(rng: np.random.Generator) -> Question:
         for _ in range(n):
             y = ref.encoder_layer(y, params, 4)  # [1, T, d_model]
         shape = y.shape[1:]
-        text = (f"A sequence of T = {t} token vectors of width d_model = {d} ([T, d_model]) passes through "
-                f"{n} post-norm encoder layers (d_ff = {4 * d}). What is the output shape [T, d_model]?")
-        steps = ["attention, the FFN (back to d_model) and the residual additions all preserve [T, d_model]",
-                 f"so after {n} layers the shape is still [{t}, {d}]"]
-        return Question("shapes", variant, text, tuple(float(s) for s in shape), steps,
-                        {"T": t, "d_model": d, "layers": n}, True)
+        text = (
+            f"A sequence of T = {t} token vectors of width d_model = {d} ([T, d_model]) passes through "
+            f"{n} post-norm encoder layers (d_ff = {4 * d}). What is the output shape [T, d_model]?"
+        )
+        steps = [
+            "attention, the FFN (back to d_model) and the residual additions all preserve [T, d_model]",
+            f"so after {n} layers the shape is still [{t}, {d}]",
+        ]
+        return Question(
+            "shapes",
+            variant,
+            text,
+            tuple(float(s) for s in shape),
+            steps,
+            {"T": t, "d_model": d, "layers": n},
+            True,
+        )
     b, t, d = int(rng.integers(2, 9)), _choice(rng, [10, 16, 20, 32]), _choice(rng, [16, 32, 64])
     params = _random_params(rng, d, 2 * d)
     out = ref.encoder_layer(rng.normal(size=(b, t, d)), params, 2)  # [B, T, d]
-    text = (f"{b} sentences are padded to {t} tokens and encoded with d_model = {d}. "
-            f"How many numbers does the encoder output hold?")
-    steps = [f"the output is [B, T, d_model] = [{b}, {t}, {d}]",
-             f"{b} * {t} * {d} = {out.size:,}"]
+    text = (
+        f"{b} sentences are padded to {t} tokens and encoded with d_model = {d}. "
+        f"How many numbers does the encoder output hold?"
+    )
+    steps = [f"the output is [B, T, d_model] = [{b}, {t}, {d}]", f"{b} * {t} * {d} = {out.size:,}"]
     return Question("shapes", "volume", text, float(out.size), steps, {"B": b, "T": t, "d_model": d}, True)
 
 
@@ -216,8 +245,10 @@ def _q_params(rng: np.random.Generator) -> Question:
     if variant == "head_wq":
         n = report["per_head"]["W_Q_one_head"]
         text = f"d_model = {d}, h = {h} heads. How many weights are in ONE head's W^Q (no bias)?"
-        steps = [f"d_k = {d} / {h} = {d // h}; one head's W^Q is [d_model, d_k] = [{d}, {d // h}]",
-                 f"{d} * {d // h} = {n:,}"]
+        steps = [
+            f"d_k = {d} / {h} = {d // h}; one head's W^Q is [d_model, d_k] = [{d}, {d // h}]",
+            f"{d} * {d // h} = {n:,}",
+        ]
         return Question("params", variant, text, float(n), steps, {"d_model": d, "h": h}, True)
     if variant == "wo":
         n = rows["W^O"]["weights"]
@@ -227,8 +258,10 @@ def _q_params(rng: np.random.Generator) -> Question:
     what = "with biases" if bias else "weights only (no biases)"
     if variant == "mha":
         n = report["by_group"]["attention"]
-        text = (f"Multi-head self-attention with d_model = {d}, h = {h} (h*d_k = d_model), {what}: "
-                f"how many parameters?")
+        text = (
+            f"Multi-head self-attention with d_model = {d}, h = {h} (h*d_k = d_model), {what}: "
+            f"how many parameters?"
+        )
         steps = [f"W^Q, W^K, W^V, W^O: each h * d * (d/h) = d^2; 4 * {d}^2 = {4 * d * d:,}"]
         if bias:
             steps.append(f"four biases: 4 * d = {4 * d:,}")
@@ -237,15 +270,20 @@ def _q_params(rng: np.random.Generator) -> Question:
     if bias:
         n = report["total"]
         what = "with biases and two affine LayerNorms (PyTorch's convention)"
-        steps = [f"attention 4d^2 + 4d = {report['by_group']['attention']:,}",
-                 f"FFN 2df + f + d = {report['by_group']['ffn']:,}",
-                 f"two LayerNorms (gamma and beta) 4d = {report['by_group']['norms']:,}",
-                 f"total 4d^2 + 2df + f + 9d = {n:,}"]
+        steps = [
+            f"attention 4d^2 + 4d = {report['by_group']['attention']:,}",
+            f"FFN 2df + f + d = {report['by_group']['ffn']:,}",
+            f"two LayerNorms (gamma and beta) 4d = {report['by_group']['norms']:,}",
+            f"total 4d^2 + 2df + f + 9d = {n:,}",
+        ]
     else:
         n = sum(r["weights"] for r in report["rows"] if r["group"] in ("attention", "ffn"))
         what = "counting only the weight matrices (no biases, no LayerNorm)"
-        steps = [f"attention 4d^2 = 4 * {d}^2 = {4 * d * d:,}", f"FFN 2df = 2 * {d} * {f} = {2 * d * f:,}",
-                 f"total 4d^2 + 2df = {n:,}"]
+        steps = [
+            f"attention 4d^2 = 4 * {d}^2 = {4 * d * d:,}",
+            f"FFN 2df = 2 * {d} * {f} = {2 * d * f:,}",
+            f"total 4d^2 + 2df = {n:,}",
+        ]
     text = f"One encoder layer with d_model = {d}, d_ff = {f}, {what}: how many parameters?"
     return Question("params", variant, text, float(n), steps, {"d_model": d, "d_ff": f, "bias": bias}, True)
 
@@ -266,13 +304,18 @@ def _q_scores(rng: np.random.Generator) -> Question:
     i, j = int(rng.integers(2)), int(rng.integers(3))
     dots = ref.luong_attention(q, k, "dot")[0]  # q_i . k_j  [2, 3]
     value = float(dots[i, j] / math.sqrt(d_k))
-    text = (f"Q = {_m(q)} (rows are queries), K = {_m(k)} (rows are keys), d_k = {d_k}. "
-            f"What is entry ({i + 1}, {j + 1}) of Q K^T / sqrt(d_k)?")
+    text = (
+        f"Q = {_m(q)} (rows are queries), K = {_m(k)} (rows are keys), d_k = {d_k}. "
+        f"What is entry ({i + 1}, {j + 1}) of Q K^T / sqrt(d_k)?"
+    )
     prods = " + ".join(f"({q[i, c]:g})({k[j, c]:g})" for c in range(d_k))
-    steps = [f"q_{i + 1} . k_{j + 1} = {prods} = {dots[i, j]:g}",
-             f"divide by sqrt({d_k}) = {math.sqrt(d_k):g}: {_num(value, False)}"]
-    return Question("scores", variant, text, value, steps, {"Q": q.tolist(), "K": k.tolist(), "i": i, "j": j,
-                                                            "d_k": d_k})
+    steps = [
+        f"q_{i + 1} . k_{j + 1} = {prods} = {dots[i, j]:g}",
+        f"divide by sqrt({d_k}) = {math.sqrt(d_k):g}: {_num(value, False)}",
+    ]
+    return Question(
+        "scores", variant, text, value, steps, {"Q": q.tolist(), "K": k.tolist(), "i": i, "j": j, "d_k": d_k}
+    )
 
 
 def _q_additive(rng: np.random.Generator) -> Question:
@@ -285,15 +328,33 @@ def _q_additive(rng: np.random.Generator) -> Question:
     scores, _, _ = ref.additive_attention(s[None], h, w_a, u_a, v_a)  # [1, 3]
     value = float(scores[0, i])
     a, b = s @ w_a, h[i] @ u_a
-    text = (f"Additive attention e_i = v_a^T tanh(s W_a + h_i U_a) (row convention). s = {_m(s)}, "
-            f"h = {_m(h)}, W_a = {_m(w_a)}, U_a = {_m(u_a)}, v_a = {_m(v_a)}. "
-            f"What is the score e_{i + 1} (3 decimals)?")
-    steps = [f"s W_a = {_vec(a)}", f"h_{i + 1} U_a = {_vec(b)}", f"sum = {_vec(a + b)}",
-             f"tanh(sum) = {_vec(np.tanh(a + b), 4)}",
-             f"v_a . tanh(...) = {_num(value, False)}"]
-    return Question("additive", "score", text, value, steps,
-                    {"s": s.tolist(), "h": h.tolist(), "W_a": w_a.tolist(), "U_a": u_a.tolist(),
-                     "v_a": v_a.tolist(), "i": i})
+    text = (
+        f"Additive attention e_i = v_a^T tanh(s W_a + h_i U_a) (row convention). s = {_m(s)}, "
+        f"h = {_m(h)}, W_a = {_m(w_a)}, U_a = {_m(u_a)}, v_a = {_m(v_a)}. "
+        f"What is the score e_{i + 1} (3 decimals)?"
+    )
+    steps = [
+        f"s W_a = {_vec(a)}",
+        f"h_{i + 1} U_a = {_vec(b)}",
+        f"sum = {_vec(a + b)}",
+        f"tanh(sum) = {_vec(np.tanh(a + b), 4)}",
+        f"v_a . tanh(...) = {_num(value, False)}",
+    ]
+    return Question(
+        "additive",
+        "score",
+        text,
+        value,
+        steps,
+        {
+            "s": s.tolist(),
+            "h": h.tolist(),
+            "W_a": w_a.tolist(),
+            "U_a": u_a.tolist(),
+            "v_a": v_a.tolist(),
+            "i": i,
+        },
+    )
 
 
 def _q_softmax(rng: np.random.Generator) -> Question:
@@ -303,19 +364,23 @@ def _q_softmax(rng: np.random.Generator) -> Question:
         w = ref.softmax(e)
         text = f"Scores e = {_vec(e)}. What are the softmax weights (3 decimals)?"
         ex = np.exp(e - e.max())
-        steps = [f"subtract the max {e.max():g}: {_vec(e - e.max())}", f"exponentiate: {_vec(ex, 4)}",
-                 f"divide by their sum {ex.sum():.4f}: {_vec(w)} (sums to 1)"]
+        steps = [
+            f"subtract the max {e.max():g}: {_vec(e - e.max())}",
+            f"exponentiate: {_vec(ex, 4)}",
+            f"divide by their sum {ex.sum():.4f}: {_vec(w)} (sums to 1)",
+        ]
         return Question("softmax", variant, text, tuple(float(x) for x in w), steps, {"e": e.tolist()})
     d_k = _choice(rng, [4, 16, 64])
     raw = (rng.integers(0, 5, size=2) * math.sqrt(d_k) / 2).astype(float)  # scaled scores are halves
-    _, w = ref.scaled_dot_product_attention(np.ones((1, 1)), raw[:, None], np.eye(2),
-                                            scale=1 / math.sqrt(d_k))  # weights of q.k_j = raw_j
+    _, w = ref.scaled_dot_product_attention(
+        np.ones((1, 1)), raw[:, None], np.eye(2), scale=1 / math.sqrt(d_k)
+    )  # weights of q.k_j = raw_j
     text = f"Raw dot products q.k = {_vec(raw)} with d_k = {d_k}. Softmax weights after scaling (3 decimals)?"
     scaled = raw / math.sqrt(d_k)
-    steps = [f"divide by sqrt({d_k}) = {math.sqrt(d_k):g}: {_vec(scaled)}",
-             f"softmax: {_vec(w[0])}"]
-    return Question("softmax", variant, text, tuple(float(x) for x in w[0]), steps,
-                    {"raw": raw.tolist(), "d_k": d_k})
+    steps = [f"divide by sqrt({d_k}) = {math.sqrt(d_k):g}: {_vec(scaled)}", f"softmax: {_vec(w[0])}"]
+    return Question(
+        "softmax", variant, text, tuple(float(x) for x in w[0]), steps, {"raw": raw.tolist(), "d_k": d_k}
+    )
 
 
 def _q_context(rng: np.random.Generator) -> Question:
@@ -324,13 +389,23 @@ def _q_context(rng: np.random.Generator) -> Question:
         e = rng.integers(-1, 3, size=int(rng.integers(2, 4))).astype(float)
         h = rng.integers(0, 3, size=(e.size, 2)).astype(float)
         ctx, w = ref.scaled_dot_product_attention(np.ones((1, 1)), e[:, None], h, scale=1.0)
-        text = (f"Alignment scores e = {_vec(e)} over encoder states h = {_m(h)}. "
-                f"What is the context vector c = sum_i alpha_i h_i (3 decimals)?")
-        steps = [f"alpha = softmax(e) = {_vec(w[0])}",
-                 "c = " + " + ".join(f"{_num(a, False)}*{_vec(r)}" for a, r in zip(w[0], h)),
-                 f"c = {_vec(ctx[0])}"]
-        return Question("context", variant, text, tuple(float(x) for x in ctx[0]), steps,
-                        {"e": e.tolist(), "h": h.tolist()})
+        text = (
+            f"Alignment scores e = {_vec(e)} over encoder states h = {_m(h)}. "
+            f"What is the context vector c = sum_i alpha_i h_i (3 decimals)?"
+        )
+        steps = [
+            f"alpha = softmax(e) = {_vec(w[0])}",
+            "c = " + " + ".join(f"{_num(a, False)}*{_vec(r)}" for a, r in zip(w[0], h)),
+            f"c = {_vec(ctx[0])}",
+        ]
+        return Question(
+            "context",
+            variant,
+            text,
+            tuple(float(x) for x in ctx[0]),
+            steps,
+            {"e": e.tolist(), "h": h.tolist()},
+        )
     if variant == "weights":
         raw = rng.integers(1, 5, size=4).astype(float)
         alpha = raw / raw.sum()
@@ -339,25 +414,38 @@ def _q_context(rng: np.random.Generator) -> Question:
         v = rng.integers(0, 3, size=(4, 2)).astype(float)
         # log-weights as scores: softmax(log alpha) = alpha
         z, _ = ref.scaled_dot_product_attention(np.ones((1, 1)), np.log(alpha)[:, None], v, scale=1.0)
-        text = (f"Attention weights alpha = {_vec(alpha, 2)} over values v = {_m(v)}. "
-                f"What is the output z = sum_j alpha_j v_j?")
+        text = (
+            f"Attention weights alpha = {_vec(alpha, 2)} over values v = {_m(v)}. "
+            f"What is the output z = sum_j alpha_j v_j?"
+        )
         steps = ["z = " + " + ".join(f"{a:.2f}*{_vec(r)}" for a, r in zip(alpha, v)), f"z = {_vec(z[0])}"]
-        return Question("context", variant, text, tuple(float(x) for x in z[0]), steps,
-                        {"alpha": alpha.tolist(), "v": v.tolist()})
+        return Question(
+            "context",
+            variant,
+            text,
+            tuple(float(x) for x in z[0]),
+            steps,
+            {"alpha": alpha.tolist(), "v": v.tolist()},
+        )
     x = rng.integers(0, 3, size=(2, 2)).astype(float)
     while np.all(x == 0):
         x = rng.integers(0, 3, size=(2, 2)).astype(float)
     tok = int(rng.integers(2))
     eye = {k: np.eye(2) for k in ("W_q", "W_k", "W_v", "W_o")}
     out, w = ref.multi_head_attention(x[None], None, eye, 1)  # [1, 2, 2], [1, 1, 2, 2]
-    text = (f"Self-attention with W^Q = W^K = W^V = W^O = I (a teaching shortcut), d_k = 2, "
-            f"X = {_m(x)} (rows are tokens). What is the output z_{tok + 1} (3 decimals)?")
+    text = (
+        f"Self-attention with W^Q = W^K = W^V = W^O = I (a teaching shortcut), d_k = 2, "
+        f"X = {_m(x)} (rows are tokens). What is the output z_{tok + 1} (3 decimals)?"
+    )
     dots = x @ x[tok]
-    steps = [f"scores of token {tok + 1}: x_{tok + 1} . x_j = {_vec(dots)}; / sqrt(2) = {_vec(dots / math.sqrt(2))}",
-             f"weights = softmax = {_vec(w[0, 0, tok])}",
-             f"z_{tok + 1} = sum_j alpha_j x_j = {_vec(out[0, tok])}"]
-    return Question("context", variant, text, tuple(float(v) for v in out[0, tok]), steps,
-                    {"X": x.tolist(), "token": tok})
+    steps = [
+        f"scores of token {tok + 1}: x_{tok + 1} . x_j = {_vec(dots)}; / sqrt(2) = {_vec(dots / math.sqrt(2))}",
+        f"weights = softmax = {_vec(w[0, 0, tok])}",
+        f"z_{tok + 1} = sum_j alpha_j x_j = {_vec(out[0, tok])}",
+    ]
+    return Question(
+        "context", variant, text, tuple(float(v) for v in out[0, tok]), steps, {"X": x.tolist(), "token": tok}
+    )
 
 
 def _q_wo(rng: np.random.Generator) -> Question:
@@ -365,14 +453,29 @@ def _q_wo(rng: np.random.Generator) -> Question:
     w_o = rng.integers(-1, 3, size=(4, 2)).astype(float)
     concat = ref.merge_heads(heads[None, :, None, :])  # [1, h=2, T=1, 2] -> [1, 1, 4]
     out = concat[0, 0] @ w_o  # [2]
-    text = (f"Two heads output {_vec(heads[0])} and {_vec(heads[1])} for one token. "
-            f"W^O = {_m(w_o)} (rows = the 4 concatenated features). What is Concat(H_1, H_2) W^O?")
-    steps = [f"Concat = {_vec(concat[0, 0])} (a row [1, 4])",
-             *(f"column {c + 1}: " + " + ".join(f"{a:g}*{b:g}" for a, b in zip(concat[0, 0], w_o[:, c]))
-               + f" = {out[c]:g}" for c in range(2)),
-             f"result {_vec(out)} (W^O multiplies the row on the right)"]
-    return Question("wo", "project", text, tuple(float(x) for x in out), steps,
-                    {"heads": heads.tolist(), "W_o": w_o.tolist()}, True)
+    text = (
+        f"Two heads output {_vec(heads[0])} and {_vec(heads[1])} for one token. "
+        f"W^O = {_m(w_o)} (rows = the 4 concatenated features). What is Concat(H_1, H_2) W^O?"
+    )
+    steps = [
+        f"Concat = {_vec(concat[0, 0])} (a row [1, 4])",
+        *(
+            f"column {c + 1}: "
+            + " + ".join(f"{a:g}*{b:g}" for a, b in zip(concat[0, 0], w_o[:, c]))
+            + f" = {out[c]:g}"
+            for c in range(2)
+        ),
+        f"result {_vec(out)} (W^O multiplies the row on the right)",
+    ]
+    return Question(
+        "wo",
+        "project",
+        text,
+        tuple(float(x) for x in out),
+        steps,
+        {"heads": heads.tolist(), "W_o": w_o.tolist()},
+        True,
+    )
 
 
 def _q_flops(rng: np.random.Generator) -> Question:
@@ -380,27 +483,44 @@ def _q_flops(rng: np.random.Generator) -> Question:
 
     variant = _choice(rng, ["qk", "approx_attn", "approx_mlp", "projections"])
     if variant == "qk":
-        b, h, t, d_k = int(rng.integers(1, 5)), _choice(rng, [4, 8, 12]), _choice(rng, [128, 256, 512, 1024]), 64
-        terms = {r["term"]: r for r in audit_cost(d_model=h * d_k, heads=h, d_ff=4 * h * d_k, seq=t,
-                                                  batch=b)["terms"]}
+        b, h, t, d_k = (
+            int(rng.integers(1, 5)),
+            _choice(rng, [4, 8, 12]),
+            _choice(rng, [128, 256, 512, 1024]),
+            64,
+        )
+        terms = {
+            r["term"]: r
+            for r in audit_cost(d_model=h * d_k, heads=h, d_ff=4 * h * d_k, seq=t, batch=b)["terms"]
+        }
         n = terms["QK\u1d40"]["flops"]
-        text = (f"B = {b}, h = {h}, T = {t}, d_k = {d_k}. How many FLOPs does Q K^T take "
-                f"(1 multiply-add = 2 FLOPs)?")
-        steps = [f"each of the B*h*T*T = {b * h * t * t:,} scores is a {d_k}-term dot product",
-                 f"2 * {b} * {h} * {t}^2 * {d_k} = {n:,}"]
+        text = (
+            f"B = {b}, h = {h}, T = {t}, d_k = {d_k}. How many FLOPs does Q K^T take "
+            f"(1 multiply-add = 2 FLOPs)?"
+        )
+        steps = [
+            f"each of the B*h*T*T = {b * h * t * t:,} scores is a {d_k}-term dot product",
+            f"2 * {b} * {h} * {t}^2 * {d_k} = {n:,}",
+        ]
         return Question("flops", variant, text, float(n), steps, {"B": b, "h": h, "T": t, "d_k": d_k}, True)
     n_tok, d = _choice(rng, [512, 1024, 2048, 4096]), _choice(rng, [512, 768, 1024])
     report = audit_cost(d_model=d, heads=8, d_ff=4 * d, seq=n_tok, batch=1)
     if variant == "approx_attn":
         val = report["notes_check"]["attn_4n2d_per_layer_per_sequence"]
-        text = (f"Using FLOPs_attn ~ 4 n^2 d per layer (QK^T and AV, 2 FLOPs per multiply-add), "
-                f"n = {n_tok}, d = {d}: how many FLOPs?")
+        text = (
+            f"Using FLOPs_attn ~ 4 n^2 d per layer (QK^T and AV, 2 FLOPs per multiply-add), "
+            f"n = {n_tok}, d = {d}: how many FLOPs?"
+        )
         steps = [f"QK^T: 2 n^2 d; AV: 2 n^2 d; sum 4 n^2 d = 4 * {n_tok}^2 * {d} = {val:,}"]
     elif variant == "approx_mlp":
         val = report["notes_check"]["mlp_16nd2_per_layer_per_sequence"]
-        text = (f"Using FLOPs_MLP ~ 16 n d^2 per layer (two d x 4d matrices, 2 FLOPs per multiply-add), "
-                f"n = {n_tok}, d = {d}: how many FLOPs?")
-        steps = [f"each matrix: 2 * n * d * 4d = 8 n d^2; two of them: 16 n d^2 = 16 * {n_tok} * {d}^2 = {val:,}"]
+        text = (
+            f"Using FLOPs_MLP ~ 16 n d^2 per layer (two d x 4d matrices, 2 FLOPs per multiply-add), "
+            f"n = {n_tok}, d = {d}: how many FLOPs?"
+        )
+        steps = [
+            f"each matrix: 2 * n * d * 4d = 8 n d^2; two of them: 16 n d^2 = 16 * {n_tok} * {d}^2 = {val:,}"
+        ]
     else:
         terms = {r["term"]: r["flops"] for r in report["terms"]}
         val = sum(terms[k] for k in ("Q projection", "K projection", "V projection", "W^O"))
@@ -420,15 +540,33 @@ def _q_kvcache(rng: np.random.Generator) -> Question:
     n = kv_cache_bytes(layers, kv, d_head, nbytes, tokens=tokens, batch=batch)
     per_token = kv_cache_bytes(layers, kv, d_head, nbytes)
     kind = "MHA" if kv == heads else ("MQA" if kv == 1 else "GQA")
-    text = (f"A decoder with L = {layers} layers, {heads} query heads and {kv} key/value head{'s' if kv != 1 else ''} ({kind}), "
-            f"d_head = {d_head}, {nbytes} bytes per value. KV-cache size in bytes for a "
-            f"context of {tokens} token{'s' if tokens > 1 else ''} and batch {batch}?")
-    steps = ["per token and layer: K and V, each h_kv * d_head values: 2 * h_kv * d_head",
-             f"2 * {layers} * {kv} * {d_head} * {nbytes} bytes = {per_token:,} per token",
-             f"* {tokens} token(s) * batch {batch} = {n:,} bytes ({n / 2**20:,.2f} MiB)"]
-    return Question("kvcache", kind.lower(), text, float(n), steps,
-                    {"layers": layers, "heads": heads, "kv_heads": kv, "d_head": d_head, "bytes": nbytes,
-                     "tokens": tokens, "batch": batch}, True)
+    text = (
+        f"A decoder with L = {layers} layers, {heads} query heads and {kv} key/value head{'s' if kv != 1 else ''} ({kind}), "
+        f"d_head = {d_head}, {nbytes} bytes per value. KV-cache size in bytes for a "
+        f"context of {tokens} token{'s' if tokens > 1 else ''} and batch {batch}?"
+    )
+    steps = [
+        "per token and layer: K and V, each h_kv * d_head values: 2 * h_kv * d_head",
+        f"2 * {layers} * {kv} * {d_head} * {nbytes} bytes = {per_token:,} per token",
+        f"* {tokens} token(s) * batch {batch} = {n:,} bytes ({n / 2**20:,.2f} MiB)",
+    ]
+    return Question(
+        "kvcache",
+        kind.lower(),
+        text,
+        float(n),
+        steps,
+        {
+            "layers": layers,
+            "heads": heads,
+            "kv_heads": kv,
+            "d_head": d_head,
+            "bytes": nbytes,
+            "tokens": tokens,
+            "batch": batch,
+        },
+        True,
+    )
 
 
 TOPICS: dict[str, tuple[str, Callable[[np.random.Generator], Question]]] = {

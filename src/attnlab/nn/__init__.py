@@ -1,6 +1,7 @@
 """The engine: PyTorch building blocks that mirror :mod:`attnlab.ref` file by file."""
 
 from attnlab.nn.attention import AdditiveAttention, LuongAttention
+from attnlab.nn.config import BlockConfig
 from attnlab.nn.convert import (
     decoder_layer_from_torch,
     decoder_layer_to_torch,
@@ -29,6 +30,7 @@ from attnlab.nn.positions import (
 
 __all__ = [
     "AdditiveAttention",
+    "BlockConfig",
     "Decoder",
     "DecoderLayer",
     "Encoder",

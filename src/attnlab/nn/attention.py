@@ -35,8 +35,9 @@ def _check_inputs(s: Tensor, h: Tensor, d_s: int, d_h: int) -> None:
     if h.dim() != 3 or h.shape[-1] != d_h:
         raise ValueError(f"h must be [B, T_src, d_h={d_h}], got shape {list(h.shape)}")
     if s.shape[0] != h.shape[0]:
-        raise ValueError(f"s has batch {s.shape[0]} but h has batch {h.shape[0]} "
-                         f"(s {list(s.shape)}, h {list(h.shape)})")
+        raise ValueError(
+            f"s has batch {s.shape[0]} but h has batch {h.shape[0]} (s {list(s.shape)}, h {list(h.shape)})"
+        )
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
@@ -56,8 +57,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     try:
         mask = mask.expand_as(scores)  # [B, T_tgt, T_src]
     except RuntimeError:
-        raise ValueError(f"mask of shape {list(mask.shape)} does not broadcast to the scores' "
-                         f"shape {list(scores.shape)}") from None
+        raise ValueError(
+            f"mask of shape {list(mask.shape)} does not broadcast to the scores' shape {list(scores.shape)}"
+        ) from None
     if not bool(mask.any(dim=-1).all()):
         raise ValueError("mask leaves a decoder step with no source position to attend to")
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
@@ -143,7 +145,7 @@ class LuongAttention(nn.Module):
             return h
         if self.kind == "general":
             return self.W_a(h)  # [B, T_src, d_s]
-        return F.linear(h, self.W_a.weight[:, self.d_s:])  # [B, T_src, d_a]
+        return F.linear(h, self.W_a.weight[:, self.d_s :])  # [B, T_src, d_a]
 
     def attend(self, s: Tensor, h: Tensor, keys: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Alignment and context given precomputed ``keys = project_keys(h)``.

@@ -96,8 +96,9 @@ class FlashAttentionFunction(torch.autograd.Function):
                 m = m_new
             seen = l > 0  # rows with at least one key  [..., bq, 1]
             out[..., q_lo:q_hi, :] = torch.where(seen, acc / torch.where(seen, l, 1.0), 0.0)  # Z_i = O / l
-            lse[..., q_lo:q_hi] = torch.where(seen, m + torch.log(torch.where(seen, l, 1.0)),
-                                              -math.inf)[..., 0]  # L_i = m + log l
+            lse[..., q_lo:q_hi] = torch.where(seen, m + torch.log(torch.where(seen, l, 1.0)), -math.inf)[
+                ..., 0
+            ]  # L_i = m + log l
         ctx.save_for_backward(q, k, v, out, lse, mask if mask is not None else torch.empty(0))
         ctx.has_mask = mask is not None
         ctx.opts = (causal, window, block_q, block_k, scale)
@@ -141,11 +142,13 @@ def _check(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None):
         if not t.is_floating_point():
             raise ValueError(f"{name} must be a floating tensor, got dtype {t.dtype}")
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} "
-                         f"(q {list(q.shape)}, k {list(k.shape)})")
+        raise ValueError(
+            f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
+        )
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} "
-                         f"(k {list(k.shape)}, v {list(v.shape)})")
+        raise ValueError(
+            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
+        )
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
@@ -153,22 +156,39 @@ def _check(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None):
         if mask.dtype != torch.bool:
             raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
         t_q, t_k = q.shape[-2], k.shape[-2]
-        if mask.dim() >= 2 and (mask.shape[-2] not in (1, t_q) or mask.shape[-1] not in (1, t_k)) or \
-                mask.dim() == 1 and mask.shape[-1] not in (1, t_k):
-            raise ValueError(f"mask of shape {list(mask.shape)} does not broadcast to the scores' "
-                             f"[..., T_q, T_k] = [..., {t_q}, {t_k}]")
+        if (
+            mask.dim() >= 2
+            and (mask.shape[-2] not in (1, t_q) or mask.shape[-1] not in (1, t_k))
+            or mask.dim() == 1
+            and mask.shape[-1] not in (1, t_k)
+        ):
+            raise ValueError(
+                f"mask of shape {list(mask.shape)} does not broadcast to the scores' "
+                f"[..., T_q, T_k] = [..., {t_q}, {t_k}]"
+            )
         shapes.append(mask.shape[:-2])
     try:
         return torch.broadcast_shapes(*shapes)
     except RuntimeError:
-        raise ValueError(f"leading (batch/head) dims do not broadcast: q {list(q.shape)}, "
-                         f"k {list(k.shape)}, v {list(v.shape)}"
-                         + (f", mask {list(mask.shape)}" if mask is not None else "")) from None
+        raise ValueError(
+            f"leading (batch/head) dims do not broadcast: q {list(q.shape)}, "
+            f"k {list(k.shape)}, v {list(v.shape)}"
+            + (f", mask {list(mask.shape)}" if mask is not None else "")
+        ) from None
 
 
-def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, causal: bool = False,
-                    window: int | None = None, block_q: int = 128, block_k: int = 128,
-                    scale: float | None = None) -> Tensor:
+def flash_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    window: int | None = None,
+    block_q: int = 128,
+    block_k: int = 128,
+    scale: float | None = None,
+) -> Tensor:
     """Exact attention softmax(Q K^T * scale + M) V by tiles, differentiable (FlashAttention).
 
     Same recurrence and conventions as :func:`attnlab.ref.flash_attention`: causal is aligned to
@@ -201,6 +221,7 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = No
     k_b = k.expand(lead + k.shape[-2:])  # [..., T_k, d_k]
     v_b = v.expand(lead + v.shape[-2:])  # [..., T_k, d_v]
     mask_b = None if mask is None else mask.expand(lead + (t_q, t_k))  # [..., T_q, T_k] (a view)
-    out, _ = FlashAttentionFunction.apply(q_b, k_b, v_b, mask_b, bool(causal), window, block_q, block_k,
-                                          scale)
+    out, _ = FlashAttentionFunction.apply(
+        q_b, k_b, v_b, mask_b, bool(causal), window, block_q, block_k, scale
+    )
     return out

@@ -13,8 +13,9 @@ import torch
 from torch import nn
 
 
-def _check_range(name: str, offset: int, t: int, max_len: int, x: torch.Tensor | None = None,
-                 d: int | None = None) -> None:
+def _check_range(
+    name: str, offset: int, t: int, max_len: int, x: torch.Tensor | None = None, d: int | None = None
+) -> None:
     if x is not None and x.shape[-1] != d:
         raise ValueError(f"{name}: x must be [B, T, d={d}], got {list(x.shape)}")
     if offset < 0 or offset + t > max_len:

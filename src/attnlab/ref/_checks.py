@@ -47,8 +47,12 @@ def result_dtype(*arrays: np.ndarray) -> np.dtype:
 
 def non_negative_float(name: str, value) -> float:
     """Return ``value`` as a float, or raise ``ValueError`` if it is not a finite number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not np.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
 

@@ -68,11 +68,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
     k = as_float("k", k, min_ndim=2)
     v = as_float("v", v, min_ndim=2)
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} "
-                         f"(q {list(q.shape)}, k {list(k.shape)})")
+        raise ValueError(
+            f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
+        )
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} "
-                         f"(k {list(k.shape)}, v {list(v.shape)})")
+        raise ValueError(
+            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
+        )
     _broadcast_lead("q", q, "k", k)
     _broadcast_lead("k", k, "v", v)
     if empty_rows not in ("error", "zero"):  # checked here too: without a mask it is never consulted
@@ -80,8 +82,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
     if k.shape[-2] == 0:
         raise ValueError(f"k has T_k=0: there is no key to attend to (q {list(q.shape)}, k {list(k.shape)})")
     d_k = q.shape[-1]
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float, np.number))
-                              or not np.isfinite(scale)):
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)) or not np.isfinite(scale)
+    ):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     # a Python float keeps float32 inputs float32 (a NumPy float64 scalar would promote them)
     scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
@@ -91,8 +94,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
         try:
             scores = scores + b
         except ValueError:
-            raise ValueError(f"bias of shape {list(b.shape)} does not broadcast to the scores' "
-                             f"shape {list(scores.shape)}") from None
+            raise ValueError(
+                f"bias of shape {list(b.shape)} does not broadcast to the scores' shape {list(scores.shape)}"
+            ) from None
     weights = masked_softmax(scores, mask, empty_rows=empty_rows)  # [..., T_q, T_k]
     out = weights @ v  # [..., T_q, d_v]
     return out, weights
@@ -123,8 +127,10 @@ def additive_attention(s_prev, h, W_a, U_a, v_a, mask=None):
     if U_a.shape[0] != h.shape[-1]:
         raise ValueError(f"U_a has {U_a.shape[0]} rows but h has d_h={h.shape[-1]}")
     if not (W_a.shape[1] == U_a.shape[1] == v_a.shape[0]):
-        raise ValueError(f"attention widths differ: W_a {list(W_a.shape)}, U_a {list(U_a.shape)}, "
-                         f"v_a {list(v_a.shape)} (need a common d_a)")
+        raise ValueError(
+            f"attention widths differ: W_a {list(W_a.shape)}, U_a {list(U_a.shape)}, "
+            f"v_a {list(v_a.shape)} (need a common d_a)"
+        )
     _broadcast_lead("s_prev", s_prev, "h", h)
     proj_s = (s_prev @ W_a)[..., :, None, :]  # [..., T_tgt, 1, d_a]
     proj_h = (h @ U_a)[..., None, :, :]  # [..., 1, T_src, d_a]
@@ -171,8 +177,10 @@ def luong_attention(s, h, kind: str = "dot", W=None, v=None, mask=None):
         W = as_float("W", W, ndim=2)
         v = as_float("v", v, ndim=1)
         if W.shape[0] != d_s + d_h or W.shape[1] != v.shape[0]:
-            raise ValueError(f"concat needs W [d_s + d_h, d_a] = [{d_s + d_h}, d_a] and v [d_a]; "
-                             f"got W {list(W.shape)}, v {list(v.shape)}")
+            raise ValueError(
+                f"concat needs W [d_s + d_h, d_a] = [{d_s + d_h}, d_a] and v [d_a]; "
+                f"got W {list(W.shape)}, v {list(v.shape)}"
+            )
         # W [s; h] = s @ W[:d_s] + h @ W[d_s:]
         proj_s = (s @ W[:d_s])[..., :, None, :]  # [..., T_tgt, 1, d_a]
         proj_h = (h @ W[d_s:])[..., None, :, :]  # [..., 1, T_src, d_a]

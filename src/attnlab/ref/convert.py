@@ -22,8 +22,11 @@ def _mha(m, dtype) -> dict:
         w = _np(m.in_proj_weight, dtype)  # [3d, d]
         W_q, W_k, W_v = w[:d].T, w[d : 2 * d].T, w[2 * d :].T  # each [d, d]
     else:
-        W_q, W_k, W_v = (_np(m.q_proj_weight, dtype).T, _np(m.k_proj_weight, dtype).T,
-                         _np(m.v_proj_weight, dtype).T)
+        W_q, W_k, W_v = (
+            _np(m.q_proj_weight, dtype).T,
+            _np(m.k_proj_weight, dtype).T,
+            _np(m.v_proj_weight, dtype).T,
+        )
     b = _np(m.in_proj_bias, dtype)  # [3d] or None
     out = {"W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": _np(m.out_proj.weight, dtype).T}
     if b is not None:
@@ -42,8 +45,12 @@ def _norm(m, dtype) -> dict:
 
 
 def _ffn(layer, dtype) -> dict:
-    return {"W_1": _np(layer.linear1.weight, dtype).T, "b_1": _np(layer.linear1.bias, dtype),
-            "W_2": _np(layer.linear2.weight, dtype).T, "b_2": _np(layer.linear2.bias, dtype)}
+    return {
+        "W_1": _np(layer.linear1.weight, dtype).T,
+        "b_1": _np(layer.linear1.bias, dtype),
+        "W_2": _np(layer.linear2.weight, dtype).T,
+        "b_2": _np(layer.linear2.bias, dtype),
+    }
 
 
 def params_from_torch(module, dtype=np.float64) -> dict:
@@ -60,11 +67,22 @@ def params_from_torch(module, dtype=np.float64) -> dict:
     if isinstance(module, nn.MultiheadAttention):
         return _mha(module, dtype)
     if isinstance(module, nn.TransformerEncoderLayer):
-        return {"attn": _mha(module.self_attn, dtype), "ffn": _ffn(module, dtype),
-                "norm1": _norm(module.norm1, dtype), "norm2": _norm(module.norm2, dtype)}
+        return {
+            "attn": _mha(module.self_attn, dtype),
+            "ffn": _ffn(module, dtype),
+            "norm1": _norm(module.norm1, dtype),
+            "norm2": _norm(module.norm2, dtype),
+        }
     if isinstance(module, nn.TransformerDecoderLayer):
-        return {"self_attn": _mha(module.self_attn, dtype), "cross_attn": _mha(module.multihead_attn, dtype),
-                "ffn": _ffn(module, dtype), "norm1": _norm(module.norm1, dtype),
-                "norm2": _norm(module.norm2, dtype), "norm3": _norm(module.norm3, dtype)}
-    raise ValueError(f"params_from_torch reads nn.MultiheadAttention, nn.TransformerEncoderLayer or "
-                     f"nn.TransformerDecoderLayer, got {type(module).__name__}")
+        return {
+            "self_attn": _mha(module.self_attn, dtype),
+            "cross_attn": _mha(module.multihead_attn, dtype),
+            "ffn": _ffn(module, dtype),
+            "norm1": _norm(module.norm1, dtype),
+            "norm2": _norm(module.norm2, dtype),
+            "norm3": _norm(module.norm3, dtype),
+        }
+    raise ValueError(
+        f"params_from_torch reads nn.MultiheadAttention, nn.TransformerEncoderLayer or "
+        f"nn.TransformerDecoderLayer, got {type(module).__name__}"
+    )

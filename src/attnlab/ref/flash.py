@@ -29,11 +29,13 @@ def _lead_shape(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
 
 def _check_inputs(q, k, v, mask, t_q: int, t_k: int):
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} "
-                         f"(q {list(q.shape)}, k {list(k.shape)})")
+        raise ValueError(
+            f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
+        )
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} "
-                         f"(k {list(k.shape)}, v {list(v.shape)})")
+        raise ValueError(
+            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
+        )
     if mask is None:
         return None
     m = np.asarray(mask)
@@ -42,13 +44,16 @@ def _check_inputs(q, k, v, mask, t_q: int, t_k: int):
     if m.ndim < 2:
         m = m.reshape((1,) * (2 - m.ndim) + m.shape)  # [1.., T_k] -> [1, T_k]
     if m.shape[-2] not in (1, t_q) or m.shape[-1] not in (1, t_k):
-        raise ValueError(f"mask of shape {list(m.shape)} does not broadcast to the scores' "
-                         f"[..., T_q, T_k] = [..., {t_q}, {t_k}]")
+        raise ValueError(
+            f"mask of shape {list(m.shape)} does not broadcast to the scores' "
+            f"[..., T_q, T_k] = [..., {t_q}, {t_k}]"
+        )
     return m
 
 
-def key_block_range(q_lo: int, q_hi: int, t_k: int, offset: int, causal: bool,
-                    window: int | None) -> tuple[int, int]:
+def key_block_range(
+    q_lo: int, q_hi: int, t_k: int, offset: int, causal: bool, window: int | None
+) -> tuple[int, int]:
     """Keys ``[lo, hi)`` that any query of the block ``q_lo .. q_hi - 1`` may see.
 
     Query ``i`` sits at absolute position ``p = offset + i`` (``offset = T_k - T_q``: lower-right
@@ -78,9 +83,20 @@ def _tile_mask(q_lo, q_hi, k_lo, k_hi, offset, causal, window):
     return None if full else allowed
 
 
-def flash_attention(q, k, v, *, mask=None, causal: bool = False, window: int | None = None,
-                    block_q: int = 128, block_k: int = 128, scale=None, return_lse: bool = False,
-                    empty_rows: str = "error"):
+def flash_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal: bool = False,
+    window: int | None = None,
+    block_q: int = 128,
+    block_k: int = 128,
+    scale=None,
+    return_lse: bool = False,
+    empty_rows: str = "error",
+):
     """Exact attention softmax(Q K^T / sqrt(d_k) + M) V, computed tile by tile (FlashAttention).
 
     The recurrence, for one query block Q_i ``[B_q, d_k]`` and the key/value blocks K_j, V_j

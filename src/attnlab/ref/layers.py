@@ -53,8 +53,7 @@ def _check_denominator(fn: str, stat: np.ndarray, eps: float, kind: str) -> None
     """With ``eps = 0`` a row whose statistic is 0 would divide by zero (NaN): name it instead."""
     if eps == 0 and np.any(stat == 0):
         idx = tuple(int(i) for i in np.argwhere(stat[..., 0] == 0)[0])
-        raise ValueError(f"{fn}: x row {idx} is {kind} and eps=0, so it would divide by zero; "
-                         f"pass eps > 0")
+        raise ValueError(f"{fn}: x row {idx} is {kind} and eps=0, so it would divide by zero; pass eps > 0")
 
 
 def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
@@ -69,8 +68,9 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
     eps = non_negative_float("eps", eps)
     gamma, beta = as_float("gamma", gamma, ndim=1), as_float("beta", beta, ndim=1)
     if gamma.shape[0] != x.shape[-1] or beta.shape[0] != x.shape[-1]:
-        raise ValueError(f"gamma {list(gamma.shape)} / beta {list(beta.shape)} must match x's width "
-                         f"{x.shape[-1]}")
+        raise ValueError(
+            f"gamma {list(gamma.shape)} / beta {list(beta.shape)} must match x's width {x.shape[-1]}"
+        )
     mu = x.mean(axis=-1, keepdims=True)  # [..., 1]
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # [..., 1]
     _check_denominator("layer_norm", var, eps, "constant")
@@ -115,16 +115,19 @@ def feed_forward(x, params: dict, activation: str = "relu") -> np.ndarray:
     if W_1.shape[0] != x.shape[-1]:
         raise ValueError(f"W_1 has shape {list(W_1.shape)} but x {list(x.shape)} has d_model={x.shape[-1]}")
     if W_2.shape[0] != W_1.shape[1]:
-        raise ValueError(f"W_2 has shape {list(W_2.shape)} but W_1 {list(W_1.shape)} "
-                         f"gives d_ff={W_1.shape[1]}")
+        raise ValueError(
+            f"W_2 has shape {list(W_2.shape)} but W_1 {list(W_1.shape)} gives d_ff={W_1.shape[1]}"
+        )
     b_1 = None if params.get("b_1") is None else as_float("params['b_1']", params["b_1"], ndim=1)
     b_2 = None if params.get("b_2") is None else as_float("params['b_2']", params["b_2"], ndim=1)
     if b_1 is not None and b_1.shape[0] != W_1.shape[1]:
-        raise ValueError(f"b_1 has shape {list(b_1.shape)} but W_1 {list(W_1.shape)} "
-                         f"gives d_ff={W_1.shape[1]}")
+        raise ValueError(
+            f"b_1 has shape {list(b_1.shape)} but W_1 {list(W_1.shape)} gives d_ff={W_1.shape[1]}"
+        )
     if b_2 is not None and b_2.shape[0] != W_2.shape[1]:
-        raise ValueError(f"b_2 has shape {list(b_2.shape)} but W_2 {list(W_2.shape)} "
-                         f"has width {W_2.shape[1]}")
+        raise ValueError(
+            f"b_2 has shape {list(b_2.shape)} but W_2 {list(W_2.shape)} has width {W_2.shape[1]}"
+        )
     hid = x @ W_1  # [..., d_ff]
     if b_1 is not None:
         hid = hid + b_1
@@ -153,8 +156,17 @@ def _check_norm(norm: str) -> None:
         raise ValueError(f"norm must be 'post' or 'pre', got {norm!r}")
 
 
-def encoder_layer(x, params: dict, num_heads: int, *, norm: str = "post", activation: str = "relu",
-                  mask=None, eps: float = 1e-5, num_kv_heads: int | None = None) -> np.ndarray:
+def encoder_layer(
+    x,
+    params: dict,
+    num_heads: int,
+    *,
+    norm: str = "post",
+    activation: str = "relu",
+    mask=None,
+    eps: float = 1e-5,
+    num_kv_heads: int | None = None,
+) -> np.ndarray:
     """One Transformer encoder layer.
 
     post: U = LN_1(X + MHA(X)), Y = LN_2(U + FFN(U));  pre: U = X + MHA(LN_1(X)), Y = U + FFN(LN_2(U)).
@@ -170,8 +182,7 @@ def encoder_layer(x, params: dict, num_heads: int, *, norm: str = "post", activa
     _require(params, ("attn", "ffn", "norm1", "norm2"))
 
     def attn(z):
-        return multi_head_attention(z, z, params["attn"], num_heads, num_kv_heads=num_kv_heads,
-                                    mask=mask)[0]
+        return multi_head_attention(z, z, params["attn"], num_heads, num_kv_heads=num_kv_heads, mask=mask)[0]
 
     if norm == "post":
         u = _norm(x + attn(x), params["norm1"], eps, "norm1")  # [B, T, d]
@@ -180,9 +191,19 @@ def encoder_layer(x, params: dict, num_heads: int, *, norm: str = "post", activa
     return u + feed_forward(_norm(u, params["norm2"], eps, "norm2"), params["ffn"], activation)
 
 
-def decoder_layer(y, memory, params: dict, num_heads: int, *, norm: str = "post",
-                  activation: str = "relu", self_mask=None, memory_mask=None, eps: float = 1e-5,
-                  num_kv_heads: int | None = None) -> np.ndarray:
+def decoder_layer(
+    y,
+    memory,
+    params: dict,
+    num_heads: int,
+    *,
+    norm: str = "post",
+    activation: str = "relu",
+    self_mask=None,
+    memory_mask=None,
+    eps: float = 1e-5,
+    num_kv_heads: int | None = None,
+) -> np.ndarray:
     """One Transformer decoder layer: masked self-attention, cross-attention over ``memory``, FFN.
 
     post: A = LN_1(Y + SelfAttn(Y)), C = LN_2(A + CrossAttn(A, M)), Z = LN_3(C + FFN(C));
@@ -201,12 +222,14 @@ def decoder_layer(y, memory, params: dict, num_heads: int, *, norm: str = "post"
     _require(params, ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"))
 
     def self_attn(z):
-        return multi_head_attention(z, z, params["self_attn"], num_heads, num_kv_heads=num_kv_heads,
-                                    mask=self_mask)[0]
+        return multi_head_attention(
+            z, z, params["self_attn"], num_heads, num_kv_heads=num_kv_heads, mask=self_mask
+        )[0]
 
     def cross_attn(z):
-        return multi_head_attention(z, memory, params["cross_attn"], num_heads,
-                                    num_kv_heads=num_kv_heads, mask=memory_mask)[0]
+        return multi_head_attention(
+            z, memory, params["cross_attn"], num_heads, num_kv_heads=num_kv_heads, mask=memory_mask
+        )[0]
 
     n1, n2, n3 = params["norm1"], params["norm2"], params["norm3"]
     if norm == "post":

@@ -49,8 +49,9 @@ def padding_mask(lengths, t: int) -> np.ndarray:
     t = positive_int("t", t)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(f"lengths must be a 1-D integer array, got shape {list(lengths.shape)} "
-                         f"dtype {lengths.dtype}")
+        raise ValueError(
+            f"lengths must be a 1-D integer array, got shape {list(lengths.shape)} dtype {lengths.dtype}"
+        )
     if np.any(lengths < 1) or np.any(lengths > t):
         raise ValueError(f"lengths must lie in 1..{t} (t), got {lengths.tolist()}")
     return (np.arange(t)[None, :] < lengths[:, None])[:, None, :]

@@ -64,19 +64,27 @@ def _check_params(params: dict, d_q: int, d_kv: int, num_heads: int, num_kv_head
     if W_k.shape[0] != d_kv or W_v.shape[0] != d_kv:
         raise ValueError(f"W_k {list(W_k.shape)} / W_v {list(W_v.shape)} need {d_kv} rows (x_kv width)")
     if W_q.shape[1] % num_heads:
-        raise ValueError(f"d_model: W_q {list(W_q.shape)} gives width {W_q.shape[1]}, which is not "
-                         f"divisible by num_heads={num_heads}")
+        raise ValueError(
+            f"d_model: W_q {list(W_q.shape)} gives width {W_q.shape[1]}, which is not "
+            f"divisible by num_heads={num_heads}"
+        )
     d_k = W_q.shape[1] // num_heads
     if W_k.shape[1] != num_kv_heads * d_k:
-        raise ValueError(f"W_k {list(W_k.shape)} has width {W_k.shape[1]} but num_kv_heads*d_k = "
-                         f"{num_kv_heads}*{d_k} = {num_kv_heads * d_k}")
+        raise ValueError(
+            f"W_k {list(W_k.shape)} has width {W_k.shape[1]} but num_kv_heads*d_k = "
+            f"{num_kv_heads}*{d_k} = {num_kv_heads * d_k}"
+        )
     if W_v.shape[1] % num_kv_heads:
-        raise ValueError(f"W_v {list(W_v.shape)} has width {W_v.shape[1]}, which is not divisible by "
-                         f"num_kv_heads={num_kv_heads}")
+        raise ValueError(
+            f"W_v {list(W_v.shape)} has width {W_v.shape[1]}, which is not divisible by "
+            f"num_kv_heads={num_kv_heads}"
+        )
     d_v = W_v.shape[1] // num_kv_heads
     if W_o.shape[0] != num_heads * d_v:
-        raise ValueError(f"W_o has shape {list(W_o.shape)} but Concat(heads) has width h*d_v = "
-                         f"{num_heads}*{d_v} = {num_heads * d_v}")
+        raise ValueError(
+            f"W_o has shape {list(W_o.shape)} but Concat(heads) has width h*d_v = "
+            f"{num_heads}*{d_v} = {num_heads * d_v}"
+        )
     for b, w in (("b_q", W_q), ("b_k", W_k), ("b_v", W_v), ("b_o", W_o)):
         if params.get(b) is not None:
             p[b] = as_float(f"params[{b!r}]", params[b], ndim=1)
@@ -85,9 +93,18 @@ def _check_params(params: dict, d_q: int, d_kv: int, num_heads: int, num_kv_head
     return p
 
 
-def multi_head_attention(x_q, x_kv, params: dict, num_heads: int, *, num_kv_heads: int | None = None,
-                         mask=None, positions: str | None = None, rope_base: float = 10000.0,
-                         empty_rows: str = "error"):
+def multi_head_attention(
+    x_q,
+    x_kv,
+    params: dict,
+    num_heads: int,
+    *,
+    num_kv_heads: int | None = None,
+    mask=None,
+    positions: str | None = None,
+    rope_base: float = 10000.0,
+    empty_rows: str = "error",
+):
     """MultiHead(X_q, X_kv) = Concat(H_1, ..., H_h) W^O with H_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i.
 
     Args:
@@ -134,8 +151,10 @@ def multi_head_attention(x_q, x_kv, params: dict, num_heads: int, *, num_kv_head
             try:
                 np.broadcast_shapes(mask.shape, (x_q.shape[0], t_q, t_k))
             except ValueError:
-                raise ValueError(f"mask of shape {list(mask.shape)} does not broadcast to "
-                                 f"[B, T_q, T_k] = {[x_q.shape[0], t_q, t_k]}") from None
+                raise ValueError(
+                    f"mask of shape {list(mask.shape)} does not broadcast to "
+                    f"[B, T_q, T_k] = {[x_q.shape[0], t_q, t_k]}"
+                ) from None
         if mask.ndim == 3:
             mask = mask[:, None]  # [B, 1, T_q, T_k]: the same for every head
     heads, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias, empty_rows=empty_rows)

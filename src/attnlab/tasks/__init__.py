@@ -30,5 +30,17 @@ def get_task(name: str, **kwargs: Any) -> Task:
         raise ValueError(f"task {name!r}: {exc}") from None
 
 
-__all__ = ["BOS", "EOS", "PAD", "SEP", "SPLITS", "TASKS", "UNK", "CharTokenizer", "Example", "Task",
-           "get_task", "split_of"]
+__all__ = [
+    "BOS",
+    "EOS",
+    "PAD",
+    "SEP",
+    "SPLITS",
+    "TASKS",
+    "UNK",
+    "CharTokenizer",
+    "Example",
+    "Task",
+    "get_task",
+    "split_of",
+]

@@ -61,8 +61,9 @@ class Task:
     def describe(self) -> str:
         return self.__doc__.strip().splitlines()[0] if self.__doc__ else self.name
 
-    def sample(self, split: str, n: int, seed: int = 0, *,
-               max_tries_per_example: int = 1000) -> list[Example]:
+    def sample(
+        self, split: str, n: int, seed: int = 0, *, max_tries_per_example: int = 1000
+    ) -> list[Example]:
         """Draw ``n`` examples of ``split`` (repeats possible when the space is small), seeded.
 
         Candidates are drawn from the task's distribution and kept when their source falls in
@@ -81,8 +82,10 @@ class Task:
             if split_of(ex.src) == split:
                 out.append(ex)
             elif tries > max_tries_per_example * n:
-                raise ValueError(f"task {self.name!r} with {self.params()} has too few distinct sources "
-                                 f"to fill the {split!r} split (found {len(out)} of {n})")
+                raise ValueError(
+                    f"task {self.name!r} with {self.params()} has too few distinct sources "
+                    f"to fill the {split!r} split (found {len(out)} of {n})"
+                )
         return out
 
     def spec(self) -> dict[str, Any]:

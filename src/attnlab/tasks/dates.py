@@ -18,8 +18,20 @@ import numpy as np
 from attnlab.tasks.base import Example, Task
 from attnlab.tasks.tokenizer import CharTokenizer
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 FIRST, LAST = dt.date(1950, 1, 1), dt.date(2049, 12, 31)
 
@@ -40,18 +52,18 @@ def _wd(d: dt.date) -> str:
 
 # name -> writer; every writer's output determines the date uniquely (tested)
 FORMATS: dict[str, Callable[[dt.date], str]] = {
-    "long-weekday": lambda d: f"{_wd(d)}, {d.day} {_mon(d)} {d.year}",      # Tuesday, 25 January 2026
-    "dd/mm/yy": lambda d: f"{d.day:02d}/{d.month:02d}/{d.year % 100:02d}",    # 25/01/26
+    "long-weekday": lambda d: f"{_wd(d)}, {d.day} {_mon(d)} {d.year}",  # Tuesday, 25 January 2026
+    "dd/mm/yy": lambda d: f"{d.day:02d}/{d.month:02d}/{d.year % 100:02d}",  # 25/01/26
     "mon-ordinal": lambda d: f"{_mon(d)[:3].lower()} {ordinal(d.day)} {d.year}",  # jan 25th 2026
-    "month-d-yyyy": lambda d: f"{_mon(d)} {d.day}, {d.year}",               # January 25, 2026
-    "d-mon-yyyy": lambda d: f"{d.day} {_mon(d)[:3]} {d.year}",              # 25 Jan 2026
-    "dd.mm.yyyy": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",           # 25.01.2026
+    "month-d-yyyy": lambda d: f"{_mon(d)} {d.day}, {d.year}",  # January 25, 2026
+    "d-mon-yyyy": lambda d: f"{d.day} {_mon(d)[:3]} {d.year}",  # 25 Jan 2026
+    "dd.mm.yyyy": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",  # 25.01.2026
     "dd-MON-yyyy": lambda d: f"{d.day:02d}-{_mon(d)[:3].upper()}-{d.year}",  # 25-JAN-2026
     "ordinal-of": lambda d: f"the {ordinal(d.day)} of {_mon(d)}, {d.year}",  # the 25th of January, 2026
     "wd-d-mon-yy": lambda d: f"{_wd(d)[:3]} {d.day} {_mon(d)[:3]} {d.year % 100:02d}",  # Sun 25 Jan 26
     "d-month-yyyy-lower": lambda d: f"{d.day} {_mon(d).lower()} {d.year}",  # 25 january 2026
-    "yyyy/mm/dd": lambda d: f"{d.year}/{d.month:02d}/{d.day:02d}",           # 2026/01/25
-    "d/m/yyyy": lambda d: f"{d.day}/{d.month}/{d.year}",                     # 25/1/2026
+    "yyyy/mm/dd": lambda d: f"{d.year}/{d.month:02d}/{d.day:02d}",  # 2026/01/25
+    "d/m/yyyy": lambda d: f"{d.day}/{d.month}/{d.year}",  # 25/1/2026
 }
 
 SYMBOLS = string.ascii_letters + string.digits + " ,./-"
@@ -62,8 +74,9 @@ class Dates(Task):
 
     name = "dates"
 
-    def __init__(self, min_len: int | None = None, max_len: int | None = None,
-                 formats: tuple[str, ...] | None = None):
+    def __init__(
+        self, min_len: int | None = None, max_len: int | None = None, formats: tuple[str, ...] | None = None
+    ):
         unknown = sorted(set(formats or ()) - set(FORMATS))
         if unknown:
             raise ValueError(f"formats has unknown format(s) {unknown}; known: {sorted(FORMATS)}")
@@ -88,5 +101,6 @@ class Dates(Task):
             d = dt.date.fromordinal(FIRST.toordinal() + int(rng.integers(0, span + 1)))
             src = FORMATS[self.formats[int(rng.integers(0, len(self.formats)))]](d)
             if (self.min_len is None or len(src) >= self.min_len) and (
-                    self.max_len is None or len(src) <= self.max_len):
+                self.max_len is None or len(src) <= self.max_len
+            ):
                 return Example(src, d.isoformat())

@@ -109,8 +109,16 @@ def latest_step(out_dir: str | Path) -> int | None:
         raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)") from None
 
 
-def save_checkpoint(out_dir: str | Path, *, model, optimizer: torch.optim.Optimizer, step: int,
-                    config: TrainConfig, history: list[dict[str, Any]], task_spec: dict[str, Any]) -> Path:
+def save_checkpoint(
+    out_dir: str | Path,
+    *,
+    model,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    config: TrainConfig,
+    history: list[dict[str, Any]],
+    task_spec: dict[str, Any],
+) -> Path:
     """Write a complete checkpoint for ``step`` and point ``latest.json`` at it (see module doc)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,9 +131,15 @@ def save_checkpoint(out_dir: str | Path, *, model, optimizer: torch.optim.Optimi
     for name in files:  # flush every file before the folder becomes visible
         with open(tmp / name, "rb") as f:
             os.fsync(f.fileno())
-    state = {"format": FORMAT, "step": step, "config": config.to_dict(), "task": task_spec,
-             "history": history, "optimizer": opt_meta,
-             "files": {name: _sha256(tmp / name) for name in files}}
+    state = {
+        "format": FORMAT,
+        "step": step,
+        "config": config.to_dict(),
+        "task": task_spec,
+        "history": history,
+        "optimizer": opt_meta,
+        "files": {name: _sha256(tmp / name) for name in files},
+    }
     atomic_write_json(tmp / STATE, state)
     _fsync_dir(tmp)
     name = f"ckpt-{step:06d}"
@@ -137,8 +151,11 @@ def save_checkpoint(out_dir: str | Path, *, model, optimizer: torch.optim.Optimi
     atomic_write_json(out / POINTER, {"checkpoint": name, "step": step})
     _fsync_dir(out)
     for old in out.iterdir():  # only now may older checkpoints go
-        if old.is_dir() and old.name != name and (old.name.startswith("ckpt-")
-                                                  or old.name.startswith(".ckpt-tmp-")):
+        if (
+            old.is_dir()
+            and old.name != name
+            and (old.name.startswith("ckpt-") or old.name.startswith(".ckpt-tmp-"))
+        ):
             shutil.rmtree(old, ignore_errors=True)
     model.save(out)  # the convenience copy for load_model(DIR); each file replaced atomically
     return final

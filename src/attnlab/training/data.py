@@ -51,7 +51,7 @@ def encode_gpt(examples: Sequence[Example], tok: CharTokenizer):
         seq = prompt + tok.encode(e.tgt) + [EOS]
         ids.append(seq[:-1])
         # position j predicts seq[j+1]; the target part starts at seq index len(prompt)
-        labels.append([PAD] * (len(prompt) - 1) + seq[len(prompt):])
+        labels.append([PAD] * (len(prompt) - 1) + seq[len(prompt) :])
     return pad_rows(ids), pad_rows(labels)
 
 
@@ -76,11 +76,19 @@ class TrainData:
         seed: shuffling seed.
     """
 
-    def __init__(self, examples: Sequence[Example], tok: CharTokenizer, *, decoder_only: bool,
-                 batch_size: int, seed: int):
+    def __init__(
+        self,
+        examples: Sequence[Example],
+        tok: CharTokenizer,
+        *,
+        decoder_only: bool,
+        batch_size: int,
+        seed: int,
+    ):
         if batch_size > len(examples):
-            raise ValueError(f"batch size {batch_size} is larger than the training set "
-                             f"({len(examples)} examples)")
+            raise ValueError(
+                f"batch size {batch_size} is larger than the training set ({len(examples)} examples)"
+            )
         self.n, self.batch_size, self.seed = len(examples), batch_size, seed
         self.decoder_only = decoder_only
         self.tensors = encode_gpt(examples, tok) if decoder_only else encode_seq2seq(examples, tok)
@@ -90,7 +98,7 @@ class TrainData:
         """Row indices of the global batch at ``step`` (0-based)."""
         epoch, i = divmod(step, self.batches_per_epoch)
         perm = np.random.default_rng([self.seed, epoch, 0xBA7C]).permutation(self.n)
-        return perm[i * self.batch_size:(i + 1) * self.batch_size]
+        return perm[i * self.batch_size : (i + 1) * self.batch_size]
 
     def batch(self, step: int, rank: int = 0, world: int = 1) -> tuple[torch.Tensor, ...]:
         """This rank's share of the batch at ``step``, right-trimmed of all-PAD columns."""

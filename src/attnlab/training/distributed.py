@@ -25,13 +25,28 @@ from attnlab.training.config import TrainConfig
 from attnlab.training.trainer import preflight, train
 
 
-def _worker(rank: int, world: int, config: TrainConfig, out_dir: str | None, resume: bool, progress: bool,
-            init_file: str, replica_dir: str | None) -> None:
+def _worker(
+    rank: int,
+    world: int,
+    config: TrainConfig,
+    out_dir: str | None,
+    resume: bool,
+    progress: bool,
+    init_file: str,
+    replica_dir: str | None,
+) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        result = train(config, out_dir, resume=resume, progress=progress and rank == 0, rank=rank,
-                       world=world, desc=f"train {config.model} on {config.task} ({world} processes)",
-                       threads=1)
+        result = train(
+            config,
+            out_dir,
+            resume=resume,
+            progress=progress and rank == 0,
+            rank=rank,
+            world=world,
+            desc=f"train {config.model} on {config.task} ({world} processes)",
+            threads=1,
+        )
         if replica_dir is not None:  # for checking that the replicas agree; each rank writes its own
             state = {k: v.contiguous() for k, v in result.model.state_dict().items()}
             seen, unique = set(), {}
@@ -45,8 +60,15 @@ def _worker(rank: int, world: int, config: TrainConfig, out_dir: str | None, res
         dist.destroy_process_group()
 
 
-def train_distributed(config: TrainConfig, out_dir: str | Path | None, *, nproc: int, resume: bool = False,
-                      progress: bool = True, replica_dir: str | Path | None = None) -> None:
+def train_distributed(
+    config: TrainConfig,
+    out_dir: str | Path | None,
+    *,
+    nproc: int,
+    resume: bool = False,
+    progress: bool = True,
+    replica_dir: str | Path | None = None,
+) -> None:
     """Train with ``nproc`` DDP processes on this machine (see module doc).
 
     Every check that can fail runs here first, in the parent, so bad input never starts workers.
@@ -59,9 +81,20 @@ def train_distributed(config: TrainConfig, out_dir: str | Path | None, *, nproc:
     preflight(config, out_dir, resume)
     with tempfile.TemporaryDirectory(prefix="attnlab-ddp-") as tmp:
         init_file = str(Path(tmp) / "rendezvous")
-        mp.spawn(_worker, nprocs=nproc, join=True,
-                 args=(nproc, config, None if out_dir is None else str(out_dir), resume, progress, init_file,
-                       None if replica_dir is None else str(replica_dir)))
+        mp.spawn(
+            _worker,
+            nprocs=nproc,
+            join=True,
+            args=(
+                nproc,
+                config,
+                None if out_dir is None else str(out_dir),
+                resume,
+                progress,
+                init_file,
+                None if replica_dir is None else str(replica_dir),
+            ),
+        )
 
 
 def init_from_env() -> tuple[int, int]:

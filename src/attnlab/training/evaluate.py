@@ -42,8 +42,16 @@ def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]
 
 
 @torch.no_grad()
-def predict(model, task: Task, sources: Sequence[str], *, decode: str = "greedy", beam_size: int = 4,
-            batch_size: int = 256, slack: int = 2) -> list[str]:
+def predict(
+    model,
+    task: Task,
+    sources: Sequence[str],
+    *,
+    decode: str = "greedy",
+    beam_size: int = 4,
+    batch_size: int = 256,
+    slack: int = 2,
+) -> list[str]:
     """Decode each source string with ``model`` -> predicted target strings."""
     if decode not in ("greedy", "beam"):
         raise ValueError(f"decode must be 'greedy' or 'beam', got {decode!r}")
@@ -53,7 +61,7 @@ def predict(model, task: Task, sources: Sequence[str], *, decode: str = "greedy"
     preds: list[str] = []
     try:
         for lo in range(0, len(sources), batch_size):
-            chunk = list(sources[lo: lo + batch_size])
+            chunk = list(sources[lo : lo + batch_size])
             max_len = max(task.max_target_len(s) for s in chunk) + 1 + slack  # + EOS
             if getattr(model, "kind", "") == "gpt":
                 rows = _gpt_greedy(model, [gpt_prompt(s, tok) for s in chunk], max_len)

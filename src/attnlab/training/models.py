@@ -22,8 +22,14 @@ from torch import nn
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "seq2seq-rnn": {"emb": 32, "hidden": 64, "layers": 1, "cell": "gru", "dropout": 0.0},
-    "attention-rnn": {"emb": 32, "hidden": 64, "layers": 1, "cell": "gru", "attention": "bahdanau",
-                      "dropout": 0.0},
+    "attention-rnn": {
+        "emb": 32,
+        "hidden": 64,
+        "layers": 1,
+        "cell": "gru",
+        "attention": "bahdanau",
+        "dropout": 0.0,
+    },
     "transformer": {"d_model": 64, "heads": 4, "d_ff": None, "layers": 2, "dropout": 0.0, "max_len": 256},
     "gpt": {"d_model": 64, "heads": 4, "d_ff": None, "layers": 2, "dropout": 0.0, "max_len": 256},
 }
@@ -49,8 +55,12 @@ def model_class(kind: str):
 
     import attnlab.models as M
 
-    names = {"seq2seq-rnn": "Seq2SeqRNN", "attention-rnn": "AttentionRNN", "transformer": "Transformer",
-             "gpt": "GPT"}
+    names = {
+        "seq2seq-rnn": "Seq2SeqRNN",
+        "attention-rnn": "AttentionRNN",
+        "transformer": "Transformer",
+        "gpt": "GPT",
+    }
     modules = {"seq2seq-rnn": "rnn", "attention-rnn": "rnn", "transformer": "transformer", "gpt": "gpt"}
     if kind not in names:
         raise ValueError(f"unknown model {kind!r}; choose from {sorted(names)}")

@@ -15,14 +15,22 @@ import math
 SCHEDULES = ("cosine", "noam", "constant")
 
 
-def learning_rate(step: int, *, schedule: str, lr: float, warmup: int, total: int, d_model: int = 512,
-                  min_ratio: float = 0.1) -> float:
+def learning_rate(
+    step: int,
+    *,
+    schedule: str,
+    lr: float,
+    warmup: int,
+    total: int,
+    d_model: int = 512,
+    min_ratio: float = 0.1,
+) -> float:
     """The learning rate for 0-based optimisation step ``step``."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
     s = step + 1
     if schedule == "noam":
-        return lr * d_model ** -0.5 * min(s ** -0.5, s * max(warmup, 1) ** -1.5)
+        return lr * d_model**-0.5 * min(s**-0.5, s * max(warmup, 1) ** -1.5)
     if warmup > 0 and s <= warmup:
         return lr * s / warmup
     if schedule == "constant":

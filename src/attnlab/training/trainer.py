@@ -64,8 +64,12 @@ def batch_loss(model, batch: tuple[torch.Tensor, ...], decoder_only: bool, label
         src, tgt_in, target = batch
         logits = model(src, tgt_in)  # [B, T, V]
     vocab = logits.shape[-1]
-    loss = F.cross_entropy(logits.reshape(-1, vocab), target.reshape(-1),  # [B*T, V] vs [B*T]
-                           ignore_index=PAD, label_smoothing=label_smoothing)
+    loss = F.cross_entropy(
+        logits.reshape(-1, vocab),
+        target.reshape(-1),  # [B*T, V] vs [B*T]
+        ignore_index=PAD,
+        label_smoothing=label_smoothing,
+    )
     mask = target != PAD
     correct = ((logits.argmax(-1) == target) & mask).sum()
     return loss, int(correct), int(mask.sum())
@@ -76,8 +80,9 @@ def prepare(config: TrainConfig) -> Task:
     task = get_task(config.task, **config.task_params)
     resolve_params(config.model, config.model_params)
     if config.batch_size > config.train_size:
-        raise ValueError(f"batch size {config.batch_size} is larger than the training set "
-                         f"({config.train_size} examples)")
+        raise ValueError(
+            f"batch size {config.batch_size} is larger than the training set ({config.train_size} examples)"
+        )
     return task
 
 
@@ -94,8 +99,10 @@ def preflight(config: TrainConfig, out_dir: str | Path | None, resume: bool):
         raise ValueError(f"--out {out} exists and is not a folder")
     if not resume:
         if out.is_dir() and (latest_step(out) is not None or any(out.glob("ckpt-*"))):
-            raise ValueError(f"{out} already holds a checkpoint (step {latest_step(out)}); "
-                             f"pass --resume to continue it or choose another --out")
+            raise ValueError(
+                f"{out} already holds a checkpoint (step {latest_step(out)}); "
+                f"pass --resume to continue it or choose another --out"
+            )
         return None
     ckpt = load_checkpoint(out)
     conflicts = resume_conflicts(ckpt.config, config)
@@ -104,9 +111,18 @@ def preflight(config: TrainConfig, out_dir: str | Path | None, resume: bool):
     return ckpt
 
 
-def train(config: TrainConfig, out_dir: str | Path | None = None, *, resume: bool = False,
-          progress: bool = True, rank: int = 0, world: int = 1, desc: str | None = None,
-          threads: int | None = 1, until: int | None = None) -> TrainResult:
+def train(
+    config: TrainConfig,
+    out_dir: str | Path | None = None,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    rank: int = 0,
+    world: int = 1,
+    desc: str | None = None,
+    threads: int | None = 1,
+    until: int | None = None,
+) -> TrainResult:
     """Run (or resume) training; see the module doc. Only ``rank`` 0 writes or evaluates.
 
     ``threads``: torch intra-op threads while training (restored afterwards; None = leave as is).
@@ -121,19 +137,33 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, *, resume: boo
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(config, out_dir, ckpt, progress=progress, rank=rank, world=world, desc=desc,
-                    until=config.steps if until is None else min(until, config.steps))
+        return _run(
+            config,
+            out_dir,
+            ckpt,
+            progress=progress,
+            rank=rank,
+            world=world,
+            desc=desc,
+            until=config.steps if until is None else min(until, config.steps),
+        )
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _run(config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world: int,
-         desc: str | None, until: int) -> TrainResult:
+def _run(
+    config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world: int, desc: str | None, until: int
+) -> TrainResult:
     task = get_task(config.task, **config.task_params)
     tok = task.tokenizer
     decoder_only = config.model == "gpt"
-    data = TrainData(task.sample("train", config.train_size, seed=config.seed), tok,
-                     decoder_only=decoder_only, batch_size=config.batch_size, seed=config.seed)
+    data = TrainData(
+        task.sample("train", config.train_size, seed=config.seed),
+        tok,
+        decoder_only=decoder_only,
+        batch_size=config.batch_size,
+        seed=config.seed,
+    )
     val = task.sample("validation", config.eval_size, seed=config.seed)
 
     torch.manual_seed(config.seed)
@@ -152,19 +182,32 @@ def _run(config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world
     d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
     lead = rank == 0
 
-    bar = tqdm(total=config.steps, initial=start, disable=not (progress and lead), unit="step",
-               desc=desc or f"train {config.model} on {config.task}", dynamic_ncols=True)
+    bar = tqdm(
+        total=config.steps,
+        initial=start,
+        disable=not (progress and lead),
+        unit="step",
+        desc=desc or f"train {config.model} on {config.task}",
+        dynamic_ncols=True,
+    )
     model.train()
     t0, tokens_seen, recent = time.perf_counter(), 0, []
     step = start
     while step < until:
-        lr = learning_rate(step, schedule=config.schedule, lr=config.lr, warmup=config.warmup,
-                           total=config.steps, d_model=d_model)
+        lr = learning_rate(
+            step,
+            schedule=config.schedule,
+            lr=config.lr,
+            warmup=config.warmup,
+            total=config.steps,
+            d_model=d_model,
+        )
         for g in optimizer.param_groups:
             g["lr"] = lr
         torch.manual_seed(step_seed(config.seed, step, rank))
-        loss, correct, count = batch_loss(net, data.batch(step, rank, world), decoder_only,
-                                          config.label_smoothing)
+        loss, correct, count = batch_loss(
+            net, data.batch(step, rank, world), decoder_only, config.label_smoothing
+        )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if config.clip > 0:
@@ -174,23 +217,39 @@ def _run(config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world
         tokens_seen += count * world
         recent = (recent + [(float(loss.detach()), correct / max(count, 1))])[-20:]
         elapsed = time.perf_counter() - t0
-        record = {"step": step, "lr": lr, "loss": float(np.mean([r[0] for r in recent])),
-                  "train_token_acc": float(np.mean([r[1] for r in recent])),
-                  "tokens_per_s": tokens_seen / elapsed if elapsed > 0 else 0.0}
+        record = {
+            "step": step,
+            "lr": lr,
+            "loss": float(np.mean([r[0] for r in recent])),
+            "train_token_acc": float(np.mean([r[1] for r in recent])),
+            "tokens_per_s": tokens_seen / elapsed if elapsed > 0 else 0.0,
+        }
         bar.update(1)
-        bar.set_postfix(loss=f"{record['loss']:.3f}", acc=f"{record['train_token_acc']:.3f}",
-                        tok_s=f"{record['tokens_per_s']:.0f}")
+        bar.set_postfix(
+            loss=f"{record['loss']:.3f}",
+            acc=f"{record['train_token_acc']:.3f}",
+            tok_s=f"{record['tokens_per_s']:.0f}",
+        )
         last = step == config.steps or step == until
         if lead and ((config.eval_every and step % config.eval_every == 0) or last):
             m = evaluate_examples(model, task, val, decode=config.decode, beam_size=config.beam_size)
             record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
             history.append(record)
             if progress:
-                bar.write(f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
-                          f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)")
+                bar.write(
+                    f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
+                    f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)"
+                )
         if lead and out_dir is not None and ((config.ckpt_every and step % config.ckpt_every == 0) or last):
-            save_checkpoint(out_dir, model=model, optimizer=optimizer, step=step, config=config,
-                            history=history, task_spec=task.spec())
+            save_checkpoint(
+                out_dir,
+                model=model,
+                optimizer=optimizer,
+                step=step,
+                config=config,
+                history=history,
+                task_spec=task.spec(),
+            )
     bar.close()
     model.eval()
     return TrainResult(model, history, step, task, n_params, resumed_from=ckpt.step if ckpt else None)

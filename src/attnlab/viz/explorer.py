@@ -29,11 +29,11 @@ ASSETS = Path(__file__).with_name("explorer")
 KINDS = ("self", "causal", "cross")
 EXPLANATIONS = {
     "self": "Encoder self-attention: each token (left) spreads one unit of attention over every token of "
-            "the same sentence (right); a line's thickness is the weight, its colour the head.",
+    "the same sentence (right); a line's thickness is the weight, its colour the head.",
     "causal": "Decoder causal self-attention: each token (left) attends only to itself and earlier tokens "
-              "(right); weights to later tokens are exactly zero.",
+    "(right); weights to later tokens are exactly zero.",
     "cross": "Encoder-decoder cross-attention: each target token (left) spreads one unit of attention over "
-             "the source tokens (right).",
+    "the source tokens (right).",
 }
 FLOAT32_LIMIT = 1 << 22  # above this many weights, embed float16 to keep the file small
 MIN_WEIGHT = 0.01  # edges lighter than this are not drawn (the heatmap still shows every weight)
@@ -66,11 +66,13 @@ class AttentionView:
             raise ValueError(f"weights must not be empty, got shape {list(w.shape)}")
         q, k = tuple(str(t) for t in self.query_tokens), tuple(str(t) for t in self.key_tokens)
         if len(q) != w.shape[2]:
-            raise ValueError(f"query_tokens has {len(q)} tokens but weights {list(w.shape)} "
-                             f"has T_q={w.shape[2]}")
+            raise ValueError(
+                f"query_tokens has {len(q)} tokens but weights {list(w.shape)} has T_q={w.shape[2]}"
+            )
         if len(k) != w.shape[3]:
-            raise ValueError(f"key_tokens has {len(k)} tokens but weights {list(w.shape)} "
-                             f"has T_k={w.shape[3]}")
+            raise ValueError(
+                f"key_tokens has {len(k)} tokens but weights {list(w.shape)} has T_k={w.shape[3]}"
+            )
         if not np.all(np.isfinite(w)):
             raise ValueError(f"weights contains NaN or infinite values (shape {list(w.shape)})")
         object.__setattr__(self, "weights", w)
@@ -82,11 +84,19 @@ class AttentionView:
         dtype = "<f4" if self.weights.size <= FLOAT32_LIMIT else "<f2"
         raw = np.ascontiguousarray(self.weights, dtype=dtype).tobytes()
         layers, heads, t_q, t_k = self.weights.shape
-        return {"name": self.name, "kind": self.kind, "explanation": EXPLANATIONS[self.kind],
-                "queries": list(self.query_tokens), "keys": list(self.key_tokens),
-                "layers": layers, "heads": heads, "tq": t_q, "tk": t_k,
-                "dtype": "float32" if dtype == "<f4" else "float16",
-                "weights": base64.b64encode(raw).decode("ascii")}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "explanation": EXPLANATIONS[self.kind],
+            "queries": list(self.query_tokens),
+            "keys": list(self.key_tokens),
+            "layers": layers,
+            "heads": heads,
+            "tq": t_q,
+            "tk": t_k,
+            "dtype": "float32" if dtype == "<f4" else "float16",
+            "weights": base64.b64encode(raw).decode("ascii"),
+        }
 
 
 # --- gathering attention from models -------------------------------------------------------------
@@ -114,8 +124,9 @@ def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionVie
     enc = tokenizer.encode(sentence)
     max_len = int(getattr(getattr(model, "config", None), "max_len", 512) or 512)
     if len(enc.ids) > max_len:
-        raise ValueError(f"sentence has {len(enc.ids)} tokens but {model_name} has {max_len} positions; "
-                         f"shorten it")
+        raise ValueError(
+            f"sentence has {len(enc.ids)} tokens but {model_name} has {max_len} positions; shorten it"
+        )
     ids = torch.tensor([enc.ids])  # [1, T]
     model.eval()
     with torch.no_grad():
@@ -124,8 +135,13 @@ def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionVie
     return [AttentionView("encoder self-attention", "self", enc.tokens, enc.tokens, weights)]
 
 
-def trained_views(model, src_ids: list[int], src_tokens: list[str], tgt_ids: list[int] | None = None,
-                  tgt_tokens: list[str] | None = None) -> list[AttentionView]:
+def trained_views(
+    model,
+    src_ids: list[int],
+    src_tokens: list[str],
+    tgt_ids: list[int] | None = None,
+    tgt_tokens: list[str] | None = None,
+) -> list[AttentionView]:
     """Attention of an attnlab model on one example, by teacher forcing.
 
     ``transformer``: ``forward(src [1, S], tgt_in [1, T], return_attention=True)`` gives encoder
@@ -149,11 +165,14 @@ def trained_views(model, src_ids: list[int], src_tokens: list[str], tgt_ids: lis
     if kind == "gpt":
         with torch.no_grad():
             _, attn = model(src, return_attention=True)  # list over layers of [1, h, S, S]
-        return [AttentionView("decoder causal self-attention", "causal", src_tokens, src_tokens,
-                              _stack(attn))]
+        return [
+            AttentionView("decoder causal self-attention", "causal", src_tokens, src_tokens, _stack(attn))
+        ]
     if kind not in ("transformer", "attention-rnn"):
-        raise ValueError(f"model kind {kind!r} has no attention weights to explore "
-                         f"(need transformer, attention-rnn or gpt; a fixed-context RNN has none)")
+        raise ValueError(
+            f"model kind {kind!r} has no attention weights to explore "
+            f"(need transformer, attention-rnn or gpt; a fixed-context RNN has none)"
+        )
     if tgt_ids is None or tgt_tokens is None or len(tgt_ids) != len(tgt_tokens):
         raise ValueError("a sequence-to-sequence model needs tgt_ids and tgt_tokens of equal length")
     tgt = torch.tensor([tgt_ids], dtype=torch.long)  # [1, T]
@@ -164,10 +183,12 @@ def trained_views(model, src_ids: list[int], src_tokens: list[str], tgt_ids: lis
         return [AttentionView("cross-attention (alignment)", "cross", tgt_tokens, src_tokens, w)]
     return [
         AttentionView("encoder self-attention", "self", src_tokens, src_tokens, _stack(attn["encoder_self"])),
-        AttentionView("decoder causal self-attention", "causal", tgt_tokens, tgt_tokens,
-                      _stack(attn["decoder_self"])),
-        AttentionView("encoder-decoder cross-attention", "cross", tgt_tokens, src_tokens,
-                      _stack(attn["cross"])),
+        AttentionView(
+            "decoder causal self-attention", "causal", tgt_tokens, tgt_tokens, _stack(attn["decoder_self"])
+        ),
+        AttentionView(
+            "encoder-decoder cross-attention", "cross", tgt_tokens, src_tokens, _stack(attn["cross"])
+        ),
     ]
 
 
@@ -214,8 +235,9 @@ def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[A
         return views, f"MiniLM (all-MiniLM-L6-v2), {layers} layers x {heads} heads"
     directory = Path(model)
     if not directory.is_dir():
-        raise ValueError(f"--model must be 'minilm' or a folder written by attnlab train; "
-                         f"{directory} is not a folder")
+        raise ValueError(
+            f"--model must be 'minilm' or a folder written by attnlab train; {directory} is not a folder"
+        )
     return trained_dir_views(sentence, directory)
 
 
@@ -225,8 +247,13 @@ def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[A
 def _json_for_script(data) -> str:
     """JSON that cannot end a <script> element or break JS: <, >, &, U+2028, U+2029 escaped."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
-                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for ch, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(ch, esc)
     return text
 
@@ -237,12 +264,15 @@ def _sha256(text: str) -> str:
 
 def content_security_policy(script: str, style: str) -> str:
     """No network at all (``default-src 'none'``); only our one script and one style, by hash."""
-    return (f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
-            f"img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'")
+    return (
+        f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+        f"img-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'"
+    )
 
 
-def render_html(views: list[AttentionView], *, model_label: str, sentence: str = "",
-                min_weight: float = MIN_WEIGHT) -> str:
+def render_html(
+    views: list[AttentionView], *, model_label: str, sentence: str = "", min_weight: float = MIN_WEIGHT
+) -> str:
     """The explorer page for precomputed views (one self-contained HTML document).
 
     Args:
@@ -260,10 +290,18 @@ def render_html(views: list[AttentionView], *, model_label: str, sentence: str =
     style = (ASSETS / "explorer.css").read_text(encoding="utf-8")
     if "</script" in script.lower() or "</style" in style.lower():
         raise ValueError("explorer assets must not contain closing tags")
-    data = {"model": str(model_label), "sentence": str(sentence), "minWeight": float(min_weight),
-            "views": [v.to_json() for v in views]}
-    parts = {"CSP": html.escape(content_security_policy(script, style), quote=True), "STYLE": style,
-             "SCRIPT": script, "DATA": _json_for_script(data)}
+    data = {
+        "model": str(model_label),
+        "sentence": str(sentence),
+        "minWeight": float(min_weight),
+        "views": [v.to_json() for v in views],
+    }
+    parts = {
+        "CSP": html.escape(content_security_policy(script, style), quote=True),
+        "STYLE": style,
+        "SCRIPT": script,
+        "DATA": _json_for_script(data),
+    }
     # one pass, so text inserted for one placeholder is never searched for another
     return re.sub(r"\{\{(CSP|STYLE|SCRIPT|DATA)\}\}", lambda m: parts[m.group(1)], template)
 
@@ -271,8 +309,14 @@ def render_html(views: list[AttentionView], *, model_label: str, sentence: str =
 class Explorer:
     """An explorer page as an object: ``.html``, ``.save(path)``, and ``_repr_html_`` for notebooks."""
 
-    def __init__(self, views: list[AttentionView], *, model_label: str, sentence: str = "",
-                 min_weight: float = MIN_WEIGHT):
+    def __init__(
+        self,
+        views: list[AttentionView],
+        *,
+        model_label: str,
+        sentence: str = "",
+        min_weight: float = MIN_WEIGHT,
+    ):
         self.views = list(views)
         self.model_label = model_label
         self.sentence = sentence
@@ -285,8 +329,10 @@ class Explorer:
 
     def _repr_html_(self) -> str:
         # an iframe keeps the page's CSP and script isolated from the notebook around it
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:760px;'
-                f'border:1px solid #ccc" sandbox="allow-scripts"></iframe>')
+        return (
+            f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:760px;'
+            f'border:1px solid #ccc" sandbox="allow-scripts"></iframe>'
+        )
 
 
 def explore(sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT) -> Explorer:
@@ -300,8 +346,13 @@ def explorer_html(sentence: str, model: str | Path = "minilm", *, min_weight: fl
     return explore(sentence, model, min_weight=min_weight).html
 
 
-def write_explorer(sentence: str, model: str | Path = "minilm", out_path: str | Path = "explorer.html", *,
-                   min_weight: float = MIN_WEIGHT) -> Path:
+def write_explorer(
+    sentence: str,
+    model: str | Path = "minilm",
+    out_path: str | Path = "explorer.html",
+    *,
+    min_weight: float = MIN_WEIGHT,
+) -> Path:
     """Write the explorer page for ``sentence`` and ``model`` to ``out_path`` atomically; return the path."""
     out = Path(out_path)
     if out.is_dir():

@@ -87,8 +87,14 @@ def fig2_toy_weights(seed: int = 1, d_model: int = 8, d_k: int = 4):
     W_q, W_k, W_v = (rng.normal(size=(d_model, d_k)) * 0.4 for _ in range(3))
     _, weights = scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)  # weights [T, T]
     fig, ax = plt.subplots(figsize=(4.8, 4.0))
-    heatmap(weights, TOY_TOKENS, TOY_TOKENS, ax=ax, annotate=True,
-            title="softmax(QK^T/sqrt(d_k)): each row sums to 1")
+    heatmap(
+        weights,
+        TOY_TOKENS,
+        TOY_TOKENS,
+        ax=ax,
+        annotate=True,
+        title="softmax(QK^T/sqrt(d_k)): each row sums to 1",
+    )
     ax.set_xlabel("key token")
     ax.set_ylabel("query token")
     fig.suptitle(f"Figure 2 ({ILLUSTRATIVE})", fontsize=9)
@@ -123,8 +129,9 @@ def dot_product_variance(dims=VARIANCE_DIMS, n: int = 20000, seed: int = 42) -> 
     return out
 
 
-def softmax_saturation(dims=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), n_keys: int = 16, n: int = 2000,
-                       seed: int = 7) -> dict:
+def softmax_saturation(
+    dims=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), n_keys: int = 16, n: int = 2000, seed: int = 7
+) -> dict:
     """Mean largest softmax weight max_j alpha_j over random query rows, with and without 1/sqrt(d_k).
 
     For each width ``d_k``: ``q [n, d_k]``, ``K [n_keys, d_k]`` standard normal, logits ``q K^T``
@@ -217,8 +224,9 @@ def fig4_heads(seed: int = 3, t: int = 6, d_model_toy: int = 16, d_model: int = 
     """
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(1, t, d_model_toy))  # [B=1, T, d_model]
-    params = {name: rng.normal(size=(d_model_toy, d_model_toy)) * 0.35
-              for name in ("W_q", "W_k", "W_v", "W_o")}
+    params = {
+        name: rng.normal(size=(d_model_toy, d_model_toy)) * 0.35 for name in ("W_q", "W_k", "W_v", "W_o")
+    }
     _, weights = multi_head_attention(x, None, params, 4)  # [1, 4, T, T]
     projected = np.zeros((1, t, d_model))  # stands for X W^Q at base width  [1, T, 512]
     heads = split_heads(projected, num_heads)  # [1, 8, T, 64]
@@ -232,13 +240,21 @@ def fig4_heads(seed: int = 3, t: int = 6, d_model_toy: int = 16, d_model: int = 
         heatmap(weights[0, i], tokens, tokens, ax=ax, annotate=False, title=f"head {i + 1}")
         if i:
             ax.set_yticklabels([])
-    _draw_head_schematic(fig.add_subplot(grid[0, 5]), heads.shape[1], head_widths[0], concat.shape[-1],
-                         d_model)
-    fig.suptitle("Figure 4: four illustrative head patterns (random weights) | "
-                 "base model: eight 64-wide heads concatenate to 512", fontsize=10)
+    _draw_head_schematic(
+        fig.add_subplot(grid[0, 5]), heads.shape[1], head_widths[0], concat.shape[-1], d_model
+    )
+    fig.suptitle(
+        "Figure 4: four illustrative head patterns (random weights) | "
+        "base model: eight 64-wide heads concatenate to 512",
+        fontsize=10,
+    )
     fig.tight_layout()
-    return fig, {"head_weights": weights[0], "head_widths": head_widths,
-                 "concat_width": int(concat.shape[-1]), "w_o_shape": [int(concat.shape[-1]), d_model]}
+    return fig, {
+        "head_weights": weights[0],
+        "head_widths": head_widths,
+        "concat_width": int(concat.shape[-1]),
+        "w_o_shape": [int(concat.shape[-1]), d_model],
+    }
 
 
 def encoder_layer_groups(d_model: int = 512, num_heads: int = 8, d_ff: int = 2048) -> dict:
@@ -262,12 +278,20 @@ def encoder_layer_groups(d_model: int = 512, num_heads: int = 8, d_ff: int = 204
             from attnlab.nn import EncoderLayer
 
             layer = EncoderLayer(d_model, num_heads, d_ff)
-            groups = {"MHA": count(layer.self_attn), "FFN": count(layer.ffn),
-                      "norms": count(layer.norm1, layer.norm2), "source": "attnlab.nn.EncoderLayer"}
+            groups = {
+                "MHA": count(layer.self_attn),
+                "FFN": count(layer.ffn),
+                "norms": count(layer.norm1, layer.norm2),
+                "source": "attnlab.nn.EncoderLayer",
+            }
         except ImportError:
             layer = torch.nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout=0.0, batch_first=True)
-            groups = {"MHA": count(layer.self_attn), "FFN": count(layer.linear1, layer.linear2),
-                      "norms": count(layer.norm1, layer.norm2), "source": "torch.nn.TransformerEncoderLayer"}
+            groups = {
+                "MHA": count(layer.self_attn),
+                "FFN": count(layer.linear1, layer.linear2),
+                "norms": count(layer.norm1, layer.norm2),
+                "source": "torch.nn.TransformerEncoderLayer",
+            }
     groups["total"] = count(layer)
     return groups
 
@@ -289,8 +313,11 @@ def fig5_parameter_groups(d_model: int = 512, num_heads: int = 8, d_ff: int = 20
     ax.set_ylabel("parameters")
     ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(0, max(values) * 1.15)
-    ax.set_title(f"Figure 5: one encoder layer, d_model={d_model}, h={num_heads}, d_ff={d_ff}\n"
-                 f"total {groups['total']:,} (counted from {groups['source']})", fontsize=9)
+    ax.set_title(
+        f"Figure 5: one encoder layer, d_model={d_model}, h={num_heads}, d_ff={d_ff}\n"
+        f"total {groups['total']:,} (counted from {groups['source']})",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig, groups
 

@@ -29,19 +29,30 @@ def _check(weights, x_tokens: Sequence[str], y_tokens: Sequence[str]) -> np.ndar
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise ValueError(f"weights must not be empty, got shape {list(a.shape)}")
     if len(x_tokens) != a.shape[1]:
-        raise ValueError(f"x_tokens has {len(x_tokens)} labels but weights {list(a.shape)} has "
-                         f"T_k={a.shape[1]} columns")
+        raise ValueError(
+            f"x_tokens has {len(x_tokens)} labels but weights {list(a.shape)} has T_k={a.shape[1]} columns"
+        )
     if len(y_tokens) != a.shape[0]:
-        raise ValueError(f"y_tokens has {len(y_tokens)} labels but weights {list(a.shape)} has "
-                         f"T_q={a.shape[0]} rows")
+        raise ValueError(
+            f"y_tokens has {len(y_tokens)} labels but weights {list(a.shape)} has T_q={a.shape[0]} rows"
+        )
     if not np.all(np.isfinite(a)):
         raise ValueError(f"weights contains NaN or infinite values (shape {list(a.shape)})")
     return a
 
 
-def heatmap(weights, x_tokens: Sequence[str], y_tokens: Sequence[str], *, ax=None, title: str | None = None,
-            annotate: bool | None = None, cmap: str = "Blues", vmax: float | None = None,
-            fmt: str = "{:.2f}"):
+def heatmap(
+    weights,
+    x_tokens: Sequence[str],
+    y_tokens: Sequence[str],
+    *,
+    ax=None,
+    title: str | None = None,
+    annotate: bool | None = None,
+    cmap: str = "Blues",
+    vmax: float | None = None,
+    fmt: str = "{:.2f}",
+):
     """Draw an attention/alignment matrix A [T_q, T_k]; row i is query ``y_tokens[i]``.
 
     Args:
@@ -77,8 +88,15 @@ def heatmap(weights, x_tokens: Sequence[str], y_tokens: Sequence[str], *, ax=Non
         for i in range(a.shape[0]):
             for j in range(a.shape[1]):
                 dark = image.norm(a[i, j]) > 0.6
-                ax.text(j, i, fmt.format(a[i, j]), ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
+                ax.text(
+                    j,
+                    i,
+                    fmt.format(a[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "black",
+                )
     if title:
         ax.set_title(title, fontsize=10)
     return ax

@@ -1,0 +1,157 @@
+"""One frozen description of a Transformer block: :class:`BlockConfig`.
+
+Everything that makes one block differ from another is a field here, so a new architecture is a
+configuration, not a new class or another constructor flag:
+
+==============  =========================================================================
+GPT-2           norm="layer", norm_place="pre", ffn="mlp", activation="gelu_tanh",
+                biases everywhere, positions="learned" (added to the embeddings)
+Llama 2/3       norm="rms", norm_place="pre", ffn="glu", activation="silu" (SwiGLU),
+                no biases, positions="rope", rope_layout="half", num_kv_heads for GQA
+Qwen2           as Llama, with qkv_bias=True
+Mistral         as Llama, with window=W (sliding-window attention)
+BERT / paper    norm="layer", norm_place="post", ffn="mlp", activation="gelu" / "relu"
+==============  =========================================================================
+
+The registries below (``NORMS``, ``FFNS``, ...) are the choices: help texts and CLI options read
+them, never a hand-written list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from attnlab._checks import (
+    choice,
+    optional_positive_int,
+    positive_float,
+    positive_int,
+    probability,
+)
+
+NORMS = ("layer", "rms")
+NORM_PLACES = ("post", "pre")
+FFNS = ("mlp", "glu", "none")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+POSITIONS = ("none", "sinusoidal", "learned", "rope", "alibi")
+ROPE_LAYOUTS = ("interleaved", "half")
+ATTENTION_KINDS = ("sdpa", "explicit", "flash")
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockConfig:
+    """Everything one Transformer block is.
+
+    Sizes: ``d_model``, ``num_heads`` (``h``; ``d_k = d_model / h``), ``num_kv_heads`` (GQA/MQA;
+    ``None`` = ``num_heads``), ``d_ff`` (the FFN's hidden width; for ``ffn="glu"`` the width of each
+    of the gate and up projections). Norm: ``norm`` (``layer`` | ``rms``), ``norm_eps``,
+    ``norm_place`` (``post``: the paper's ``LN(x + f(x))``; ``pre``: ``x + f(LN(x))``). FFN: ``ffn``
+    (``mlp``: ``act(x W_1) W_2``; ``glu``: ``(act(x W_g) * x W_u) W_2``; ``none``: attention only)
+    and ``activation``. Biases: ``qkv_bias``, ``out_bias`` (W^O), ``ffn_bias``. Positions:
+    ``positions``; for RoPE ``rope_layout`` (``interleaved``: pairs (0,1), (2,3), ... as in RoFormer;
+    ``half``: pairs (i, i + d/2), the rotate-half layout of Hugging Face Llama), ``rope_base`` and
+    ``rope_scaling`` (a Hugging Face ``rope_scaling`` dict, or ``None``). ``window``: sliding-window
+    width W (a query sees itself and the W - 1 keys before it), ``None`` for full attention.
+    ``attention``: the kernel (``sdpa`` fused, ``explicit`` step by step with weights, ``flash``
+    tiled online softmax). ``dropout``: on attention weights, residual branches and inside the FFN.
+    """
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    num_kv_heads: int | None = None
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    norm_place: str = "post"
+    ffn: str = "mlp"
+    activation: str = "relu"
+    qkv_bias: bool = True
+    out_bias: bool = True
+    ffn_bias: bool = True
+    positions: str = "none"
+    rope_layout: str = "interleaved"
+    rope_base: float = 10000.0
+    rope_scaling: dict | None = dataclasses.field(default=None, hash=False)
+    window: int | None = None
+    attention: str = "sdpa"
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = "BlockConfig"
+        positive_int(f"{n}.d_model", self.d_model)
+        positive_int(f"{n}.num_heads", self.num_heads)
+        positive_int(f"{n}.d_ff", self.d_ff)
+        optional_positive_int(f"{n}.num_kv_heads", self.num_kv_heads)
+        if self.d_model % self.num_heads:
+            raise ValueError(f"{n}.d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        if self.num_heads % self.kv_heads:
+            raise ValueError(
+                f"{n}.num_heads={self.num_heads} is not divisible by num_kv_heads={self.num_kv_heads}"
+            )
+        choice(f"{n}.norm", self.norm, NORMS)
+        positive_float(f"{n}.norm_eps", self.norm_eps)
+        choice(f"{n}.norm_place", self.norm_place, NORM_PLACES)
+        choice(f"{n}.ffn", self.ffn, FFNS)
+        choice(f"{n}.activation", self.activation, ACTIVATIONS)
+        for flag in ("qkv_bias", "out_bias", "ffn_bias"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{n}.{flag} must be true or false, got {getattr(self, flag)!r}")
+        choice(f"{n}.positions", self.positions, POSITIONS)
+        choice(f"{n}.rope_layout", self.rope_layout, ROPE_LAYOUTS)
+        positive_float(f"{n}.rope_base", self.rope_base)
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(f"{n}: RoPE needs an even head width, got d_model/num_heads = {self.head_dim}")
+        if self.rope_scaling is not None:
+            if not isinstance(self.rope_scaling, dict) or not isinstance(
+                self.rope_scaling.get("rope_type", self.rope_scaling.get("type")), str
+            ):
+                raise ValueError(
+                    f"{n}.rope_scaling must be None or a dict with a 'rope_type', got {self.rope_scaling!r}"
+                )
+        optional_positive_int(f"{n}.window", self.window)
+        choice(f"{n}.attention", self.attention, ATTENTION_KINDS)
+        probability(f"{n}.dropout", self.dropout)
+
+    @property
+    def head_dim(self) -> int:
+        """``d_k = d_model / num_heads``."""
+        return self.d_model // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Number of key/value heads (``num_kv_heads``, or ``num_heads`` when that is ``None``)."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    def replace(self, **changes) -> BlockConfig:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (every field)."""
+        d = dataclasses.asdict(self)
+        if d["rope_scaling"] is not None:
+            d["rope_scaling"] = dict(d["rope_scaling"])
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BlockConfig:
+        """Inverse of :meth:`to_dict`; unknown or missing fields are a ``ValueError`` naming them."""
+        if not isinstance(data, dict):
+            raise ValueError(f"BlockConfig must be a JSON object, got {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"BlockConfig has no field(s) {unknown}; fields are {sorted(names)}")
+        missing = sorted({"d_model", "num_heads", "d_ff"} - set(data))
+        if missing:
+            raise ValueError(f"BlockConfig is missing required field(s) {missing}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> BlockConfig:
+        return cls.from_dict(json.loads(text))
