@@ -145,6 +145,18 @@ def main(argv=None) -> int:
             tqdm.write(f"{name}: {status} in {res['wall_s']:.0f} s")
     results["wall_s"] = time.time() - started
     results["machine"]["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    for res in results["benchmarks"]:
+        res.setdefault("machine", results["machine"])
+        res.setdefault("started_utc", results["started_utc"])
+    if args.only and os.path.exists(args.out):
+        # --only refreshes the named sections and keeps every other section of the last full run
+        # (each section carries the machine and time it was measured on).
+        with open(args.out) as f:
+            previous = json.load(f)
+        fresh = {r["name"] for r in results["benchmarks"] if "name" in r}
+        kept = [r for r in previous.get("benchmarks", []) if r.get("name") not in fresh]
+        order = {n: i for i, n in enumerate(BENCHMARKS)}
+        results["benchmarks"] = sorted(kept + results["benchmarks"], key=lambda r: order.get(r.get("name"), 99))
     atomic_write_bytes(args.out, (json.dumps(results, indent=1, default=float) + "\n").encode())
     atomic_write_bytes(args.doc, render(results).encode())
     print(
