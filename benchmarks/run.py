@@ -156,7 +156,8 @@ def main(argv=None) -> int:
         fresh = {r["name"] for r in results["benchmarks"] if "name" in r}
         kept = [r for r in previous.get("benchmarks", []) if r.get("name") not in fresh]
         order = {n: i for i, n in enumerate(BENCHMARKS)}
-        results["benchmarks"] = sorted(kept + results["benchmarks"], key=lambda r: order.get(r.get("name"), 99))
+        merged = kept + results["benchmarks"]
+        results["benchmarks"] = sorted(merged, key=lambda r: order.get(r.get("name"), 99))
     atomic_write_bytes(args.out, (json.dumps(results, indent=1, default=float) + "\n").encode())
     atomic_write_bytes(args.doc, render(results).encode())
     print(
