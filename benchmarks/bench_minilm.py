@@ -94,7 +94,8 @@ def run(ctx: dict) -> dict:
     from sentence_transformers import SentenceTransformer
 
     from attnlab.models import load_pretrained
-    from attnlab.models.bert import embed, pretrained_path
+    from attnlab.models.pretrained import pretrained_path
+    from attnlab.models.sentence import embed
 
     quick = ctx.get("quick", False)
     path = str(pretrained_path("minilm"))

@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from attnlab.cli import cli
-from attnlab.models.bert import embed, load_pretrained
+from attnlab.models import embed, load_pretrained
 
 TEXTS = ["A man is playing a guitar.", "Someone plays the guitar.", "The stock market fell sharply today."]
 

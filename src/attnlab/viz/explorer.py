@@ -115,7 +115,7 @@ def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionVie
     """
     import torch
 
-    from attnlab.models.bert import load_pretrained
+    from attnlab.models.pretrained import load_pretrained
 
     model, tokenizer = load_pretrained(model_name)
     # embed() truncates to the sentence-embedding length (256 for MiniLM); the explorer shows every
