@@ -46,3 +46,11 @@ def doc_examples() -> type[DocExamples]:
     """``doc_examples(page)`` reads a markdown page's python examples (test modules cannot import
     from tests/ under --import-mode=importlib, so the helper comes as a fixture)."""
     return DocExamples
+
+
+@pytest.fixture(autouse=True)
+def _study_data_dir(tmp_path_factory, monkeypatch):
+    """Every test (and the commands it runs, subprocesses included) keeps its study database in a
+    temporary folder: the quiz and practice commands record into ``$ATTNLAB_DATA_DIR``, never the
+    user's real data folder."""
+    monkeypatch.setenv("ATTNLAB_DATA_DIR", str(tmp_path_factory.mktemp("attnlab-data")))

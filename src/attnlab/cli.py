@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("viz", "explore"),
     "myths": ("myths", "myths"),
     "quiz": ("quiz", "quiz"),
+    "practice": ("practice", "practice"),
+    "study": ("study", "study"),
 }
 
 

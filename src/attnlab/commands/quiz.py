@@ -34,8 +34,16 @@ def _show_solution(q) -> None:
         click.echo(f"    {i}. {step}")
 
 
-def _score(right: int, asked: int, total: int) -> None:
+def _score(right: int, asked: int, total: int, topic: str | None = None, seed: int | None = None) -> None:
     click.echo(f"Score: {right}/{asked}" + (f" ({total - asked} not asked)" if asked < total else ""))
+    if asked:  # recorded for `attnlab study`; an unusable database is a warning, never a lost quiz
+        from attnlab.practice.store import Study, StudyError
+
+        try:
+            with Study() as study:
+                study.record_quiz(topic, seed, right, asked, total)
+        except StudyError as exc:
+            click.echo(f"warning: the score was not recorded: {exc}", err=True)
 
 
 @click.command("quiz")
@@ -119,10 +127,10 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
                     click.echo(line.rstrip("\n"))  # echo piped answers so the transcript reads well
                 if line == "":
                     click.echo("\nend of input.")
-                    _score(right, asked, n)
+                    _score(right, asked, n, topic, s)
                     return
                 if line.strip().lower() in ("q", "quit", "exit"):
-                    _score(right, asked, n)
+                    _score(right, asked, n, topic, s)
                     return
                 try:
                     given = parse_answer(line, q.is_vector)
@@ -145,4 +153,4 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
             _show_solution(q)
     except KeyboardInterrupt:
         click.echo("\ninterrupted.")
-    _score(right, asked, n)
+    _score(right, asked, n, topic, s)

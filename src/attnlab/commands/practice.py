@@ -1,0 +1,212 @@
+"""``attnlab practice list | start EXERCISE | check EXERCISE FILE``: graded practice for the week.
+
+``attention`` (the core practice) runs the learner's NumPy functions in a separate, time- and
+memory-limited process against torch SDPA and attnlab's reference and names the likely mistake;
+``block`` (the warm-up and milestone) grades a drawing of the block against ``attnlab audit shapes``
+of the real module. Results are recorded in the study database (``attnlab study``). Exit status: 0
+when every check passes, 1 when one fails, 2 for bad input. Logic lives in :mod:`attnlab.practice`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.practice.path import EXERCISES, GRADED
+
+DATA_DIR_HELP = "Folder of the study database (default: $ATTNLAB_DATA_DIR, else the XDG data folder)."
+
+
+def _number(flag: str, value: str | None, cast, low: float, high: float):
+    if value is None:
+        return None
+    try:
+        x = cast(value)
+    except ValueError:
+        raise BadInput(f"{flag} must be a number from {low:g} to {high:g}, got {value!r}") from None
+    if not low <= x <= high:
+        raise BadInput(f"{flag} must be a number from {low:g} to {high:g}, got {value!r}")
+    return x
+
+
+def _exercise(name: str, graded_only: bool = True) -> str:
+    from attnlab.practice.path import get_exercise
+
+    return get_exercise(name, graded_only).name
+
+
+def _record(data_dir: str | None, exercise: str, file: str, report) -> None:
+    """Store the result; a database that cannot be used is reported (one line), the grade still stands."""
+    from attnlab.practice.store import Study, StudyError
+
+    try:
+        with Study(data_dir) as study:
+            study.record_practice(exercise, file, report.score, report.total, report.to_json()["checks"])
+    except StudyError as exc:
+        click.echo(f"warning: the result was not recorded: {exc}", err=True)
+
+
+@click.group("practice")
+def practice() -> None:
+    """The week's practice, graded: implement attention in NumPy; draw the block from memory."""
+
+
+@practice.command("list")
+@click.option("--data-dir", default=None, metavar="DIR", help=DATA_DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the exercises and their status as JSON.")
+@usage_errors
+def list_(data_dir: str | None, as_json: bool) -> None:
+    """The exercises with their status for this user."""
+    from attnlab.practice.store import Study
+
+    with Study(data_dir) as study:
+        latest, passed = study.latest_practice(), study.ever_passed()
+    rows = []
+    for e in EXERCISES:
+        last = latest.get(e.name)
+        if not e.graded:
+            status = "not graded"
+        elif last is None:
+            status = "not started"
+        else:
+            status = f"latest {last['score']}/{last['total']}" + (", passed" if e.name in passed else "")
+        rows.append({"name": e.name, "level": e.level, "title": e.title, "task": e.task, "status": status})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<10} {r['level']:<8} {r['title']:<30} {r['status']}")
+    click.echo("start one with: attnlab practice start attention|block")
+
+
+@practice.command(
+    "start",
+    help=f"Write the starter file of EXERCISE ({' or '.join(GRADED)}); an existing file is never "
+    "overwritten.",
+)
+@click.argument("exercise")
+@click.option(
+    "--dir",
+    "directory",
+    default=".",
+    show_default=True,
+    metavar="D",
+    help="Folder to write the starter file into.",
+)
+@click.option(
+    "--seed", default=None, metavar="S", help="block: seed of the sizes to draw (default: a fresh one)."
+)
+@usage_errors
+def start(exercise: str, directory: str, seed: str | None) -> None:
+    exercise = _exercise(exercise)
+    if exercise == "attention":
+        from attnlab.practice.starter import FUNCTIONS, write_starter
+
+        path = write_starter(directory)
+        click.echo(f"wrote {path}: write {', '.join(FUNCTIONS)} in NumPy (each has its docstring),")
+        click.echo(f"then run: attnlab practice check attention {path}")
+        return
+    from pathlib import Path
+
+    from attnlab.practice.block import block_starter, choose_sizes
+
+    sizes = choose_sizes(_number("--seed", seed, int, 0, 2**32 - 1))
+    path = Path(directory) / "block.txt"
+    if path.exists():
+        raise BadInput(f"{path} already exists; it is never overwritten (pass --dir to write elsewhere)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(block_starter(sizes), encoding="utf-8")
+    click.echo(
+        f"wrote {path}: draw the block for B={sizes['B']}, T={sizes['T']}, d={sizes['d']}, "
+        f"h={sizes['h']}, d_ff={sizes['d_ff']}"
+    )
+    click.echo(f"then run: attnlab practice check block {path}")
+
+
+def _print_result(r) -> None:
+    click.echo(f"  {'pass' if r.passed else 'FAIL'}  {r.title}")
+    if not r.passed and r.message:
+        click.echo(f"        {r.message}")
+
+
+@practice.command(
+    "check",
+    help=f"Grade FILE for EXERCISE ({' or '.join(GRADED)}): your NumPy file, or your block drawing "
+    "('-' reads a drawing from stdin).",
+)
+@click.argument("exercise")
+@click.argument("file")
+@click.option("--json", "as_json", is_flag=True, help="Print every check's verdict as JSON.")
+@click.option(
+    "--seed", default="0", show_default=True, metavar="S", help="attention: seed of the random cases."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default="5",
+    show_default=True,
+    metavar="SECONDS",
+    help="attention: time limit of each check.",
+)
+@click.option(
+    "--memory-mb",
+    default="1024",
+    show_default=True,
+    metavar="MB",
+    help="attention: address-space limit of the process running your code.",
+)
+@click.option("--data-dir", default=None, metavar="DIR", help=DATA_DIR_HELP)
+@usage_errors
+def check(
+    exercise: str, file: str, as_json: bool, seed: str, timeout_s: str, memory_mb: str, data_dir: str | None
+) -> None:
+    exercise = _exercise(exercise)
+    if exercise == "attention":
+        from attnlab.practice.grade import grade_attention
+
+        seed_n = _number("--seed", seed, int, 0, 2**32 - 1)
+        limit = _number("--timeout", timeout_s, float, 0.1, 600)
+        memory = _number("--memory-mb", memory_mb, int, 256, 1 << 20)
+        if not as_json:
+            from attnlab.practice.starter import check_file
+
+            check_file(file)  # bad input exits 2 before the header is printed
+            click.echo(
+                f"attnlab practice check attention {file}: each check runs your code in a separate "
+                f"process ({limit:g} s, {memory} MiB at most)"
+            )
+        report = grade_attention(
+            file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=None if as_json else _print_result
+        )
+    else:
+        from attnlab.practice.block import grade_block
+
+        if file == "-":
+            text = sys.stdin.read()
+        else:
+            from pathlib import Path
+
+            if not Path(file).is_file():
+                raise ValueError(f"block file {file!r} does not exist")
+            text = Path(file).read_text(encoding="utf-8", errors="replace")
+        report = grade_block(text, file)
+        if not as_json:
+            click.echo(
+                f"attnlab practice check block {file}: graded against 'attnlab audit shapes' of the "
+                "real module"
+            )
+            for r in report.results:
+                _print_result(r)
+    _record(data_dir, exercise, file, report)
+    if as_json:
+        click.echo(json.dumps({"exercise": exercise, **report.to_json()}, indent=2))
+    else:
+        click.echo(
+            f"score: {report.score}/{report.total} checks passed"
+            + ("" if report.score == report.total else "; fix the first FAIL and run it again")
+        )
+    if report.score != report.total:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,97 @@
+"""`attnlab practice` and `attnlab study` from the command line: bad inputs give one line and exit 2,
+a failing check exits 1, --reset asks first, and quiz and practice results reach the study page."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, input: str | None = None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "attnlab", *args], capture_output=True, text=True, input=input, cwd=cwd
+    )
+
+
+def _one_error_line(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_practice_bad_inputs(tmp_path, learner_file):
+    _one_error_line(run("practice", "check", "attention", str(tmp_path / "nope.py")), "does not exist")
+    bad = learner_file("def softmax(x, axis=-1):\n    return x +\n", name="broken.py")
+    _one_error_line(run("practice", "check", "attention", str(bad)), "is not Python: line 2")
+    lacking = learner_file(
+        learner_file.CORRECT.replace("def merge_heads(x):", "def merge(x):"), name="lack.py"
+    )
+    _one_error_line(run("practice", "check", "attention", str(lacking)), "lacks the function merge_heads")
+    wrong = learner_file(
+        learner_file.CORRECT.replace("def causal_mask(t_q, t_k):", "def causal_mask(t):"), name="sig.py"
+    )
+    _one_error_line(run("practice", "check", "attention", str(wrong)), "causal_mask", "wrong signature")
+    _one_error_line(run("practice", "check", "summary", str(wrong)), "unknown exercise 'summary'")
+    _one_error_line(run("practice", "start", "nonsense"), "unknown exercise 'nonsense'")
+    block = tmp_path / "block.txt"
+    block.write_text(
+        "block: pre-norm\nsizes: B=2 T=5 d=48 h=4 d_ff=192\nx -> [B, T, d]\nLayerNorm => [B, T, d]\n"
+    )
+    _one_error_line(run("practice", "check", "block", str(block)), "line 4")
+    _one_error_line(run("practice", "check", "attention", str(wrong), "--timeout", "abc"), "--timeout")
+
+
+def test_study_bad_inputs(tmp_path):
+    _one_error_line(run("study", "tick", "8"), "unknown lesson '8'")
+    _one_error_line(run("study", "untick", "two"), "unknown lesson 'two'")
+    (tmp_path / "study.sqlite3").write_bytes(b"garbage" * 500)
+    r = run("study", "--data-dir", str(tmp_path))
+    _one_error_line(r, "corrupt")
+    assert (tmp_path / "study.sqlite3").read_bytes() == b"garbage" * 500
+
+
+@pytest.mark.slow
+def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file):
+    data = os.environ["ATTNLAB_DATA_DIR"]
+    r = run("practice", "start", "attention", "--dir", str(tmp_path / "work"))
+    assert r.returncode == 0 and (tmp_path / "work" / "attention.py").is_file()
+    r = run("practice", "check", "attention", str(tmp_path / "work" / "attention.py"), "--json")
+    report = json.loads(r.stdout)
+    assert (
+        r.returncode == 1
+        and report["score"] == 0
+        and all("NotImplementedError" in c["message"] for c in report["checks"])
+    )
+    good = learner_file()
+    r = run("practice", "check", "attention", str(good))
+    assert (
+        r.returncode == 0
+        and r.stdout.splitlines()[-1] == f"score: {report['total']}/{report['total']} checks passed"
+    )
+
+    answers = json.loads(
+        run("quiz", "--topic", "softmax", "--seed", "3", "--count", "2", "--answers", "--json").stdout
+    )
+    typed = "".join(f"{q['answer']}\n" for q in answers["questions"])
+    r = run("quiz", "--topic", "softmax", "--seed", "3", "--count", "2", input=typed)
+    assert "Score: 2/2" in r.stdout
+    state = json.loads(run("study", "--json").stdout)
+    assert state["database"] == os.path.join(data, "study.sqlite3")
+    assert state["lessons"][2]["quiz"] == {"softmax": "2/2"}
+    assert [p["passed"] for p in state["practice"]] == [False, True, False]
+    assert (
+        run("practice", "list")
+        .stdout.splitlines()[1]
+        .endswith(f"latest {report['total']}/{report['total']}, passed")
+    )
+
+    r = run("study", "--reset", input="n\n")
+    assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])
+    r = run("study", "--reset", input="yes\n")
+    assert r.returncode == 0 and not os.path.exists(state["database"])

@@ -1,0 +1,166 @@
+"""The study database: ticks, quiz scores and practice results; consistent after a process is killed
+mid-write; a corrupt or newer database is an error that changes nothing; the HTML page escapes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from attnlab.practice.path import LESSONS, get_lesson, progress
+from attnlab.practice.store import SCHEMA_VERSION, Study, StudyError, data_dir
+from attnlab.practice.study_page import render_html, render_text
+
+
+def test_data_dir_order(monkeypatch, tmp_path):
+    assert data_dir(tmp_path / "x") == tmp_path / "x"
+    monkeypatch.setenv("ATTNLAB_DATA_DIR", str(tmp_path / "env"))
+    assert data_dir() == tmp_path / "env"
+    monkeypatch.delenv("ATTNLAB_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert data_dir() == tmp_path / "xdg" / "attnlab"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")  # the XDG spec: relative paths are invalid
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert data_dir() == tmp_path / "home" / ".local" / "share" / "attnlab"
+
+
+def test_ticks_quiz_and_practice_round_trip(tmp_path):
+    with Study(tmp_path) as s:
+        assert s.tick(3) and not s.tick(3) and s.tick(1) and s.tick(1, False) and not s.tick(1, False)
+        s.record_quiz("softmax", 7, 2, 5, 5)
+        s.record_quiz("softmax", 8, 4, 5, 5)
+        s.record_practice("attention", "a.py", 20, 23, [{"id": "x", "passed": False}])
+        s.record_practice("attention", "a.py", 23, 23, [])
+        assert list(s.ticked()) == [3]
+        assert s.best_quiz() == {"softmax": (4, 5)}
+        assert s.latest_practice()["attention"]["score"] == 23 and s.ever_passed() == {"attention"}
+        state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
+    assert state["lessons"][2]["ticked"] and state["lessons"][2]["quiz"] == {"softmax": "4/5"}
+    assert state["next"].startswith("lesson 1 ") and not state["milestone"]
+    assert "[x] 3. Self-attention" in render_text(state)
+    with Study(tmp_path) as s:  # reopened: still there, schema version recorded
+        assert list(s.ticked()) == [3]
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_lessons_link_to_pages_myths_and_quiz_topics_that_exist():
+    from pathlib import Path
+
+    from attnlab.lessons.myths import get_myth
+    from attnlab.lessons.quiz import TOPICS
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "concepts"
+    assert len(LESSONS) == 7
+    for lesson in LESSONS:
+        assert all((docs / page).is_file() for page in lesson.concepts), lesson.title
+        assert all(get_myth(n) for n in lesson.myths) and set(lesson.quiz_topics) <= set(TOPICS)
+    with pytest.raises(ValueError, match="choose a number from 1 to 7"):
+        get_lesson(8)
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 4000]
+)
+def test_corrupt_database_is_an_error_and_is_left_alone(tmp_path, garbage):
+    path = tmp_path / "study.sqlite3"
+    path.write_bytes(garbage)
+    with pytest.raises(StudyError, match="corrupt") as info:
+        Study(tmp_path)
+    assert "\n" not in str(info.value) and "never" not in str(info.value)
+    assert path.read_bytes() == garbage
+
+
+def test_newer_database_is_an_error_and_is_left_alone(tmp_path):
+    with Study(tmp_path):
+        pass
+    conn = sqlite3.connect(tmp_path / "study.sqlite3")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    before = (tmp_path / "study.sqlite3").read_bytes()
+    with pytest.raises(StudyError, match="newer attnlab"):
+        Study(tmp_path)
+    assert (tmp_path / "study.sqlite3").read_bytes() == before
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from attnlab.practice.store import Study
+    s = Study(sys.argv[1])
+    if sys.argv[2] == "hold":  # stop inside one transaction
+        with s.transaction() as c:
+            c.execute("INSERT INTO practice (exercise, file, score, total, passed, detail, at) "
+                      "VALUES ('attention', 'x', 1, 2, 0, '[]', 'now')")
+            print("inside", flush=True)
+            time.sleep(60)
+    while True:  # many small transactions, killed at some point
+        s.record_practice("attention", "x.py", 1, 2, [{"id": "c", "message": "m" * 2000}] * 20)
+        s.tick(1 + s.conn.execute("SELECT count(*) FROM practice").fetchone()[0] % 7)
+        print("done", flush=True)
+    """
+)
+
+
+def _consistent(tmp_path) -> int:
+    with Study(tmp_path) as s:
+        assert s.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = s.conn.execute("SELECT count(*) FROM practice").fetchone()[0]
+        events = s.conn.execute("SELECT count(*) FROM events WHERE kind = 'practice'").fetchone()[0]
+        assert rows == events  # the row and its event were written in one transaction
+        s.latest_practice()
+        return rows
+
+
+def test_killed_mid_transaction_leaves_the_database_as_before(tmp_path):
+    with Study(tmp_path) as s:
+        s.record_practice("block", "b.txt", 9, 9, [])
+    p = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path), "hold"], stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline().strip() == "inside"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    p.stdout.close()
+    assert _consistent(tmp_path) == 1
+    with Study(tmp_path) as s:  # and the database is writable again
+        s.record_practice("block", "b.txt", 9, 9, [])
+
+
+@pytest.mark.slow
+def test_killed_at_random_points_stays_consistent(tmp_path):
+    import random
+
+    rng = random.Random(0)
+    for _ in range(4):
+        p = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path), "loop"], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(rng.randint(1, 30)):
+            assert p.stdout.readline().strip() == "done"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        p.stdout.close()
+        _consistent(tmp_path)
+
+
+def test_html_page_is_self_contained_and_escapes_the_learners_text(tmp_path):
+    with Study(tmp_path) as s:
+        s.tick(6)
+        hostile = "<script>alert(1)</script>"
+        s.record_practice(
+            "attention", f"{hostile}.py", 1, 2, [{"title": "t", "passed": False, "message": hostile}]
+        )
+        page = render_html(
+            progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz()), s.latest_practice()
+        )
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    import html
+
+    assert "default-src 'none'" in html.unescape(page) and "http" not in page.replace("http-equiv", "")
+    assert page.count("<style>") == 1 and "The transformer block" in page
