@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# Every figure saved during the tests is checked: a legend box covering a plotted point is an error
+# (attnlab.viz.legends.save_figure). Progress is written as plain lines, as in any non-terminal.
+os.environ["ATTNLAB_CHECK_FIGURES"] = "1"
+os.environ.setdefault("ATTNLAB_PROGRESS", "plain")
 
 
 @pytest.fixture

@@ -126,7 +126,12 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option("--cell", type=str, default=None, help="RNN cell (default gru).")
 @click.option("--attention", type=str, default=None, help="attention-rnn score (default bahdanau).")
 @click.option("--dropout", type=float, default=None)
-@click.option("--out", type=str, default=None, help="Checkpoint folder.")
+@click.option(
+    "--out",
+    type=str,
+    default=None,
+    help="Checkpoint folder (default: runs/TASK-MODEL, numbered when it exists).",
+)
 @click.option("--resume", is_flag=True, help="Continue the checkpoint in --out.")
 @click.option("--nproc", type=int, default=1, show_default=True, help="DDP processes (gloo on CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -145,6 +150,9 @@ def train(
         raise ValueError("--resume needs --out DIR")
     base = load_checkpoint(out).config if resume else None
     config = _config_from_options(ctx, opts, base)
+    chosen_out = out is None
+    if chosen_out:
+        out = _default_out(config.task, config.model)  # named in the last line: never thrown away
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
     if nproc > 1:
@@ -178,7 +186,20 @@ def train(
             f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}"
         )
     if out:
-        click.echo(f"checkpoint: {Path(out) / 'latest.json'} (load with attnlab.models.load_model({out!r}))")
+        where = " (no --out given: saved in this default folder)" if chosen_out else ""
+        click.echo(
+            f"checkpoint: {Path(out) / 'latest.json'}{where}; load with attnlab.models.load_model({out!r})"
+        )
+
+
+def _default_out(task: str | None, model: str | None) -> str:
+    """``runs/<task>-<model>``, then ``-2``, ``-3``, ... when that folder exists: never thrown away."""
+    base = Path("runs") / f"{task or 'run'}-{model or 'model'}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return str(candidate)
 
 
 def _task_of(state: dict, min_len: int | None, max_len: int | None):

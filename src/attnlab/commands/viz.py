@@ -18,11 +18,10 @@ from attnlab.commands._errors import usage_errors
 @usage_errors
 def figures(out_dir: str, fmt: str, as_json: bool) -> None:
     """Draw the five figures of the Week 1 notes, computed by attnlab, into OUT."""
-    from tqdm import tqdm
-
+    from attnlab.progress import progress
     from attnlab.viz.figures import FIGURES, draw_figures
 
-    with tqdm(total=len(FIGURES), desc="figures", unit="fig", disable=as_json) as bar:
+    with progress(total=len(FIGURES), desc="figures", unit="fig", quiet=as_json) as bar:
         result = draw_figures(out_dir, fmt, progress=bar.update)
     if as_json:
         click.echo(

@@ -223,28 +223,31 @@ def _plot(result_models: list[ModelResult], settings: Settings, path: Path) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from attnlab.viz.legends import place_legend, save_figure
+
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for m in result_models:
+    # Curves often coincide (two models both at 1.0): distinct markers and dashes keep each visible.
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", (0, (5, 1, 1, 1)))]
+    for i, m in enumerate(result_models):
+        marker, dash = styles[i % len(styles)]
         x = [(b["lo"] + b["hi"]) / 2 for b in m.buckets]
-        axes[0].plot(x, [b["exact"] for b in m.buckets], marker="o", label=f"{m.name} ({m.params:,} params)")
-        axes[1].plot(x, [b["token_acc"] for b in m.buckets], marker="o", label=m.name)
+        style = dict(marker=marker, linestyle=dash, markersize=7 - i, alpha=0.85, markerfacecolor="none")
+        axes[0].plot(x, [b["exact"] for b in m.buckets], label=f"{m.name} ({m.params:,} params)", **style)
+        axes[1].plot(x, [b["token_acc"] for b in m.buckets], label=m.name, **style)
     for ax, what in zip(axes, ("exact-sequence accuracy", "token accuracy")):
         ax.set_xlabel("source length (bucket centre)")
         ax.set_ylabel(what)
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, loc="lower left")
     fig.suptitle(
         f"Held-out accuracy vs source length: {settings.task}, "
         f"lengths {settings.min_len}-{settings.max_len}, {settings.steps} steps each",
         fontsize=10,
     )
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=90)
+    place_legend(axes[0], fontsize=7)
+    save_figure(fig, path)
     plt.close(fig)
-    atomic_write_bytes(path, tmp.read_bytes())
-    tmp.unlink()
 
 
 def _heatmap(weights, x_tokens, y_tokens, title: str, path: Path) -> None:
@@ -257,6 +260,8 @@ def _heatmap(weights, x_tokens, y_tokens, title: str, path: Path) -> None:
         from attnlab.viz import heatmap
     except (ImportError, AttributeError):  # viz not installed: a plain imshow
         heatmap = None
+    from attnlab.viz.legends import save_figure
+
     fig, ax = plt.subplots(figsize=(min(1.2 + 0.32 * len(x_tokens), 12), min(1.0 + 0.3 * len(y_tokens), 12)))
     if heatmap is not None:
         heatmap(weights, x_tokens, y_tokens, ax=ax, title=title, annotate=False)
@@ -268,11 +273,8 @@ def _heatmap(weights, x_tokens, y_tokens, title: str, path: Path) -> None:
     ax.set_xlabel("source token (key)")
     ax.set_ylabel("output step (query)")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=90)
+    save_figure(fig, path)
     plt.close(fig)
-    atomic_write_bytes(path, tmp.read_bytes())
-    tmp.unlink()
 
 
 def summarize(models: list[ModelResult]) -> str:

@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from attnlab._io import atomic_write_bytes
 from attnlab.experiments import report
 from attnlab.experiments.report import Section
+from attnlab.progress import progress as progress_bar
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 
@@ -258,7 +257,7 @@ def build_demo(
     )
     if explorer:
         steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
-    bar = tqdm(steps, desc="attnlab demo", unit="section", disable=not progress, dynamic_ncols=True)
+    bar = progress_bar(steps, desc="attnlab demo", unit="part", quiet=not progress)
     for label, key, title, build in bar:
         bar.set_postfix_str(label)
         guarded(key, title, build)

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
+from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
 from attnlab.training.checkpoint import latest_step, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, resume_conflicts
@@ -182,13 +182,12 @@ def _run(
     d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
     lead = rank == 0
 
-    bar = tqdm(
+    bar = progress_bar(
         total=config.steps,
         initial=start,
-        disable=not (progress and lead),
+        quiet=not (progress and lead),
         unit="step",
         desc=desc or f"train {config.model} on {config.task}",
-        dynamic_ncols=True,
     )
     model.train()
     t0, tokens_seen, recent = time.perf_counter(), 0, []
@@ -235,7 +234,7 @@ def _run(
             m = evaluate_examples(model, task, val, decode=config.decode, beam_size=config.beam_size)
             record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
             history.append(record)
-            if progress:
+            if progress and not last:  # the final line is the caller's summary, printed once
                 bar.write(
                     f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
                     f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)"

@@ -34,6 +34,7 @@ from attnlab.ref import (  # noqa: E402
     split_heads,
 )
 from attnlab.viz.heatmaps import heatmap  # noqa: E402
+from attnlab.viz.legends import place_legend, save_figure  # noqa: E402
 
 FORMATS = ("png", "svg")
 ILLUSTRATIVE = "illustrative: random weights, not a trained model"
@@ -169,7 +170,7 @@ def fig3_scaling():
     axes[0].set_xlabel("d_k")
     axes[0].set_ylabel("standard deviation")
     axes[0].set_title("spread of dot products (20,000 pairs each)", fontsize=10)
-    axes[0].legend(fontsize=8)
+    place_legend(axes[0], fontsize=8)
     for x, y in zip(d, var["std"]):
         axes[0].annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(-10, 6), fontsize=7)
     big = d[-1]
@@ -178,7 +179,7 @@ def fig3_scaling():
     axes[1].hist(var["samples"][big] / np.sqrt(big), bins=bins, alpha=0.6, label="q.k / sqrt(d_k)")
     axes[1].set_title(f"logits at d_k={big}", fontsize=10)
     axes[1].set_xlabel("logit")
-    axes[1].legend(fontsize=8)
+    place_legend(axes[1], fontsize=8)
     sd = np.array(sat["d_k"])
     axes[2].plot(sd, sat["max_weight_unscaled"], "o-", label="unscaled")
     axes[2].plot(sd, sat["max_weight_scaled"], "s-", label="scaled by 1/sqrt(d_k)")
@@ -188,7 +189,7 @@ def fig3_scaling():
     axes[2].set_xlabel("d_k")
     axes[2].set_ylabel("mean max softmax weight")
     axes[2].set_title(f"softmax saturation ({sat['n_keys']} random keys)", fontsize=10)
-    axes[2].legend(fontsize=8)
+    place_legend(axes[2], fontsize=8)
     fig.suptitle("Figure 3: why divide by sqrt(d_k) (random unit-variance vectors)", fontsize=10)
     fig.tight_layout()
     return fig, {"variance": {k: v for k, v in var.items() if k != "samples"}, "saturation": sat}
@@ -352,7 +353,7 @@ def draw_figures(out_dir, fmt: str = "png", dpi: int = 90, progress=None) -> dic
     for name, make in FIGURES.items():
         fig, numbers = make()
         path = out / f"{name}.{fmt}"
-        fig.savefig(path, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None)
+        save_figure(fig, path, fmt=fmt, dpi=dpi)
         plt.close(fig)
         result[name] = {"path": path, "numbers": numbers}
         if progress is not None:
