@@ -83,3 +83,25 @@ def test_bad_demo_arguments_exit_2(tmp_path):
     (tmp_path / "file").write_text("x")
     result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "file"), "--quiet"])
     assert result.exit_code == 2 and "is not a folder" in result.output
+
+
+def test_every_next_step_of_the_report_exists():
+    """The report's "Where to go next" names commands and pages: each command runs, each page exists."""
+    import shlex
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+    from attnlab.experiments.demo import NEXT_STEPS
+
+    root = Path(__file__).resolve().parents[1]
+    for what, where, _ in NEXT_STEPS:
+        if where.startswith("attnlab "):
+            args = shlex.split(where)[1:]
+            if args[0] in ("train", "explore", "quiz"):
+                args = args[:1] + ["--help"]  # real work or a prompt: the command and its options exist
+            result = CliRunner().invoke(cli, args)
+            assert result.exit_code == 0, (what, result.output)
+        else:
+            assert (root / where).exists(), (what, where)

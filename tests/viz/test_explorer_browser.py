@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnlab.viz.explorer import AttentionView, render_html
+from attnlab.viz.explorer import AttentionView, opening_focus, render_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,8 +27,16 @@ def _write(tmp_path, views, name="page.html", sentence=SENTENCE, min_weight=0.01
 
 def test_clicking_a_token_draws_exactly_the_computed_edges(tmp_path, open_page, helpers):
     w = helpers.mha_weights(len(TOKENS), len(TOKENS), layers=2, heads=4)
-    page = open_page(_write(tmp_path, [AttentionView("encoder self-attention", "self", TOKENS, TOKENS, w)]))
-    assert page.edges() == []  # nothing selected yet
+    view = AttentionView("encoder self-attention", "self", TOKENS, TOKENS, w)
+    page = open_page(_write(tmp_path, [view]))
+    # the page opens on something: the token and head attnlab chose, with that head's edges drawn
+    focus = opening_focus([view])
+    assert page.page.evaluate("window.attnExplorer.state()") == focus
+    opened = helpers.expected_edges(w, focus["layer"], focus["query"], [focus["head"]], 0.01)
+    assert helpers.drawn(page.edges()).keys() == opened.keys() and len(opened) >= 1
+    assert page.page.is_hidden("#back-line")  # no page to go back to
+    page.page.select_option("#head-select", "-1")
+    page.page.select_option("#layer-select", "0")
     it = TOKENS.index("it")
     page.page.click(f"button.tok[data-index='{it}']")
     got = helpers.drawn(page.edges())
@@ -52,6 +60,7 @@ def test_layer_and_head_controls_change_the_view(tmp_path, open_page, helpers):
     w = helpers.mha_weights(len(TOKENS), len(TOKENS), layers=2, heads=4, seed=1)
     page = open_page(_write(tmp_path, [AttentionView("encoder self-attention", "self", TOKENS, TOKENS, w)]))
     q = 1
+    page.page.select_option("#head-select", "-1")  # the page opened on one head; show all of them
     page.page.click(f"button.tok[data-index='{q}']")
     page.page.select_option("#layer-select", "1")
     assert page.page.evaluate("window.attnExplorer.state()")["layer"] == 1
@@ -92,6 +101,7 @@ def test_cross_and_causal_views(tmp_path, open_page, helpers):
     page = open_page(_write(tmp_path, views, sentence="2026-01-25", min_weight=0.0))
     assert page.page.text_content("#view-name") == "encoder-decoder cross-attention"
     assert "cross-attention" in page.page.text_content("#explain")
+    page.page.select_option("#head-select", "-1")
     page.page.click("button.tok[data-index='3']")
     assert helpers.drawn(page.edges()).keys() == helpers.expected_edges(cross, 0, 3, range(2), 0.0).keys()
     assert len(page.edges()) == 2 * len(src)  # softmax weights are positive: every key gets a line
@@ -140,6 +150,7 @@ def test_512_tokens_stay_canvas_rendered(tmp_path, open_page, helpers):
     )
     # one button per token and a few hundred other nodes; never a node per weight (2 M of them)
     assert page.page.evaluate("document.getElementsByTagName('*').length") < 2 * t + 300
+    page.page.select_option("#head-select", "-1")  # opened on one head: show all
     page.page.click("button.tok[data-index='300']")
     got = helpers.drawn(page.edges())
     want = helpers.expected_edges(w, 0, 300, range(4), 0.01)
@@ -166,3 +177,22 @@ def test_float16_storage_decodes_exactly_in_the_page(tmp_path, open_page, helper
     )
     np.testing.assert_array_equal(got, w[0].astype(np.float16).astype(np.float64))
     assert np.max(np.abs(got - w[0])) < 5e-4
+
+
+def test_page_opens_on_the_given_focus_and_links_back(tmp_path, open_page, helpers):
+    w = helpers.mha_weights(len(TOKENS), len(TOKENS), layers=2, heads=4, seed=7)
+    view = AttentionView("encoder self-attention", "self", TOKENS, TOKENS, w)
+    focus = opening_focus([view], "it", "animal")
+    i, j = TOKENS.index("it"), TOKENS.index("animal")
+    assert w[focus["layer"], focus["head"], i, j] == w[:, :, i, j].max()
+    path = tmp_path / "focus.html"
+    html = render_html(
+        [view], model_label="m", sentence=SENTENCE, focus=focus, back=("index.html", "back to the report")
+    )
+    path.write_text(html, encoding="utf-8")
+    page = open_page(path)
+    assert page.page.evaluate("window.attnExplorer.state()") == focus
+    assert page.page.get_attribute(f"button.tok[data-index='{i}']", "aria-selected") == "true"
+    assert page.page.get_attribute("#back-link", "href") == "index.html"
+    assert page.page.text_content("#back-link") == "back to the report"
+    assert page.errors == [] and page.requests == [page.url]

@@ -106,3 +106,29 @@ def test_repr_html_isolates_the_page_in_an_iframe(tmp_path):
     assert html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1)) == e.html
     path = e.save(tmp_path / "sub" / "p.html")
     assert path.read_text(encoding="utf-8") == e.html
+
+
+def test_opening_focus_picks_the_heaviest_word_to_word_link_and_prefers_cross_attention():
+    import numpy as np
+
+    from attnlab.viz.explorer import AttentionView, Explorer, opening_focus
+
+    toks = ["[CLS]", "the", "cat", "sat", "on", "it", "[SEP]"]
+    w = np.full((2, 3, 7, 7), 1 / 7, dtype=np.float32)
+    w[0, 0, 5, 6] = 0.99  # to a special token: ignored
+    w[1, 1, 3, 2] = 0.95  # adjacent words: ignored (previous-token heads are everywhere)
+    w[1, 2, 5, 2] = 0.60  # "it" -> "cat", two positions or more apart: chosen
+    w[0, 1, 1, 4] = 0.55
+    view = AttentionView("self", "self", toks, toks, w)
+    assert opening_focus([view]) == {"view": 0, "layer": 1, "head": 2, "query": 5}
+    assert opening_focus([view], "the", "on") == {"view": 0, "layer": 0, "head": 1, "query": 1}
+    cross = AttentionView("cross", "cross", ["<bos>", "x"], ["a", "b", "c"], np.full((1, 1, 2, 3), 1 / 3))
+    assert opening_focus([view, cross])["view"] == 1  # an encoder-decoder opens on its alignment
+    with pytest.raises(ValueError, match="focus token 'dog'"):
+        opening_focus([view], "dog", "cat")
+    page = Explorer([view], model_label="toy", sentence="the cat sat on it")
+    assert "layer 2 head 3 query 5" in repr(page) and "toy" in repr(page)
+    with pytest.raises(ValueError, match="relative .html path"):
+        Explorer([view], model_label="toy", back=("javascript:alert(1)", "x"))
+    with pytest.raises(ValueError, match="focus query 9 is out of range"):
+        Explorer([view], model_label="toy", focus={"view": 0, "layer": 0, "head": 0, "query": 9})

@@ -22,6 +22,7 @@ def test_minilm_page_matches_the_model(tmp_path, open_page, helpers, minilm_orac
     tokens, oracle = minilm_oracle(sentence)  # transformers' BertModel: [L, h, T, T]
     assert page.page.locator("button.tok").count() == len(tokens)
     assert [page.page.text_content(f"button.tok[data-index='{i}']") for i in range(len(tokens))] == tokens
+    page.page.select_option("#head-select", "-1")  # opened on one head: show all
     it = tokens.index("it")
     page.page.click(f"button.tok[data-index='{it}']")
     for layer in (0, 5):

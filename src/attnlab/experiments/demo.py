@@ -161,7 +161,9 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
 def _explorer_section(out: Path, state: dict) -> Section:
     from attnlab.viz.explorer import Explorer, trained_views, write_explorer
 
-    write_explorer(SENTENCE, "minilm", out / "explorer.html")
+    back = ("index.html", "\u2190 back to the attnlab demo report")
+    # opens on "it" and the head that links it to "animal": the notes' example of a resolved reference
+    write_explorer(SENTENCE, "minilm", out / "explorer.html", focus=("it", "animal"), back=back)
     links = [
         '<p><a href="explorer.html">Open the attention explorer: MiniLM (all-MiniLM-L6-v2) on '
         f'"{SENTENCE}"</a></p>'
@@ -188,6 +190,7 @@ def _explorer_section(out: Path, state: dict) -> Section:
                 views,
                 model_label=f"Transformer trained on {task.name} (bottleneck experiment); output {pred!r}",
                 sentence=src_text,
+                back=back,
             ).save(out / "explorer-trained.html")
             links.append(
                 f'<p><a href="explorer-trained.html">Open the explorer on the trained Transformer: '
@@ -203,6 +206,38 @@ def _explorer_section(out: Path, state: dict) -> Section:
         "In MiniLM, look at the heads where 'it' attends to 'animal' (the notes' example of "
         "self-attention resolving a reference). The pages are separate files next to this one, "
         "self-contained and readable offline too.",
+    )
+
+
+# (what, the command or page, why) -- the report's last section; every command here exists.
+NEXT_STEPS = (
+    (
+        "Concept pages",
+        "docs/concepts/README.md",
+        "one idea per page, each with an example whose output is tested",
+    ),
+    ("Myths", "attnlab myths", "the misconceptions the notes warn about, each refuted by a computation"),
+    ("Quiz", "attnlab quiz", "worked checks with fresh numbers, answers shown step by step"),
+    ("Lessons", "attnlab lesson --list", "the Week 1 notes' five code blocks, run beside attnlab's"),
+    ("Explorer", 'attnlab explore "your sentence"', "MiniLM's attention (or --model DIR) on your own text"),
+    ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
+    ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),
+)
+
+
+def _next_steps_section() -> Section:
+    from attnlab.experiments.report import table
+
+    rows = [[what, where, why] for what, where, why in NEXT_STEPS]
+    return Section(
+        "next",
+        "Where to go next",
+        "The report showed each piece once. Each line below is a place to go deeper; the commands run "
+        "from this folder's virtual environment (.venv/bin/attnlab) and the pages are in docs/.",
+        "",
+        table(["what", "command or page", "for"], rows),
+        "A learner: concept pages in order, with the quiz and myths beside them. An engineer: the "
+        "audits with a preset, then attnlab.nn.BlockConfig in docs/engine.md.",
     )
 
 
@@ -257,6 +292,7 @@ def build_demo(
     )
     if explorer:
         steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
+    steps.append(("next steps", "next", "Where to go next", _next_steps_section))
     bar = progress_bar(steps, desc="attnlab demo", unit="part", quiet=not progress)
     for label, key, title, build in bar:
         bar.set_postfix_str(label)

@@ -270,8 +270,76 @@ def content_security_policy(script: str, style: str) -> str:
     )
 
 
+SPECIAL = {"[cls]", "[sep]", "[pad]", "<bos>", "<eos>", "<pad>", "<s>", "</s>", "<unk>", "<sep>"}
+_BACK_HREF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.html$")
+
+
+def _plain(token: str) -> str:
+    """A token's text without tokenizer markers (``##`` pieces, ``Ġ``/``▁`` spaces), lower-cased."""
+    return token.replace("##", "").replace("\u0120", "").replace("\u2581", "").strip().lower()
+
+
+def _content(token: str) -> bool:
+    t = _plain(token)
+    return bool(t) and t not in SPECIAL and any(c.isalnum() for c in t)
+
+
+def opening_focus(views: list[AttentionView], query: str | None = None, key: str | None = None) -> dict:
+    """Where the page opens: ``{"view", "layer", "head", "query"}`` (indices).
+
+    The view is the first cross-attention view if there is one (a trained encoder-decoder opens on
+    the alignment), else the first. With ``query`` and ``key`` token texts (e.g. ``"it"``,
+    ``"animal"``) it opens on ``query`` and the layer and head where it attends most to ``key``;
+    otherwise on the (layer, head, query) with the largest weight from a word to another word at
+    least two positions away (cross-attention: any position), special tokens and punctuation left out.
+    """
+    index = next((i for i, v in enumerate(views) if v.kind == "cross"), 0)
+    v = views[index]
+    w = np.asarray(v.weights, dtype=np.float64)  # [L, h, T_q, T_k]
+    if query is not None and key is not None:
+        qs = [i for i, t in enumerate(v.query_tokens) if _plain(t) == query.lower()]
+        ks = [j for j, t in enumerate(v.key_tokens) if _plain(t) == key.lower()]
+        if not qs or not ks:
+            missing = query if not qs else key
+            raise ValueError(f"focus token {missing!r} is not among the tokens of view {v.name!r}")
+        i, j = qs[0], ks[0]
+        layer, head = np.unravel_index(int(np.argmax(w[:, :, i, j])), w.shape[:2])
+        return {"view": index, "layer": int(layer), "head": int(head), "query": int(i)}
+    allowed = np.zeros(w.shape[2:], dtype=bool)  # [T_q, T_k]
+    for i, tq in enumerate(v.query_tokens):
+        for j, tk in enumerate(v.key_tokens):
+            far = v.kind == "cross" or abs(i - j) >= 2
+            allowed[i, j] = far and _content(tq) and _content(tk)
+    if not allowed.any():
+        return {"view": index, "layer": 0, "head": -1, "query": 0}
+    scored = np.where(allowed, w, -1.0)
+    layer, head, i, _ = np.unravel_index(int(np.argmax(scored)), scored.shape)
+    return {"view": index, "layer": int(layer), "head": int(head), "query": int(i)}
+
+
+def _check_focus(views: list[AttentionView], focus: dict) -> None:
+    keys = {"view", "layer", "head", "query"}
+    if not isinstance(focus, dict) or set(focus) != keys:
+        raise ValueError(f"focus must be a dict with keys {sorted(keys)}, got {focus!r}")
+    if not 0 <= focus["view"] < len(views):
+        raise ValueError(f"focus view {focus['view']} is out of range: there are {len(views)} views")
+    layers, heads, t_q, _ = views[focus["view"]].weights.shape
+    if not 0 <= focus["layer"] < layers or not -1 <= focus["head"] < heads:
+        raise ValueError(
+            f"focus layer/head {focus['layer']}/{focus['head']} outside {layers} layers x {heads} heads"
+        )
+    if focus["query"] is not None and not 0 <= focus["query"] < t_q:
+        raise ValueError(f"focus query {focus['query']} is out of range: the view has {t_q} query tokens")
+
+
 def render_html(
-    views: list[AttentionView], *, model_label: str, sentence: str = "", min_weight: float = MIN_WEIGHT
+    views: list[AttentionView],
+    *,
+    model_label: str,
+    sentence: str = "",
+    min_weight: float = MIN_WEIGHT,
+    focus: dict | None = None,
+    back: tuple[str, str] | None = None,
 ) -> str:
     """The explorer page for precomputed views (one self-contained HTML document).
 
@@ -280,6 +348,9 @@ def render_html(
         model_label: which model, shown on the page.
         sentence: the input text, shown on the page (as text).
         min_weight: edges with a smaller weight are not drawn as lines.
+        focus: where the page opens (:func:`opening_focus`; computed when ``None``).
+        back: ``(href, text)`` of a link back to the page that made this one (a relative
+            ``.html`` path, e.g. the demo report's ``index.html``).
     """
     if not views:
         raise ValueError("views must hold at least one AttentionView")
@@ -290,11 +361,17 @@ def render_html(
     style = (ASSETS / "explorer.css").read_text(encoding="utf-8")
     if "</script" in script.lower() or "</style" in style.lower():
         raise ValueError("explorer assets must not contain closing tags")
+    if focus is not None:
+        _check_focus(views, focus)
+    if back is not None and not _BACK_HREF.match(str(back[0])):
+        raise ValueError(f"back link must be a relative .html path, got {back[0]!r}")
     data = {
         "model": str(model_label),
         "sentence": str(sentence),
         "minWeight": float(min_weight),
         "views": [v.to_json() for v in views],
+        "initial": opening_focus(views) if focus is None else dict(focus),
+        "back": None if back is None else {"href": str(back[0]), "text": str(back[1])},
     }
     parts = {
         "CSP": html.escape(content_security_policy(script, style), quote=True),
@@ -316,11 +393,30 @@ class Explorer:
         model_label: str,
         sentence: str = "",
         min_weight: float = MIN_WEIGHT,
+        focus: dict | None = None,
+        back: tuple[str, str] | None = None,
     ):
         self.views = list(views)
         self.model_label = model_label
         self.sentence = sentence
-        self.html = render_html(self.views, model_label=model_label, sentence=sentence, min_weight=min_weight)
+        self.focus = opening_focus(self.views) if focus is None else dict(focus)
+        self.html = render_html(
+            self.views,
+            model_label=model_label,
+            sentence=sentence,
+            min_weight=min_weight,
+            focus=self.focus,
+            back=back,
+        )
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{v.name} {list(v.weights.shape)}" for v in self.views)
+        f = self.focus
+        return (
+            f"Explorer({self.model_label!r}, sentence={self.sentence!r}, views=[{shapes}], "
+            f"opens on view {f['view']} layer {f['layer'] + 1} head {f['head'] + 1} query {f['query']}, "
+            f"{len(self.html):,} bytes of HTML; .save(path) writes it)"
+        )
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -352,9 +448,20 @@ def write_explorer(
     out_path: str | Path = "explorer.html",
     *,
     min_weight: float = MIN_WEIGHT,
+    focus: tuple[str, str] | None = None,
+    back: tuple[str, str] | None = None,
 ) -> Path:
-    """Write the explorer page for ``sentence`` and ``model`` to ``out_path`` atomically; return the path."""
+    """Write the explorer page for ``sentence`` and ``model`` to ``out_path`` atomically; return the path.
+
+    ``focus=(query_token, key_token)`` opens the page on that token and the head where it attends
+    most to the key (e.g. ``("it", "animal")``); ``back=(href, text)`` adds a link back.
+    """
     out = Path(out_path)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give a file name such as explorer.html")
-    return explore(sentence, model, min_weight=min_weight).save(out)
+    views, label = attention_views(sentence, model)
+    where = None if focus is None else opening_focus(views, *focus)
+    page = Explorer(
+        views, model_label=label, sentence=sentence, min_weight=min_weight, focus=where, back=back
+    )
+    return page.save(out)

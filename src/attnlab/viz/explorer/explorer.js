@@ -373,6 +373,19 @@
     }
   };
 
-  setView(0);
+  // open on something: the view, layer, head and token chosen by attnlab (opening_focus)
+  var init = DATA.initial || { view: 0, layer: 0, head: -1, query: null };
+  setView(init.view);
+  state.layer = init.layer;
+  state.head = init.head;
+  state.query = init.query;
+  buildControls();
+  render();
+  if (DATA.back) {
+    var a = $("back-link");
+    a.href = DATA.back.href;
+    a.textContent = DATA.back.text;
+    $("back-line").hidden = false;
+  }
   document.body.dataset.ready = "true";
 })();
