@@ -30,6 +30,7 @@ SECTIONS = [
     "bottleneck",
     "heatmaps",
     "explorer",
+    "next",
 ]
 
 
