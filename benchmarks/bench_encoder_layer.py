@@ -10,11 +10,11 @@ TITLE = "EncoderLayer vs torch.nn.TransformerEncoderLayer"
 
 
 def run(ctx: dict) -> dict:
-    from attnlab.nn import EncoderLayer, encoder_layer_to_torch
+    from attnlab.nn import BlockConfig, EncoderLayer, encoder_layer_to_torch
 
     torch.manual_seed(0)
     d, h, f, b, t = 512, 8, 2048, 8, 128
-    ours = EncoderLayer(d, h, f, dropout=0.0)
+    ours = EncoderLayer(BlockConfig(d, h, f, dropout=0.0))
     theirs = encoder_layer_to_torch(ours)
     x = torch.randn(b, t, d)
     res = compare(

@@ -10,11 +10,11 @@ TITLE = "MultiHeadAttention vs torch.nn.MultiheadAttention"
 
 
 def run(ctx: dict) -> dict:
-    from attnlab.nn import MultiHeadAttention, mha_to_torch
+    from attnlab.nn import BlockConfig, MultiHeadAttention, mha_to_torch
 
     torch.manual_seed(0)
     d, h, b, t = 512, 8, 8, 128
-    ours = MultiHeadAttention(d, h)
+    ours = MultiHeadAttention(BlockConfig(d, h))
     theirs = mha_to_torch(ours)
     x = torch.randn(b, t, d)
     res = compare(

@@ -96,7 +96,7 @@ def test_safetensors_header_starting_with_0x80_is_not_taken_for_a_pickle(tmp_pat
         (lambda c: c.update(d_model=9), "d_model=9 is not divisible by num_heads=2"),
         (lambda c: c.pop("vocab_size"), r"missing required field\(s\) \['vocab_size'\]"),
         (lambda c: c.update(colour="red"), r"has no field\(s\) \['colour'\]"),
-        (lambda c: c.update(positions="alibi"), "positions must be one of"),
+        (lambda c: c.update(positions="sinus"), "positions must be one of"),
     ],
 )
 def test_configs_that_do_not_validate(saved, edit, message):

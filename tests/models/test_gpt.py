@@ -124,7 +124,7 @@ def test_save_load_keeps_weights_and_tie(tmp_path, tie):
     [
         (dict(d_model=18), "d_model=18 is not divisible by num_heads=4"),
         (dict(num_kv_heads=3), "num_heads=4 is not divisible by num_kv_heads=3"),
-        (dict(positions="sinusoidal"), "positions must be one of"),
+        (dict(positions="sinus"), "positions must be one of"),
         (dict(d_model=12, num_heads=4, positions="rope"), "RoPE needs an even head width"),
         (dict(vocab_size=0), "vocab_size must be a positive integer"),
         (dict(max_len=-1), "max_len must be a positive integer"),

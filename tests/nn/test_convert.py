@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from attnlab.nn import (
+    BlockConfig,
     DecoderLayer,
     EncoderDecoder,
     EncoderLayer,
@@ -49,14 +50,14 @@ def test_multihead_attention_from_torch(bias):
 
 def test_multihead_attention_to_torch_with_causal_mask():
     torch.manual_seed(2)
-    ours = _perturb(MultiHeadAttention(12, 3), 3)
+    ours = _perturb(MultiHeadAttention(BlockConfig(12, 3)), 3)
     theirs = to_torch(ours).eval()
     assert isinstance(theirs, nn.MultiheadAttention) and theirs.batch_first
     x = torch.randn(3, 7, 12)
     want, _ = theirs(x, x, x, attn_mask=~causal_mask(7), need_weights=False)
     torch.testing.assert_close(ours(x, is_causal=True)[0], want, **TOL)
     with pytest.raises(ValueError, match="no GQA"):
-        to_torch(MultiHeadAttention(12, 4, num_kv_heads=2))
+        to_torch(MultiHeadAttention(BlockConfig(12, 4, num_kv_heads=2)))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -70,7 +71,7 @@ def test_encoder_layer_both_directions(norm_first, activation):
         5,
     )
     ours = from_torch(theirs).eval()
-    assert isinstance(ours, EncoderLayer) and ours.norm == ("pre" if norm_first else "post")
+    assert isinstance(ours, EncoderLayer) and ours.config.norm_place == ("pre" if norm_first else "post")
     x = torch.randn(2, 6, 16)
     want = theirs(x, src_key_padding_mask=PAD)
     got = ours(x, ~PAD[:, None, :])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab import ref
-from attnlab.nn import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, KVCache
+from attnlab.nn import BlockConfig, Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, KVCache
 
 TOL64 = 1e-10
 
@@ -28,7 +28,7 @@ def _x(seed: int, *shape: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
 def test_feed_forward_matches_reference(activation):
-    ffn = _randomise(FeedForward(6, 20, activation), 0)
+    ffn = _randomise(FeedForward(BlockConfig(6, 2, 20, activation=activation)), 0)
     x = _x(1, 2, 3, 6)
     params = {
         "W_1": ffn.linear1.weight.detach().numpy().T,
@@ -45,7 +45,10 @@ def test_feed_forward_matches_reference(activation):
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_encoder_layer_matches_reference(ref_layer_params, norm, num_kv_heads, activation):
     layer = _randomise(
-        EncoderLayer(16, 4, 40, norm=norm, activation=activation, num_kv_heads=num_kv_heads), 2
+        EncoderLayer(
+            BlockConfig(16, 4, 40, norm_place=norm, activation=activation, num_kv_heads=num_kv_heads)
+        ),
+        2,
     )
     x = _x(3, 2, 5, 16)
     mask = torch.tensor([[True] * 5, [True] * 2 + [False] * 3])[:, None, :]  # padding [B, 1, T]
@@ -68,7 +71,7 @@ def test_encoder_layer_matches_reference(ref_layer_params, norm, num_kv_heads, a
 @pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("num_kv_heads", [None, 1])
 def test_decoder_layer_matches_reference(ref_layer_params, norm, num_kv_heads):
-    layer = _randomise(DecoderLayer(12, 2, 30, norm=norm, num_kv_heads=num_kv_heads), 4)
+    layer = _randomise(DecoderLayer(BlockConfig(12, 2, 30, norm_place=norm, num_kv_heads=num_kv_heads)), 4)
     y, mem = _x(5, 2, 4, 12), _x(6, 2, 6, 12)
     mem_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, :]  # [B, 1, S]
     want = ref.decoder_layer(
@@ -90,7 +93,9 @@ def test_decoder_layer_matches_reference(ref_layer_params, norm, num_kv_heads):
 
 
 def test_decoder_layer_steps_with_caches_equal_full_pass():
-    layer = _randomise(DecoderLayer(16, 4, 24, norm="pre", num_kv_heads=2, positions="rope"), 7)
+    layer = _randomise(
+        DecoderLayer(BlockConfig(16, 4, 24, norm_place="pre", num_kv_heads=2, positions="rope")), 7
+    )
     y, mem = _x(8, 2, 5, 16), _x(9, 2, 3, 16)
     full = layer(y, mem, is_causal=True)
     cache, mcache = KVCache(), KVCache(static=True)
@@ -103,7 +108,8 @@ def test_decoder_layer_steps_with_caches_equal_full_pass():
 
 def test_decoder_layer_without_cross_attention_is_a_gpt_block():
     """x = x + MHA(LN(x)); x = x + MLP(LN(x)) written out by hand from the layer's own parts."""
-    layer = _randomise(DecoderLayer(8, 2, 32, norm="pre", activation="gelu", cross_attention=False), 10)
+    block = BlockConfig(8, 2, 32, norm_place="pre", activation="gelu")
+    layer = _randomise(DecoderLayer(block, cross_attention=False), 10)
     assert layer.cross_attn is None and layer.norm2 is None
     x = _x(11, 1, 4, 8)
     a = x + layer.self_attn(layer.norm1(x), is_causal=True)[0]
@@ -112,9 +118,11 @@ def test_decoder_layer_without_cross_attention_is_a_gpt_block():
 
 
 def test_stacks_compose_layers_and_final_norm(ref_layer_params):
-    enc = _randomise(Encoder(2, 8, 2, 16, norm="pre"), 12)
-    dec = _randomise(Decoder(2, 8, 2, 16, norm="pre"), 13)
-    assert enc.norm is not None and Encoder(1, 8, 2, 16).norm is None  # post-norm stacks need no final norm
+    pre = BlockConfig(8, 2, 16, norm_place="pre")
+    enc = _randomise(Encoder(2, pre), 12)
+    dec = _randomise(Decoder(2, pre), 13)
+    post = pre.replace(norm_place="post")
+    assert enc.norm is not None and Encoder(1, post).norm is None  # post-norm stacks need no final norm
     x, y = _x(14, 1, 3, 8), _x(15, 1, 2, 8)
     h = x.numpy()
     for layer in enc.layers:
@@ -131,11 +139,15 @@ def test_stacks_compose_layers_and_final_norm(ref_layer_params):
 
 
 def test_bad_layer_options():
-    with pytest.raises(ValueError, match="norm must be one of"):
-        EncoderLayer(8, 2, 16, norm="sandwich")
+    with pytest.raises(ValueError, match="norm_place must be one of"):
+        BlockConfig(8, 2, 16, norm_place="sandwich")
     with pytest.raises(ValueError, match="activation must be one of"):
-        FeedForward(8, 16, "swish")
+        BlockConfig(8, 2, 16, activation="swish")
+    with pytest.raises(ValueError, match="EncoderLayer needs a BlockConfig, got int"):
+        EncoderLayer(8)
     with pytest.raises(ValueError, match="pass memory"):
-        DecoderLayer(8, 2, 16)(torch.randn(1, 2, 8))
+        DecoderLayer(BlockConfig(8, 2, 16))(torch.randn(1, 2, 8))
     with pytest.raises(ValueError, match=r"x must be \[\.\.\., d_model=8\], got \[1, 2, 7\]"):
-        FeedForward(8, 16)(torch.randn(1, 2, 7))  # was torch's "mat1 and mat2 shapes cannot be multiplied"
+        FeedForward(BlockConfig(8, 2, 16))(
+            torch.randn(1, 2, 7)
+        )  # was torch's "mat1 and mat2 shapes cannot be multiplied"

@@ -11,14 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import ref
-from attnlab.nn import KVCache, MultiHeadAttention, causal_mask
+from attnlab.nn import BlockConfig, KVCache, MultiHeadAttention, causal_mask
 
 TOL64 = 1e-10
 
 
-def _mha(seed: int, d: int, h: int, **kw) -> MultiHeadAttention:
+def _mha(seed: int, d: int, h: int, kv_dim: int | None = None, **kw) -> MultiHeadAttention:
+    """Self-attention of ``BlockConfig(d, h, **kw)``; cross-attention from width ``kv_dim`` if given."""
     torch.manual_seed(seed)
-    m = MultiHeadAttention(d, h, **kw).double().eval()
+    cross = kv_dim is not None
+    m = MultiHeadAttention(BlockConfig(d, h, **kw), cross_attention=cross, kv_dim=kv_dim).double().eval()
     with torch.no_grad():  # non-zero biases so that they are tested too
         for p in m.parameters():
             if p.ndim == 1:
@@ -38,7 +40,8 @@ CASES = [
     dict(h=2, positions="rope"),
     dict(h=4, num_kv_heads=2, positions="rope"),
     dict(h=3, positions="alibi"),
-    dict(h=4, bias=False),
+    dict(h=4, qkv_bias=False, out_bias=False),
+    dict(h=4, qkv_bias=True, out_bias=False),
 ]
 
 
@@ -97,12 +100,12 @@ def test_cross_attention_with_other_width_matches_reference(ref_mha_params):
     d_k=st.sampled_from([2, 4, 6]),
     t=st.integers(1, 6),
     b=st.integers(1, 3),
-    positions=st.sampled_from([None, "rope", "alibi"]),
+    positions=st.sampled_from(["none", "rope", "alibi"]),
     seed=st.integers(0, 10_000),
 )
 def test_fast_path_equals_explicit_path_float32(h_kv, d_k, t, b, positions, seed):
     torch.manual_seed(seed)
-    m = MultiHeadAttention(4 * d_k, 4, num_kv_heads=h_kv, positions=positions).eval()
+    m = MultiHeadAttention(BlockConfig(4 * d_k, 4, num_kv_heads=h_kv, positions=positions)).eval()
     x = torch.randn(b, t, 4 * d_k)
     for is_causal in (False, True):
         fast, _ = m(x, is_causal=is_causal)
@@ -214,11 +217,12 @@ def test_static_cache_reuses_memory_projection():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: MultiHeadAttention(10, 3), "d_model=10 is not divisible by num_heads=3"),
-        (lambda: MultiHeadAttention(8, 4, num_kv_heads=3), "num_heads=4 is not divisible by num_kv_heads=3"),
-        (lambda: MultiHeadAttention(8, 2, positions="sinus"), "positions must be"),
-        (lambda: MultiHeadAttention(6, 2, positions="rope"), "even head width"),
-        (lambda: MultiHeadAttention(8, 2, positions="alibi", attention="flash"), "additive bias"),
+        (lambda: BlockConfig(10, 3), "d_model=10 is not divisible by num_heads=3"),
+        (lambda: BlockConfig(8, 4, num_kv_heads=3), "num_heads=4 is not divisible by num_kv_heads=3"),
+        (lambda: BlockConfig(8, 2, positions="sinus"), "positions must be"),
+        (lambda: BlockConfig(6, 2, positions="rope"), "even head width"),
+        (lambda: BlockConfig(8, 2, positions="alibi", attention="flash"), "additive bias"),
+        (lambda: MultiHeadAttention(dict(d_model=8, num_heads=2)), "needs a BlockConfig, got dict"),
     ],
 )
 def test_bad_construction(make, message):
@@ -227,7 +231,7 @@ def test_bad_construction(make, message):
 
 
 def test_bad_forward_inputs_name_the_shapes():
-    m = MultiHeadAttention(8, 2)
+    m = MultiHeadAttention(BlockConfig(8, 2))
     x = torch.randn(2, 3, 8)
     with pytest.raises(ValueError, match=r"x_q must be \[B, T_q, d_model=8\], got \[2, 3, 7\]"):
         m(torch.randn(2, 3, 7))
@@ -242,8 +246,8 @@ def test_bad_forward_inputs_name_the_shapes():
 @pytest.mark.parametrize("case", [dict(), dict(num_kv_heads=2, positions="rope")])
 def test_flash_option_equals_sdpa_path_with_and_without_cache(case):
     torch.manual_seed(20)
-    sdpa = MultiHeadAttention(16, 4, **case).eval()
-    flash = MultiHeadAttention(16, 4, attention="flash", **case).eval()
+    sdpa = MultiHeadAttention(BlockConfig(16, 4, **case)).eval()
+    flash = MultiHeadAttention(BlockConfig(16, 4, attention="flash", **case)).eval()
     flash.load_state_dict(sdpa.state_dict())
     x = torch.randn(2, 7, 16)
     pad = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])[:, None, :]

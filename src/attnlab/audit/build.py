@@ -37,24 +37,21 @@ def build(a: Arch, device: str | torch.device | None = None) -> nn.Module:
 
 def _build(a: Arch) -> nn.Module:
     if a.model in ("encoder-layer", "decoder-layer"):
-        from attnlab.nn import DecoderLayer, EncoderLayer
+        from attnlab.nn import BlockConfig, DecoderLayer, EncoderLayer
 
         layer = EncoderLayer if a.model == "encoder-layer" else DecoderLayer
-        return LayerStack(
-            [
-                layer(
-                    a.d_model,
-                    a.heads,
-                    a.d_ff,
-                    norm=a.norm,
-                    activation=a.activation,
-                    dropout=0.0,
-                    bias=a.bias,
-                    num_kv_heads=a.kv_heads,
-                )
-                for _ in range(a.layers)
-            ]
+        block = BlockConfig(
+            a.d_model,
+            a.heads,
+            a.d_ff,
+            num_kv_heads=a.kv_heads,
+            norm_place=a.norm,
+            activation=a.activation,
+            qkv_bias=a.bias,
+            out_bias=a.bias,
+            ffn_bias=a.bias,
         )
+        return LayerStack([layer(block) for _ in range(a.layers)])
     if a.model == "transformer":
         from attnlab.models import Transformer, TransformerConfig
 

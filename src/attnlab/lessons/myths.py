@@ -306,11 +306,11 @@ def _ffn_neighbours():
 def _layers_share_weights():
     import torch
 
-    from attnlab.nn import Encoder, EncoderLayer
+    from attnlab.nn import BlockConfig, Encoder, EncoderLayer
 
     torch.manual_seed(0)
-    per_layer = _module_count(EncoderLayer(512, 8, 2048))
-    stack = Encoder(6, 512, 8, 2048)  # six post-norm base layers
+    per_layer = _module_count(EncoderLayer(BlockConfig(512, 8, 2048)))
+    stack = Encoder(6, BlockConfig(512, 8, 2048))  # six post-norm base layers
     total = _module_count(stack)
     storages = {p.data_ptr() for p in stack.parameters()}
     q = [layer.self_attn.q_proj.weight.detach().numpy() for layer in stack.layers]
@@ -335,9 +335,9 @@ def _layers_share_weights():
 
 
 def _more_heads_more_weights():
-    from attnlab.nn import MultiHeadAttention
+    from attnlab.nn import BlockConfig, MultiHeadAttention
 
-    counts = {h: _module_count(MultiHeadAttention(512, h)) for h in (1, 2, 4, 8)}
+    counts = {h: _module_count(MultiHeadAttention(BlockConfig(512, h))) for h in (1, 2, 4, 8)}
     per_proj = {h: h * 512 * (512 // h) for h in (1, 2, 4, 8)}
     lines = ["d_model = 512, counted on attnlab.nn.MultiHeadAttention (Q, K, V, O with biases):"]
     lines += [
@@ -577,7 +577,7 @@ def _three_million():
     import torch
 
     from attnlab.audit.params import audit_params
-    from attnlab.nn import EncoderLayer
+    from attnlab.nn import BlockConfig, EncoderLayer
 
     report = audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)
     groups = {
@@ -585,7 +585,7 @@ def _three_million():
         "FFN": report["by_group"]["ffn"],
         "norms": report["by_group"]["norms"],
     }
-    module = _module_count(EncoderLayer(512, 8, 2048))
+    module = _module_count(EncoderLayer(BlockConfig(512, 8, 2048)))
     torch_layer = _module_count(torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True))
     weights_only = sum(r["weights"] for r in report["rows"] if r["group"] in ("attention", "ffn"))
     total = report["total"]

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
+from attnlab.nn.config import BlockConfig
 from attnlab.nn.layers import EncoderLayer
 from attnlab.nn.positions import LearnedPositions
 
@@ -74,6 +75,19 @@ class BertConfig(ModelConfig):
                     f"BertConfig.max_seq_length={self.max_seq_length} exceeds max_len={self.max_len}"
                 )
 
+    @property
+    def block(self) -> BlockConfig:
+        """The :class:`~attnlab.nn.BlockConfig` of every layer: post-norm LayerNorm with ``eps``."""
+        return BlockConfig(
+            self.d_model,
+            self.num_heads,
+            self.d_ff,
+            norm_eps=self.eps,
+            activation=self.activation,
+            dropout=self.dropout,
+            positions="learned",
+        )
+
 
 def _ids(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
     if not isinstance(x, Tensor) or x.dtype not in (torch.int64, torch.int32) or x.dim() != 2:
@@ -108,18 +122,7 @@ class BertEncoder(SavableModel):
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.d_model)
         self.embed_norm = nn.LayerNorm(c.d_model, eps=c.eps)
         self.drop = nn.Dropout(c.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                c.d_model,
-                c.num_heads,
-                c.d_ff,
-                norm="post",
-                activation=c.activation,
-                dropout=c.dropout,
-                eps=c.eps,
-            )
-            for _ in range(c.num_layers)
-        )
+        self.layers = nn.ModuleList(EncoderLayer(c.block) for _ in range(c.num_layers))
         self.pooler = nn.Linear(c.d_model, c.d_model) if c.pooler else None
 
     # -- the forward pass ---------------------------------------------------------------------

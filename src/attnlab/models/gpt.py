@@ -1,11 +1,24 @@
-"""A decoder-only Transformer (GPT), built from :mod:`attnlab.nn`.
+"""A decoder-only Transformer (GPT-2, Llama, Qwen2, Mistral, ... as configs), built from :mod:`attnlab.nn`.
 
-  h_0 = Emb(ids) (+ P[0:T] with learned positions; RoPE rotates Q and K inside attention instead)
-  h_l = h_{l-1} + MHA(LN_1(h_{l-1}))  then  h_l = h_l + MLP(LN_2(h_l))     (pre-norm blocks, causal)
-  logits = LN_f(h_L) W_E^T                                                 (tied output weights)
+  h_0 = Emb(ids) (+ P[0:T] with learned or sinusoidal positions; RoPE and ALiBi act inside attention)
+  h_l = h_{l-1} + MHA(N_1(h_{l-1}))  then  h_l = h_l + FFN(N_2(h_l))      (pre-norm blocks, causal)
+  logits = N_f(h_L) W_out                                                  (W_out = W_E^T when tied)
 
-The MLP is Linear -> GELU -> Linear; ``num_kv_heads`` gives grouped-query attention. The block is
-:class:`attnlab.nn.DecoderLayer` without cross-attention (its ``norm3`` is the MLP's LayerNorm).
+Each block is :class:`attnlab.nn.DecoderLayer` without cross-attention (its ``norm3`` is the FFN's
+norm), described by :attr:`GPTConfig.block`. The config carries the block's fields under their
+:class:`~attnlab.nn.BlockConfig` names, so one class is every family:
+
+============  =================================================================================
+GPT-2         positions="learned", norm="layer", activation="gelu_tanh" (the defaults otherwise)
+Llama 2/3     positions="rope", rope_layout="half", rope_base=theta, norm="rms", norm_eps=1e-5/1e-6,
+              ffn="glu", activation="silu", qkv_bias=out_bias=ffn_bias=False, num_kv_heads (GQA),
+              tie_weights=False (Llama 3.2 1B/3B tie)
+Qwen2         as Llama with qkv_bias=True;  Mistral: as Llama with window=W
+NoPE / paper  positions="none" / "sinusoidal" / "alibi"; ffn="none" for attention-only models
+============  =================================================================================
+
+The defaults are those of attnlab's GPT before the block config existed (learned positions,
+LayerNorm, exact GELU), so every ``config.json`` saved then loads as the same model.
 """
 
 from __future__ import annotations
@@ -15,16 +28,19 @@ import dataclasses
 import torch
 from torch import nn
 
-from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
-from attnlab.models.transformer import check_dropout, check_ids
-from attnlab.nn.layers import DecoderLayer
+from attnlab.models.base import ModelConfig, SavableModel, check_positive
+from attnlab.models.transformer import check_ids
+from attnlab.nn.config import BlockConfig
+from attnlab.nn.layers import DecoderLayer, make_norm
 from attnlab.nn.multihead import KVCache
-from attnlab.nn.positions import LearnedPositions
+from attnlab.nn.positions import LearnedPositions, SinusoidalPositions
 
 
 @dataclasses.dataclass(frozen=True)
 class GPTConfig(ModelConfig):
-    """Sizes of a GPT. ``positions``: ``"learned"`` or ``"rope"``; ``num_kv_heads``: GQA (None = h)."""
+    """A GPT: sizes (``vocab_size``, ``num_layers``, ``max_len``), the head (``tie_weights``),
+    ``pad_id``, and the block's fields (:class:`~attnlab.nn.BlockConfig`'s names and meanings;
+    ``norm_place`` is always ``"pre"``)."""
 
     vocab_size: int
     d_model: int = 128
@@ -37,29 +53,29 @@ class GPTConfig(ModelConfig):
     tie_weights: bool = True
     dropout: float = 0.0
     pad_id: int = 0
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    ffn: str = "mlp"
+    activation: str = "gelu"
+    qkv_bias: bool = True
+    out_bias: bool = True
+    ffn_bias: bool = True
+    rope_layout: str = "interleaved"
+    rope_base: float = 10000.0
+    rope_scaling: dict | None = dataclasses.field(default=None, hash=False)
+    window: int | None = None
+    attention: str = "sdpa"
 
     def __post_init__(self) -> None:
-        check_positive(self, "vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len")
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"GPTConfig.d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
-            )
-        if self.num_kv_heads is not None:
-            check_positive(self, "num_kv_heads")
-            if self.num_heads % self.num_kv_heads:
-                raise ValueError(
-                    f"GPTConfig.num_heads={self.num_heads} is not divisible by "
-                    f"num_kv_heads={self.num_kv_heads}"
-                )
-        check_choice(self, "positions", ("learned", "rope"))
-        if self.positions == "rope" and (self.d_model // self.num_heads) % 2:
-            raise ValueError(
-                f"GPTConfig: RoPE needs an even head width, got d_model/num_heads = "
-                f"{self.d_model // self.num_heads}"
-            )
-        check_dropout(self)
+        check_positive(self, "vocab_size", "num_layers", "max_len")
+        BlockConfig.pick(self, norm_place="pre")  # validates every block field
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"GPTConfig.pad_id={self.pad_id!r} must lie in 0..{self.vocab_size - 1}")
+
+    @property
+    def block(self) -> BlockConfig:
+        """The :class:`~attnlab.nn.BlockConfig` of every block (pre-norm)."""
+        return BlockConfig.pick(self, norm_place="pre")
 
 
 @dataclasses.dataclass
@@ -81,25 +97,16 @@ class GPT(SavableModel):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = c = config
+        block = c.block
         self.tok_embed = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_embed = LearnedPositions(c.max_len, c.d_model) if c.positions == "learned" else None
+        self.pos_embed = None  # learned/sinusoidal positions are added to the embeddings
+        if c.positions == "learned":
+            self.pos_embed = LearnedPositions(c.max_len, c.d_model)
+        elif c.positions == "sinusoidal":
+            self.pos_embed = SinusoidalPositions(c.max_len, c.d_model)
         self.dropout = nn.Dropout(c.dropout)
-        rope = "rope" if c.positions == "rope" else None
-        self.blocks = nn.ModuleList(
-            DecoderLayer(
-                c.d_model,
-                c.num_heads,
-                c.d_ff,
-                norm="pre",
-                activation="gelu",
-                dropout=c.dropout,
-                num_kv_heads=c.num_kv_heads,
-                cross_attention=False,
-                positions=rope,
-            )
-            for _ in range(c.num_layers)
-        )
-        self.norm = nn.LayerNorm(c.d_model)
+        self.blocks = nn.ModuleList(DecoderLayer(block, cross_attention=False) for _ in range(c.num_layers))
+        self.norm = make_norm(block)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.apply(self._init)  # GPT-2: N(0, 0.02) weights, zero biases
         if c.tie_weights:

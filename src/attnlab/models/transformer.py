@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
+from attnlab.nn.config import ACTIVATIONS, NORM_PLACES, BlockConfig
 from attnlab.nn.layers import Decoder, Encoder
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import SinusoidalPositions
@@ -57,7 +58,8 @@ def check_dropout(config, name: str = "dropout") -> None:
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(ModelConfig):
-    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model)."""
+    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model). ``norm`` is the
+    norm's place (``post`` | ``pre``); :attr:`block` is the layers' :class:`~attnlab.nn.BlockConfig`."""
 
     src_vocab: int
     tgt_vocab: int
@@ -89,8 +91,8 @@ class TransformerConfig(ModelConfig):
             raise ValueError(
                 f"TransformerConfig.d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
             )
-        check_choice(self, "norm", ("post", "pre"))
-        check_choice(self, "activation", ("relu", "gelu", "gelu_tanh"))
+        check_choice(self, "norm", NORM_PLACES)
+        check_choice(self, "activation", ACTIVATIONS)
         check_dropout(self)
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(
@@ -99,6 +101,19 @@ class TransformerConfig(ModelConfig):
             )
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
             raise ValueError(f"TransformerConfig.pad_id={self.pad_id!r} must be an id of both vocabularies")
+
+    @property
+    def block(self) -> BlockConfig:
+        """The :class:`~attnlab.nn.BlockConfig` of every layer (``norm`` here is the norm's place)."""
+        return BlockConfig(
+            self.d_model,
+            self.num_heads,
+            self.d_ff,
+            norm_place=self.norm,
+            activation=self.activation,
+            dropout=self.dropout,
+            positions="sinusoidal",
+        )
 
 
 @dataclasses.dataclass
@@ -124,13 +139,12 @@ class Transformer(SavableModel):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.config = c = config
-        layer_kw = dict(norm=c.norm, activation=c.activation, dropout=c.dropout)
         self.src_embed = nn.Embedding(c.src_vocab, c.d_model)
         self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab, c.d_model)
         self.positions = SinusoidalPositions(c.max_len, c.d_model)
         self.dropout = nn.Dropout(c.dropout)
-        self.encoder = Encoder(c.num_encoder_layers, c.d_model, c.num_heads, c.d_ff, **layer_kw)
-        self.decoder = Decoder(c.num_decoder_layers, c.d_model, c.num_heads, c.d_ff, **layer_kw)
+        self.encoder = Encoder(c.num_encoder_layers, c.block)
+        self.decoder = Decoder(c.num_decoder_layers, c.block)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab)
         for p in self.parameters():  # Glorot/Xavier for every matrix, as the Annotated Transformer does
             if p.dim() > 1:

@@ -15,7 +15,16 @@ from attnlab.nn.convert import (
     transformer_to_torch,
 )
 from attnlab.nn.flash import flash_attention
-from attnlab.nn.layers import Decoder, DecoderLayer, Encoder, EncoderDecoder, EncoderLayer, FeedForward
+from attnlab.nn.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderDecoder,
+    EncoderLayer,
+    FeedForward,
+    RMSNorm,
+    make_norm,
+)
 from attnlab.nn.masks import causal_mask, padding_mask, padding_mask_from_ids, sliding_window_mask
 from attnlab.nn.multihead import KVCache, MultiHeadAttention
 from attnlab.nn.positions import (
@@ -41,6 +50,7 @@ __all__ = [
     "LearnedPositions",
     "LuongAttention",
     "MultiHeadAttention",
+    "RMSNorm",
     "SinusoidalPositions",
     "alibi_bias",
     "alibi_slopes",
@@ -52,6 +62,7 @@ __all__ = [
     "encoder_layer_to_torch",
     "flash_attention",
     "from_torch",
+    "make_norm",
     "mha_from_torch",
     "mha_to_torch",
     "padding_mask",

@@ -45,10 +45,11 @@ class BlockConfig:
     """Everything one Transformer block is.
 
     Sizes: ``d_model``, ``num_heads`` (``h``; ``d_k = d_model / h``), ``num_kv_heads`` (GQA/MQA;
-    ``None`` = ``num_heads``), ``d_ff`` (the FFN's hidden width; for ``ffn="glu"`` the width of each
-    of the gate and up projections). Norm: ``norm`` (``layer`` | ``rms``), ``norm_eps``,
-    ``norm_place`` (``post``: the paper's ``LN(x + f(x))``; ``pre``: ``x + f(LN(x))``). FFN: ``ffn``
-    (``mlp``: ``act(x W_1) W_2``; ``glu``: ``(act(x W_g) * x W_u) W_2``; ``none``: attention only)
+    ``None`` = ``num_heads``), ``d_ff`` (the FFN's hidden width, default ``4 d_model``; for
+    ``ffn="glu"`` the width of each of the gate and up projections). Norm: ``norm`` (``layer`` |
+    ``rms``), ``norm_eps``, ``norm_place`` (``post``: the paper's ``LN(x + f(x))``; ``pre``:
+    ``x + f(LN(x))``). FFN: ``ffn`` (``mlp``: ``act(x W_1) W_2``; ``glu``: ``(act(x W_1) * x W_3) W_2``;
+    ``none``: attention only)
     and ``activation``. Biases: ``qkv_bias``, ``out_bias`` (W^O), ``ffn_bias``. Positions:
     ``positions``; for RoPE ``rope_layout`` (``interleaved``: pairs (0,1), (2,3), ... as in RoFormer;
     ``half``: pairs (i, i + d/2), the rotate-half layout of Hugging Face Llama), ``rope_base`` and
@@ -60,7 +61,7 @@ class BlockConfig:
 
     d_model: int
     num_heads: int
-    d_ff: int
+    d_ff: int | None = None
     num_kv_heads: int | None = None
     norm: str = "layer"
     norm_eps: float = 1e-5
@@ -82,6 +83,8 @@ class BlockConfig:
         n = "BlockConfig"
         positive_int(f"{n}.d_model", self.d_model)
         positive_int(f"{n}.num_heads", self.num_heads)
+        if self.d_ff is None:  # the usual 4 d_model (GPT-2's n_inner=None does the same)
+            object.__setattr__(self, "d_ff", 4 * self.d_model)
         positive_int(f"{n}.d_ff", self.d_ff)
         optional_positive_int(f"{n}.num_kv_heads", self.num_kv_heads)
         if self.d_model % self.num_heads:
@@ -112,6 +115,10 @@ class BlockConfig:
                 )
         optional_positive_int(f"{n}.window", self.window)
         choice(f"{n}.attention", self.attention, ATTENTION_KINDS)
+        if self.attention == "flash" and self.positions == "alibi":
+            raise ValueError(
+                f"{n}: attention='flash' does not take an additive bias; use positions='rope' or 'none'"
+            )
         probability(f"{n}.dropout", self.dropout)
 
     @property
@@ -123,6 +130,17 @@ class BlockConfig:
     def kv_heads(self) -> int:
         """Number of key/value heads (``num_kv_heads``, or ``num_heads`` when that is ``None``)."""
         return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @classmethod
+    def pick(cls, source: Any, **fixed) -> BlockConfig:
+        """The block a model config describes: every field of ``source`` named like a BlockConfig
+        field, then ``fixed``. Errors name ``source``'s class (``"GPTConfig.norm must be ..."``)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        values = {n: getattr(source, n) for n in names if hasattr(source, n)}
+        try:
+            return cls(**{**values, **fixed})
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("BlockConfig", type(source).__name__, 1)) from None
 
     def replace(self, **changes) -> BlockConfig:
         """A copy with ``changes`` applied (validated again)."""
@@ -144,7 +162,7 @@ class BlockConfig:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"BlockConfig has no field(s) {unknown}; fields are {sorted(names)}")
-        missing = sorted({"d_model", "num_heads", "d_ff"} - set(data))
+        missing = sorted({"d_model", "num_heads"} - set(data))
         if missing:
             raise ValueError(f"BlockConfig is missing required field(s) {missing}")
         return cls(**data)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.nn.config import BlockConfig
 from attnlab.nn.layers import DecoderLayer, EncoderDecoder, EncoderLayer
 from attnlab.nn.multihead import MultiHeadAttention
 
@@ -74,19 +75,22 @@ def mha_from_torch(theirs: nn.MultiheadAttention) -> MultiHeadAttention:
     kdim = theirs.kdim
     if theirs.vdim != kdim:
         raise ValueError(f"attnlab needs kdim == vdim, got kdim={kdim}, vdim={theirs.vdim}")
-    ours = MultiHeadAttention(
-        theirs.embed_dim,
-        theirs.num_heads,
-        bias=theirs.in_proj_bias is not None,
-        dropout=theirs.dropout,
-        kv_dim=kdim,
+    bias = theirs.in_proj_bias is not None
+    config = BlockConfig(
+        theirs.embed_dim, theirs.num_heads, qkv_bias=bias, out_bias=bias, dropout=theirs.dropout
     )
+    ours = MultiHeadAttention(config, cross_attention=kdim != theirs.embed_dim, kv_dim=kdim)
     _load_mha(ours, theirs)
     return ours
 
 
 def mha_to_torch(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     """An ``nn.MultiheadAttention(batch_first=True)`` with the weights of ``ours``."""
+    if (ours.q_proj.bias is None) != (ours.out_proj.bias is None) or ours.window is not None:
+        raise ValueError(
+            "nn.MultiheadAttention has one bias switch and no window: cannot export "
+            f"qkv_bias={ours.config.qkv_bias}, out_bias={ours.config.out_bias}, window={ours.window}"
+        )
     theirs = nn.MultiheadAttention(
         ours.d_model,
         ours.num_heads,
@@ -107,19 +111,28 @@ def _activation_name(layer) -> str:
         return "relu"
     if act is F.gelu:
         return "gelu"
+    if act is F.silu or isinstance(act, nn.SiLU):
+        return "silu"
     if isinstance(act, nn.GELU):
         return "gelu_tanh" if act.approximate == "tanh" else "gelu"
-    raise ValueError(f"activation {act!r} has no attnlab equivalent (relu, gelu, gelu_tanh)")
+    raise ValueError(f"activation {act!r} has no attnlab equivalent (relu, gelu, gelu_tanh, silu)")
 
 
-def _layer_kwargs(layer) -> dict:
-    return {
-        "norm": "pre" if layer.norm_first else "post",
-        "activation": _activation_name(layer),
-        "dropout": layer.dropout.p,
-        "bias": layer.linear1.bias is not None,
-        "eps": layer.norm1.eps,
-    }
+def _block_config(layer) -> BlockConfig:
+    """The :class:`BlockConfig` of a ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer``."""
+    bias = layer.linear1.bias is not None
+    return BlockConfig(
+        layer.self_attn.embed_dim,
+        layer.self_attn.num_heads,
+        layer.linear1.out_features,
+        norm_eps=layer.norm1.eps,
+        norm_place="pre" if layer.norm_first else "post",
+        activation=_activation_name(layer),
+        qkv_bias=bias,
+        out_bias=bias,
+        ffn_bias=bias,
+        dropout=layer.dropout.p,
+    )
 
 
 def _load_ffn_norms(ours, theirs, norms: tuple[tuple[str, str], ...]) -> None:
@@ -135,12 +148,7 @@ _DEC_NORMS = (("norm1", "norm1"), ("norm2", "norm2"), ("norm3", "norm3"))
 
 def encoder_layer_from_torch(theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
     """An :class:`EncoderLayer` with the weights and options of ``theirs``."""
-    ours = EncoderLayer(
-        theirs.self_attn.embed_dim,
-        theirs.self_attn.num_heads,
-        theirs.linear1.out_features,
-        **_layer_kwargs(theirs),
-    )
+    ours = EncoderLayer(_block_config(theirs))
     _load_mha(ours.self_attn, theirs.self_attn)
     _load_ffn_norms(ours, theirs, _ENC_NORMS)
     return ours
@@ -156,12 +164,7 @@ def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
 
 def decoder_layer_from_torch(theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
     """A :class:`DecoderLayer` with the weights and options of ``theirs``."""
-    ours = DecoderLayer(
-        theirs.self_attn.embed_dim,
-        theirs.self_attn.num_heads,
-        theirs.linear1.out_features,
-        **_layer_kwargs(theirs),
-    )
+    ours = DecoderLayer(_block_config(theirs))
     _load_mha(ours.self_attn, theirs.self_attn)
     _load_mha(ours.cross_attn, theirs.multihead_attn)
     _load_ffn_norms(ours, theirs, _DEC_NORMS)
@@ -179,25 +182,44 @@ def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     return theirs
 
 
+def _torch_config(ours) -> BlockConfig:
+    """``ours.config``, if ``nn.Transformer*Layer`` can express it (LayerNorm, MLP, one bias switch)."""
+    c = ours.config
+    checks = (
+        ("norm", c.norm, c.norm == "layer"),
+        ("ffn", c.ffn, c.ffn == "mlp"),
+        ("biases", (c.qkv_bias, c.out_bias, c.ffn_bias), c.qkv_bias == c.out_bias == c.ffn_bias),
+        ("positions", c.positions, c.positions not in ("rope", "alibi")),
+        ("window", c.window, c.window is None),
+    )
+    bad = ", ".join(f"{name}={value!r}" for name, value, ok in checks if not ok)
+    if bad:
+        raise ValueError(
+            "nn.TransformerEncoderLayer/DecoderLayer have LayerNorm, an MLP, one bias switch and no "
+            f"RoPE/ALiBi/window: cannot export {bad}"
+        )
+    return c
+
+
 def _torch_layer(torch_class, ours):
     """``torch_class(batch_first=True)`` (``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``)
     with the sizes and options of ``ours``; its weights are still torch's fresh ones."""
-    attn = ours.self_attn
+    c = _torch_config(ours)
     return torch_class(
-        attn.d_model,
-        attn.num_heads,
-        ours.ffn.linear1.out_features,
-        dropout=ours.dropout1.p,
-        activation=_torch_activation(ours.ffn.activation),
-        layer_norm_eps=ours.norm1.eps,
+        c.d_model,
+        c.num_heads,
+        c.d_ff,
+        dropout=c.dropout,
+        activation=_torch_activation(c.activation),
+        layer_norm_eps=c.norm_eps,
         batch_first=True,
-        norm_first=ours.norm_first,
-        bias=attn.q_proj.bias is not None,
+        norm_first=c.norm_place == "pre",
+        bias=c.qkv_bias,
     )
 
 
 def _torch_activation(name: str):
-    return {"relu": "relu", "gelu": "gelu", "gelu_tanh": nn.GELU(approximate="tanh")}[name]
+    return {"relu": "relu", "gelu": "gelu", "gelu_tanh": nn.GELU(approximate="tanh"), "silu": F.silu}[name]
 
 
 def _store_ffn_norms(theirs, ours, norms) -> None:
@@ -219,16 +241,9 @@ def _copy_norm(dst: nn.LayerNorm | None, src: nn.LayerNorm | None, name: str) ->
 def transformer_from_torch(theirs: nn.Transformer) -> EncoderDecoder:
     """An :class:`EncoderDecoder` (encoder + decoder stacks, final norms) with the weights of ``theirs``."""
     enc0, dec0 = theirs.encoder.layers[0], theirs.decoder.layers[0]
-    ours = EncoderDecoder(
-        enc0.self_attn.embed_dim,
-        enc0.self_attn.num_heads,
-        enc0.linear1.out_features,
-        len(theirs.encoder.layers),
-        len(theirs.decoder.layers),
-        final_norm=True,
-        **_layer_kwargs(enc0),
-    )
-    if _layer_kwargs(dec0) != _layer_kwargs(enc0):
+    config = _block_config(enc0)
+    ours = EncoderDecoder(config, len(theirs.encoder.layers), len(theirs.decoder.layers), final_norm=True)
+    if _block_config(dec0) != config:
         raise ValueError("encoder and decoder layers of this nn.Transformer differ in their options")
     ours.encoder.layers = nn.ModuleList(encoder_layer_from_torch(layer) for layer in theirs.encoder.layers)
     ours.decoder.layers = nn.ModuleList(decoder_layer_from_torch(layer) for layer in theirs.decoder.layers)
@@ -240,20 +255,19 @@ def transformer_from_torch(theirs: nn.Transformer) -> EncoderDecoder:
 def transformer_to_torch(ours: EncoderDecoder) -> nn.Transformer:
     """An ``nn.Transformer(batch_first=True)`` with the weights of ``ours`` (which needs final norms,
     as ``nn.Transformer`` always has them)."""
-    enc0 = ours.encoder.layers[0]
-    attn = enc0.self_attn
+    c = _torch_config(ours.encoder.layers[0])
     theirs = nn.Transformer(
-        attn.d_model,
-        attn.num_heads,
+        c.d_model,
+        c.num_heads,
         len(ours.encoder.layers),
         len(ours.decoder.layers),
-        enc0.ffn.linear1.out_features,
-        enc0.dropout1.p,
-        activation=_torch_activation(enc0.ffn.activation),
-        layer_norm_eps=enc0.norm1.eps,
+        c.d_ff,
+        c.dropout,
+        activation=_torch_activation(c.activation),
+        layer_norm_eps=c.norm_eps,
         batch_first=True,
-        norm_first=enc0.norm_first,
-        bias=attn.q_proj.bias is not None,
+        norm_first=c.norm_place == "pre",
+        bias=c.qkv_bias,
     )
     theirs.encoder.layers = nn.ModuleList(encoder_layer_to_torch(layer) for layer in ours.encoder.layers)
     theirs.decoder.layers = nn.ModuleList(decoder_layer_to_torch(layer) for layer in ours.decoder.layers)

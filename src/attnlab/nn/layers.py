@@ -1,10 +1,12 @@
-"""The position-wise FFN, encoder and decoder layers, and stacks of them.
+"""The position-wise FFN, encoder and decoder layers, and stacks of them, as a BlockConfig says.
 
-Post-norm (the original paper):  U = LN_1(X + MHA(X)),        Y = LN_2(U + FFN(U)).
-Pre-norm (GPT-style):            U = X + MHA(LN_1(X)),        Y = U + FFN(LN_2(U)).
-The decoder layer adds cross-attention over the encoder memory between the two (``norm2``);
-its FFN's norm is always ``norm3``. Dropout sits where ``nn.TransformerEncoderLayer`` puts it:
-on the attention weights, on each residual branch, and inside the FFN after the activation.
+Post-norm (the original paper):  U = Norm_1(X + MHA(X)),        Y = Norm_2(U + FFN(U)).
+Pre-norm (GPT, Llama):           U = X + MHA(Norm_1(X)),        Y = U + FFN(Norm_2(U)).
+Norm is LayerNorm or RMSNorm (``config.norm``); the FFN is an MLP, a GLU (SwiGLU = glu + silu) or
+absent (``ffn="none"``: an attention-only block, ``Y = U``). The decoder layer adds
+cross-attention over the encoder memory between the two (``norm2``); its FFN's norm is always
+``norm3``. Dropout sits where ``nn.TransformerEncoderLayer`` puts it: on the attention weights, on
+each residual branch, and inside the FFN after the activation.
 """
 
 from __future__ import annotations
@@ -13,86 +15,99 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.nn.config import BlockConfig
 from attnlab.nn.multihead import KVCache, MultiHeadAttention
 
 ACTIVATIONS = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
 }
 
 
-def _check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+def _check_config(owner: str, config) -> BlockConfig:
+    if not isinstance(config, BlockConfig):
+        raise ValueError(f"{owner} needs a BlockConfig, got {type(config).__name__}")
+    return config
+
+
+class RMSNorm(nn.RMSNorm):
+    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g over the last axis, ``[..., d] -> [..., d]`` (Zhang &
+    Sennrich 2019: no mean subtraction, no bias; Llama's norm). PyTorch's ``nn.RMSNorm`` with its
+    gain ``weight [d]``; the twin of :func:`attnlab.ref.rms_norm`."""
+
+    def __init__(self, d: int, eps: float = 1e-6):
+        super().__init__(d, eps=eps)
+
+
+def make_norm(config: BlockConfig, d: int | None = None) -> nn.Module:
+    """The block's norm over ``[..., d]`` (``d`` default ``d_model``): ``nn.LayerNorm`` or :class:`RMSNorm`
+    with ``config.norm_eps``."""
+    d = config.d_model if d is None else d
+    if config.norm == "rms":
+        return RMSNorm(d, eps=config.norm_eps)
+    return nn.LayerNorm(d, eps=config.norm_eps)
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2 on every position: ``[..., d_model] -> [..., d_model]``.
+    """The position-wise FFN of a block, ``[..., d_model] -> [..., d_model]``:
 
-    Submodules ``linear1 [d_model -> d_ff]``, ``linear2 [d_ff -> d_model]``; activation ``"relu"``,
-    ``"gelu"`` or ``"gelu_tanh"``; dropout after the activation (training only).
+    mlp: FFN(x) = act(x W_1 + b_1) W_2 + b_2;   glu: FFN(x) = (act(x W_1) * x W_3) W_2
+    (SwiGLU with ``activation="silu"``, GeGLU with ``"gelu"``; Shazeer 2020).
+
+    From the config: ``d_model``, ``d_ff``, ``ffn`` (``mlp`` | ``glu``), ``activation``,
+    ``ffn_bias``, ``dropout`` (after the activation, training only). Submodules
+    ``linear1 [d_model -> d_ff]``, ``linear2 [d_ff -> d_model]`` and, for glu, ``linear3
+    [d_model -> d_ff]`` (Llama's w1, w2, w3: Hugging Face's gate_proj, down_proj, up_proj).
     """
 
-    def __init__(
-        self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True, dropout: float = 0.0
-    ):
+    def __init__(self, config: BlockConfig):
         super().__init__()
-        _check_choice("activation", activation, ACTIVATIONS)
-        self.activation = activation
-        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-        self._act = ACTIVATIONS[activation]
+        c = _check_config("FeedForward", config)
+        if c.ffn == "none":
+            raise ValueError("FeedForward: config.ffn is 'none' (an attention-only block has no FFN)")
+        self.config, self.activation = c, c.activation
+        self.linear1 = nn.Linear(c.d_model, c.d_ff, bias=c.ffn_bias)
+        self.linear3 = nn.Linear(c.d_model, c.d_ff, bias=c.ffn_bias) if c.ffn == "glu" else None
+        self.linear2 = nn.Linear(c.d_ff, c.d_model, bias=c.ffn_bias)
+        self.dropout = nn.Dropout(c.dropout)
+        self._act = ACTIVATIONS[c.activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """FFN(x) = act(x W_1 + b_1) W_2 + b_2: ``x [..., d_model] -> [..., d_model]`` (hidden
-        ``[..., d_ff]``), each position on its own."""
+        """``x [..., d_model] -> [..., d_model]`` (hidden ``[..., d_ff]``), each position on its own."""
         if x.shape[-1] != self.linear1.in_features:
             raise ValueError(f"x must be [..., d_model={self.linear1.in_features}], got {list(x.shape)}")
-        return self.linear2(self.dropout(self._act(self.linear1(x))))  # [..., d_ff] -> [..., d_model]
+        hidden = self._act(self.linear1(x))  # [..., d_ff]
+        if self.linear3 is not None:
+            hidden = hidden * self.linear3(x)  # [..., d_ff]: the gate times the linear branch
+        return self.linear2(self.dropout(hidden))  # [..., d_model]
+
+
+def _sublayers(layer: nn.Module, config: BlockConfig, ffn_norm: str) -> None:
+    """The FFN, its norm (named ``ffn_norm``) and residual dropout of a layer; None when ffn='none'."""
+    has_ffn = config.ffn != "none"
+    layer.ffn = FeedForward(config) if has_ffn else None
+    setattr(layer, ffn_norm, make_norm(config) if has_ffn else None)
 
 
 class EncoderLayer(nn.Module):
-    """One encoder layer: self-attention then FFN, each in a residual branch with LayerNorm.
+    """One encoder layer: self-attention then FFN, each in a residual branch with a norm.
 
-    post: U = LN_1(X + MHA(X)), Y = LN_2(U + FFN(U));  pre: U = X + MHA(LN_1(X)), Y = U + FFN(LN_2(U)).
-    Submodules ``self_attn``, ``ffn``, ``norm1``, ``norm2``.
+    post: U = N_1(X + MHA(X)), Y = N_2(U + FFN(U));  pre: U = X + MHA(N_1(X)), Y = U + FFN(N_2(U)).
+    Built from a :class:`~attnlab.nn.BlockConfig`. Submodules ``self_attn``, ``ffn``, ``norm1``,
+    ``norm2`` (``ffn`` and ``norm2`` are None for ``ffn="none"``).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        norm: str = "post",
-        activation: str = "relu",
-        dropout: float = 0.0,
-        bias: bool = True,
-        num_kv_heads: int | None = None,
-        eps: float = 1e-5,
-        positions: str | None = None,
-        attention: str = "sdpa",
-    ):
+    def __init__(self, config: BlockConfig):
         super().__init__()
-        _check_choice("norm", norm, ("post", "pre"))
-        self.norm_first = norm == "pre"
-        self.norm = norm
-        self.self_attn = MultiHeadAttention(
-            d_model,
-            num_heads,
-            num_kv_heads=num_kv_heads,
-            bias=bias,
-            positions=positions,
-            dropout=dropout,
-            attention=attention,
-        )
-        self.ffn = FeedForward(d_model, d_ff, activation, bias, dropout)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        c = self.config = _check_config("EncoderLayer", config)
+        self.norm_first = c.norm_place == "pre"
+        self.self_attn = MultiHeadAttention(c)
+        self.norm1 = make_norm(c)
+        _sublayers(self, c, "norm2")
+        self.dropout1 = nn.Dropout(c.dropout)
+        self.dropout2 = nn.Dropout(c.dropout)
 
     def forward(
         self,
@@ -107,73 +122,43 @@ class EncoderLayer(nn.Module):
         if self.norm_first:
             a, w = self.self_attn(self.norm1(x), mask=mask, is_causal=is_causal, need_weights=need_weights)
             x = x + self.dropout1(a)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
+            if self.ffn is not None:
+                x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
             a, w = self.self_attn(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
             x = self.norm1(x + self.dropout1(a))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
+            if self.ffn is not None:
+                x = self.norm2(x + self.dropout2(self.ffn(x)))
         return (x, w) if need_weights else x
 
 
 class DecoderLayer(nn.Module):
     """One decoder layer: masked self-attention, cross-attention over the memory, FFN.
 
-    post: A = LN_1(Y + SelfAttn(Y)), C = LN_2(A + CrossAttn(A, M)), Z = LN_3(C + FFN(C));
-    pre:  A = Y + SelfAttn(LN_1(Y)), C = A + CrossAttn(LN_2(A), M), Z = C + FFN(LN_3(C)).
-    Submodules ``self_attn``, ``cross_attn``, ``ffn``, ``norm1``, ``norm2``, ``norm3``; with
-    ``cross_attention=False`` (decoder-only models) ``cross_attn`` and ``norm2`` are ``None``.
+    post: A = N_1(Y + SelfAttn(Y)), C = N_2(A + CrossAttn(A, M)), Z = N_3(C + FFN(C));
+    pre:  A = Y + SelfAttn(N_1(Y)), C = A + CrossAttn(N_2(A), M), Z = C + FFN(N_3(C)).
+    Built from a :class:`~attnlab.nn.BlockConfig`. Submodules ``self_attn``, ``cross_attn``, ``ffn``,
+    ``norm1``, ``norm2``, ``norm3``; with ``cross_attention=False`` (decoder-only models, GPT)
+    ``cross_attn`` and ``norm2`` are ``None``; with ``ffn="none"`` ``ffn`` and ``norm3`` are.
+    ``memory_dim``: width of the memory (default ``d_model``).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        norm: str = "post",
-        activation: str = "relu",
-        dropout: float = 0.0,
-        bias: bool = True,
-        num_kv_heads: int | None = None,
-        eps: float = 1e-5,
-        cross_attention: bool = True,
-        positions: str | None = None,
-        attention: str = "sdpa",
-        memory_dim: int | None = None,
-    ):
+    def __init__(self, config: BlockConfig, *, cross_attention: bool = True, memory_dim: int | None = None):
         super().__init__()
-        _check_choice("norm", norm, ("post", "pre"))
-        self.norm_first = norm == "pre"
-        self.norm = norm
-        self.self_attn = MultiHeadAttention(
-            d_model,
-            num_heads,
-            num_kv_heads=num_kv_heads,
-            bias=bias,
-            positions=positions,
-            dropout=dropout,
-            attention=attention,
-        )
-        self.norm1 = nn.LayerNorm(d_model, eps=eps)
-        self.dropout1 = nn.Dropout(dropout)
+        c = self.config = _check_config("DecoderLayer", config)
+        self.norm_first = c.norm_place == "pre"
+        self.self_attn = MultiHeadAttention(c)
+        self.norm1 = make_norm(c)
+        self.dropout1 = nn.Dropout(c.dropout)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(
-                d_model,
-                num_heads,
-                num_kv_heads=num_kv_heads,
-                bias=bias,
-                dropout=dropout,
-                kv_dim=memory_dim,
-                attention=attention,
-            )
-            self.norm2 = nn.LayerNorm(d_model, eps=eps)
+            self.cross_attn = MultiHeadAttention(c, cross_attention=True, kv_dim=memory_dim)
+            self.norm2 = make_norm(c)
         else:
             self.cross_attn = None
             self.norm2 = None
-        self.dropout2 = nn.Dropout(dropout)
-        self.ffn = FeedForward(d_model, d_ff, activation, bias, dropout)
-        self.norm3 = nn.LayerNorm(d_model, eps=eps)
-        self.dropout3 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(c.dropout)
+        _sublayers(self, c, "norm3")
+        self.dropout3 = nn.Dropout(c.dropout)
 
     def forward(
         self,
@@ -213,7 +198,8 @@ class DecoderLayer(nn.Module):
                     self.norm2(y), memory, mask=memory_mask, need_weights=need_weights, cache=memory_cache
                 )
                 y = y + self.dropout2(c)
-            y = y + self.dropout3(self.ffn(self.norm3(y)))
+            if self.ffn is not None:
+                y = y + self.dropout3(self.ffn(self.norm3(y)))
         else:
             a, self_w = self.self_attn(
                 y, mask=self_mask, is_causal=is_causal, need_weights=need_weights, cache=cache
@@ -224,41 +210,31 @@ class DecoderLayer(nn.Module):
                     y, memory, mask=memory_mask, need_weights=need_weights, cache=memory_cache
                 )
                 y = self.norm2(y + self.dropout2(c))
-            y = self.norm3(y + self.dropout3(self.ffn(y)))
+            if self.ffn is not None:
+                y = self.norm3(y + self.dropout3(self.ffn(y)))
         return (y, self_w, cross_w) if need_weights else y
 
 
 class _Stack(nn.Module):
-    """``num_layers`` separately parameterised ``layer_class`` layers (``self.layers``) and an optional
-    final LayerNorm (``self.norm``; by default only a pre-norm stack has one)."""
+    """``num_layers`` separately parameterised ``layer_class`` layers (``self.layers``) built from one
+    :class:`~attnlab.nn.BlockConfig`, and an optional final norm (``self.norm``; by default only a
+    pre-norm stack has one)."""
 
     layer_class: type[nn.Module]
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        *,
-        final_norm: bool | None = None,
-        eps: float = 1e-5,
-        **layer_kwargs,
-    ):
+    def __init__(self, num_layers: int, config: BlockConfig, *, final_norm: bool | None = None):
         super().__init__()
-        self.layers = nn.ModuleList(
-            self.layer_class(d_model, num_heads, d_ff, eps=eps, **layer_kwargs) for _ in range(num_layers)
-        )
+        config = _check_config(type(self).__name__, config)
+        self.layers = nn.ModuleList(self.layer_class(config) for _ in range(num_layers))
         if final_norm is None:
-            final_norm = layer_kwargs.get("norm", "post") == "pre"
-        self.norm = nn.LayerNorm(d_model, eps=eps) if final_norm else None
+            final_norm = config.norm_place == "pre"
+        self.norm = make_norm(config) if final_norm else None
 
 
 class Encoder(_Stack):
-    """A stack of :class:`EncoderLayer` and an optional final LayerNorm (``norm``; pre-norm stacks
-    need it, ``nn.TransformerEncoder`` in ``nn.Transformer`` always has one).
-
-    Keyword arguments other than ``final_norm`` go to every :class:`EncoderLayer`.
+    """A stack of :class:`EncoderLayer` and an optional final norm (``norm``; pre-norm stacks
+    need it, ``nn.TransformerEncoder`` in ``nn.Transformer`` always has one):
+    ``Encoder(num_layers, config, final_norm=None)``.
     """
 
     layer_class = EncoderLayer
@@ -278,7 +254,8 @@ class Encoder(_Stack):
 
 
 class Decoder(_Stack):
-    """A stack of :class:`DecoderLayer` and an optional final LayerNorm (``norm``)."""
+    """A stack of :class:`DecoderLayer` (with cross-attention) and an optional final norm (``norm``):
+    ``Decoder(num_layers, config, final_norm=None)``."""
 
     layer_class = DecoderLayer
 
@@ -320,29 +297,23 @@ class Decoder(_Stack):
 
 
 class EncoderDecoder(nn.Module):
-    """Encoder and decoder stacks on embeddings (the part of the model that ``nn.Transformer`` is).
+    """Encoder and decoder stacks on embeddings (the part of the model that ``nn.Transformer`` is),
+    every layer built from one :class:`~attnlab.nn.BlockConfig`.
 
     ``forward(src [B, S, d], tgt [B, T, d]) -> [B, T, d]``; masks are boolean, True = may attend.
     """
 
     def __init__(
         self,
-        d_model: int = 512,
-        num_heads: int = 8,
-        d_ff: int = 2048,
+        config: BlockConfig,
         num_encoder_layers: int = 6,
         num_decoder_layers: int = 6,
         *,
         final_norm: bool | None = None,
-        **layer_kwargs,
     ):
         super().__init__()
-        self.encoder = Encoder(
-            num_encoder_layers, d_model, num_heads, d_ff, final_norm=final_norm, **layer_kwargs
-        )
-        self.decoder = Decoder(
-            num_decoder_layers, d_model, num_heads, d_ff, final_norm=final_norm, **layer_kwargs
-        )
+        self.encoder = Encoder(num_encoder_layers, config, final_norm=final_norm)
+        self.decoder = Decoder(num_decoder_layers, config, final_norm=final_norm)
 
     def forward(
         self,

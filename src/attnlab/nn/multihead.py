@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._checks import positive_int
-from attnlab.nn.masks import causal_mask
+from attnlab.nn.config import BlockConfig
+from attnlab.nn.masks import causal_mask, sliding_window_mask
 from attnlab.nn.positions import alibi_bias, apply_rope, rope_cos_sin
 
 Trace = Callable[[str, torch.Tensor], None]
@@ -93,68 +94,55 @@ def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.T
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention (self or cross), with GQA/MQA, RoPE/ALiBi and a KV cache.
+    """Multi-head attention (self or cross) as a :class:`~attnlab.nn.BlockConfig` describes it.
+
+    From the config: ``d_model``, ``num_heads`` (h; ``d_k = d_model / h``), ``num_kv_heads`` (GQA/MQA),
+    ``qkv_bias`` / ``out_bias``, ``positions`` (``"rope"`` with ``rope_layout``/``rope_base`` and
+    ``"alibi"`` act here; the other kinds act on the embeddings), ``window`` (sliding window),
+    ``attention`` (``"sdpa"`` fused, ``"explicit"`` always step by step, ``"flash"`` tiled) and
+    ``dropout`` on the attention weights (training only).
 
     Args:
-        d_model: model width (queries and output). num_heads: h; ``d_k = d_model / h``.
-        num_kv_heads: h_kv (default h; 1 = MQA); must divide h.
-        bias: biases in the four projections. positions: None, ``"rope"`` or ``"alibi"``.
-        dropout: dropout on the attention weights (training only).
-        kv_dim: width of ``x_kv`` for cross-attention (default ``d_model``).
-        attention: ``"sdpa"`` (``F.scaled_dot_product_attention``) or ``"flash"``
-            (:func:`attnlab.nn.flash.flash_attention`) for the fast path.
+        config: the block's :class:`~attnlab.nn.BlockConfig`.
+        cross_attention: keys/values come from another sequence (an encoder's memory): no RoPE,
+            ALiBi or window, which relate positions within one sequence.
+        kv_dim: width of ``x_kv`` (default ``d_model``).
     Submodules ``q_proj [d_model -> h d_k]``, ``k_proj``/``v_proj [kv_dim -> h_kv d_k]``,
     ``out_proj [h d_k -> d_model]``. Attribute ``trace``: when set, forward runs the explicit path and
     calls ``trace(name, tensor)`` for "x_q", "q", "k", "v", "q_heads", "k_heads", "v_heads",
     "scores", "weights", "heads_out", "concat", "out" in that order.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        *,
-        num_kv_heads: int | None = None,
-        bias: bool = True,
-        positions: str | None = None,
-        dropout: float = 0.0,
-        kv_dim: int | None = None,
-        attention: str = "sdpa",
-        rope_base: float = 10000.0,
-    ):
+    def __init__(self, config: BlockConfig, *, cross_attention: bool = False, kv_dim: int | None = None):
         super().__init__()
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        for name, value in (("d_model", d_model), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
-            positive_int(name, value)
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        if num_heads % num_kv_heads:
-            raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}")
-        if positions not in (None, "rope", "alibi"):
-            raise ValueError(f"positions must be None, 'rope' or 'alibi', got {positions!r}")
-        if attention not in ("sdpa", "flash"):
-            raise ValueError(f"attention must be 'sdpa' or 'flash', got {attention!r}")
-        if attention == "flash" and positions == "alibi":
-            raise ValueError("attention='flash' does not take an additive bias; use positions='rope' or None")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
-        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
-        self.d_k = d_model // num_heads
-        if positions == "rope" and self.d_k % 2:
-            raise ValueError(f"RoPE needs an even head width, got d_k={self.d_k}")
-        self.kv_dim = d_model if kv_dim is None else kv_dim
-        self.positions, self.dropout, self.attention, self.rope_base = (
-            positions,
-            dropout,
-            attention,
-            rope_base,
+        if not isinstance(config, BlockConfig):
+            raise ValueError(f"MultiHeadAttention needs a BlockConfig, got {type(config).__name__}")
+        c = self.config = config
+        self.cross_attention = cross_attention
+        self.d_model, self.num_heads, self.num_kv_heads, self.d_k = (
+            c.d_model,
+            c.num_heads,
+            c.kv_heads,
+            c.head_dim,
         )
-        kv_width = num_kv_heads * self.d_k
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(self.kv_dim, kv_width, bias=bias)
-        self.v_proj = nn.Linear(self.kv_dim, kv_width, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.kv_dim = c.d_model if kv_dim is None else positive_int("kv_dim", kv_dim)
+        inside = c.positions in ("rope", "alibi") and not cross_attention
+        self.positions = c.positions if inside else None  # the positions that act inside attention
+        self.window = None if cross_attention else c.window
+        self.dropout, self.attention = c.dropout, c.attention
+        kv_width = self.num_kv_heads * self.d_k
+        self.q_proj = nn.Linear(c.d_model, c.d_model, bias=c.qkv_bias)
+        self.k_proj = nn.Linear(self.kv_dim, kv_width, bias=c.qkv_bias)
+        self.v_proj = nn.Linear(self.kv_dim, kv_width, bias=c.qkv_bias)
+        self.out_proj = nn.Linear(c.d_model, c.d_model, bias=c.out_bias)
         self.trace: Trace | None = None
+
+    def _rope(self, x: torch.Tensor, start: int, stop: int, cos_sin=None):
+        """RoPE of ``x [B, heads, T, d_k]`` at positions ``start .. stop-1`` -> ``(x, (cos, sin))``."""
+        if cos_sin is None or cos_sin[0].shape[0] != stop - start or cos_sin[0].dtype != x.dtype:
+            positions = torch.arange(start, stop, device=x.device)  # [T]
+            cos_sin = rope_cos_sin(positions, self.d_k, self.config.rope_base, x.dtype)  # [T, d_k/2] x2
+        return apply_rope(x, *cos_sin, layout=self.config.rope_layout), cos_sin
 
     # ----------------------------------------------------------------------------- projections
     def _project_self(self, x: torch.Tensor):
@@ -201,7 +189,7 @@ class MultiHeadAttention(nn.Module):
         static_hit = cache is not None and cache.static and cache.length > 0
         self._check_inputs(x_q, None if static_hit else x_kv)
         trace = self.trace
-        explicit = need_weights or trace is not None
+        explicit = need_weights or trace is not None or self.attention == "explicit"
         if trace is not None:
             trace("x_q", x_q)
         b, t_q, _ = x_q.shape
@@ -228,22 +216,14 @@ class MultiHeadAttention(nn.Module):
             v = v.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
             t_k = t_new + (cache.length if cache is not None else 0)
             if self.positions == "rope":  # new keys sit at positions T_k - T_new .. T_k - 1
-                rope = rope_cos_sin(
-                    torch.arange(t_k - t_new, t_k, device=x_q.device), self.d_k, self.rope_base, k.dtype
-                )
-                k = apply_rope(k, *rope)
+                k, rope = self._rope(k, t_k - t_new, t_k)
             if cache is not None:
                 k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
         else:
             k, v = cache.k, cache.v  # [B, h_kv, T_k, d_k]
         t_k = k.shape[-2]
         if self.positions == "rope":  # queries are the last T_q positions
-            # self-attention: the same positions as the new keys (both end at T_k), so reuse them
-            if rope is None or rope[0].shape[0] != t_q or rope[0].dtype != q.dtype:
-                rope = rope_cos_sin(
-                    torch.arange(t_k - t_q, t_k, device=x_q.device), self.d_k, self.rope_base, q.dtype
-                )
-            q = apply_rope(q, *rope)
+            q, _ = self._rope(q, t_k - t_q, t_k, rope)  # self-attention: the new keys' angles again
         if trace is not None:
             trace("q_heads", q)
             trace("k_heads", k)
@@ -254,7 +234,12 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             mask = _check_mask(mask, shape)
         sdpa_causal = False
-        if is_causal:
+        if self.window is not None:  # the causal sliding window (lower right): keys p - W < j <= p
+            flash = self.attention == "flash" and not explicit  # flash skips the tiles itself
+            if not flash:
+                window = sliding_window_mask(t_q, t_k, self.window, device=x_q.device)  # [T_q, T_k]
+                mask = window if mask is None else mask & window
+        elif is_causal:
             if t_k < t_q:
                 raise ValueError(
                     f"is_causal needs T_k >= T_q (queries are the last positions), got T_q={t_q}, T_k={t_k}"
@@ -292,7 +277,7 @@ class MultiHeadAttention(nn.Module):
                 group = self.num_heads // self.num_kv_heads
                 k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
                 v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
-            return flash_attention(q, k, v, mask=mask, causal=causal)
+            return flash_attention(q, k, v, mask=mask, causal=causal, window=self.window)
         attn_mask = mask
         if bias is not None:  # ALiBi: additive float mask, -inf where the boolean mask forbids
             attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))

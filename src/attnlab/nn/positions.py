@@ -1,7 +1,8 @@
 """Position information for the engine: sinusoidal and learned tables, RoPE and ALiBi.
 
 The same conventions as :mod:`attnlab.ref.positions`: RoPE rotates interleaved feature pairs
-``(x_{2i}, x_{2i+1})``; ALiBi biases are aligned to the lower right (queries are the last positions).
+``(x_{2i}, x_{2i+1})`` or, with ``layout="half"``, the pairs ``(x_i, x_{i+d/2})``; ALiBi biases
+are aligned to the lower right (queries are the last positions).
 """
 
 from __future__ import annotations
@@ -88,16 +89,28 @@ def rope_cos_sin(positions: torch.Tensor, d: int, base: float = 10000.0, dtype=t
     return ang.cos().to(dtype), ang.sin().to(dtype)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_{2i}, x_{2i+1}) by theta: [x cos - y sin, x sin + y cos].
+def apply_rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str = "interleaved"
+) -> torch.Tensor:
+    """Rotate each feature pair (a, b) by theta: [a cos - b sin, a sin + b cos].
+
+    ``layout="interleaved"`` pairs features (2i, 2i+1) (RoFormer); ``"half"`` pairs (i, i + d/2),
+    the rotate-half layout of Hugging Face Llama checkpoints. Pair i turns by angle theta_{p,i}
+    either way, so the two layouts are the same rotation on permuted features.
 
     Args:
         x: ``[..., T, d]`` (queries or keys, any number of heads). cos, sin: ``[T, d/2]``.
+        layout: ``"interleaved"`` or ``"half"``.
     Returns:
         ``[..., T, d]``.
     """
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
-    rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # [..., T, d/2, 2]
+    if layout == "half":
+        a, b = x.chunk(2, dim=-1)  # [..., T, d/2] each: features i and i + d/2
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)  # [..., T, d]
+    if layout != "interleaved":
+        raise ValueError(f"layout must be one of ['interleaved', 'half'], got {layout!r}")
+    a, b = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
+    rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # [..., T, d/2, 2]
     return rotated.flatten(-2)  # [..., T, d]
 
 

@@ -37,17 +37,19 @@ def rope_angles(positions, d: int, base: float = 10000.0) -> np.ndarray:
     return positions[:, None] * inv_freq[None, :]  # [T, d/2]
 
 
-def apply_rope(x, positions, base: float = 10000.0) -> np.ndarray:
-    """Rotate each pair of features (x_{2i}, x_{2i+1}) by the angle theta = p * base^(-2i/d).
+def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
+    """Rotate each pair of features (a, b) by the angle theta = p * base^(-2i/d).
 
-    [x'_{2i}, x'_{2i+1}] = [x_{2i} cos theta - x_{2i+1} sin theta, x_{2i} sin theta + x_{2i+1} cos theta]
+    [a', b'] = [a cos theta - b sin theta, a sin theta + b cos theta]
 
-    Rotations compose, so the dot product of a rotated query at position m and a rotated key at
-    position n depends only on m - n (the interleaved-pair convention of RoFormer).
+    ``layout="interleaved"``: pair i is (x_{2i}, x_{2i+1}), the convention of RoFormer;
+    ``layout="half"``: pair i is (x_i, x_{i+d/2}), the rotate-half layout of Hugging Face Llama
+    checkpoints. Rotations compose, so the dot product of a rotated query at position m and a
+    rotated key at position n depends only on m - n (in either layout).
 
     Args:
         x: ``[..., T, d]`` with ``d`` even (queries or keys of one or more heads).
-        positions: ``[T]`` integer positions.
+        positions: ``[T]`` integer positions. layout: ``"interleaved"`` or ``"half"``.
     Returns:
         ``[..., T, d]``, same dtype as ``x``.
     """
@@ -55,15 +57,20 @@ def apply_rope(x, positions, base: float = 10000.0) -> np.ndarray:
     d = x.shape[-1]
     if d % 2:
         raise ValueError(f"apply_rope needs an even feature width, got d={d} (x {list(x.shape)})")
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f"layout must be one of ['interleaved', 'half'], got {layout!r}")
     positions = np.asarray(positions)
     if positions.shape != (x.shape[-2],):
         raise ValueError(f"positions has shape {list(positions.shape)} but x has T={x.shape[-2]}")
     ang = rope_angles(positions, d, base)  # [T, d/2]
     cos, sin = np.cos(ang).astype(x.dtype), np.sin(ang).astype(x.dtype)  # [T, d/2], x's precision
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
+    first, second = (
+        (slice(0, d // 2), slice(d // 2, d)) if layout == "half" else (slice(0, d, 2), slice(1, d, 2))
+    )
+    a, b = x[..., first], x[..., second]  # [..., T, d/2] each: the two features of every pair
     out = np.empty_like(x)
-    out[..., 0::2] = x1 * cos - x2 * sin
-    out[..., 1::2] = x1 * sin + x2 * cos
+    out[..., first] = a * cos - b * sin
+    out[..., second] = a * sin + b * cos
     return out
 
 

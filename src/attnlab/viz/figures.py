@@ -276,9 +276,9 @@ def encoder_layer_groups(d_model: int = 512, num_heads: int = 8, d_ff: int = 204
 
     with torch.device("meta"):  # shapes only, no memory
         try:
-            from attnlab.nn import EncoderLayer
+            from attnlab.nn import BlockConfig, EncoderLayer
 
-            layer = EncoderLayer(d_model, num_heads, d_ff)
+            layer = EncoderLayer(BlockConfig(d_model, num_heads, d_ff))
             groups = {
                 "MHA": count(layer.self_attn),
                 "FFN": count(layer.ffn),
