@@ -133,13 +133,23 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
     help="Checkpoint folder (default: runs/TASK-MODEL, numbered when it exists).",
 )
 @click.option("--resume", is_flag=True, help="Continue the checkpoint in --out.")
+@click.option(
+    "--overwrite", is_flag=True, help="Replace the run already in --out (an attnlab run folder only)."
+)
 @click.option("--nproc", type=int, default=1, show_default=True, help="DDP processes (gloo on CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final metrics as JSON.")
 @click.pass_context
 @usage_errors
 def train(
-    ctx: click.Context, out: str | None, resume: bool, nproc: int, quiet: bool, as_json: bool, **opts
+    ctx: click.Context,
+    out: str | None,
+    resume: bool,
+    overwrite: bool,
+    nproc: int,
+    quiet: bool,
+    as_json: bool,
+    **opts,
 ) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
     from attnlab.training.checkpoint import load_checkpoint, load_trained
@@ -163,7 +173,16 @@ def train(
         history, step = state["history"], state["step"]
     else:
         rank, world = init_from_env()  # torchrun sets WORLD_SIZE/RANK
-        result = run(config, out, resume=resume, progress=not quiet and rank == 0, rank=rank, world=world)
+        result = run(
+            config,
+            out,
+            resume=resume,
+            overwrite=overwrite,
+            progress=not quiet and rank == 0,
+            rank=rank,
+            world=world,
+            log=None if quiet else (lambda line: click.echo(line, err=True)),
+        )
         if rank != 0:
             return
         history, step = result.history, result.step

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -158,7 +159,9 @@ class SavableModel(nn.Module):
         if cls.kind and kind != cls.kind:
             raise ValueError(f"{directory} holds a {kind!r} model, not {cls.kind!r}")
         model_cls = _REGISTRY[kind] if not cls.kind else cls
-        model = model_cls(model_cls.config_class.from_dict(config))
+        cfg = model_cls.config_class.from_dict(config)
+        check_fits(model_cls, cfg, directory / CONFIG_FILE)
+        model = model_cls(cfg)
         state = load_state(directory / WEIGHTS_FILE)
         # restore tied weights that were stored once
         full = model.state_dict()
@@ -173,6 +176,31 @@ class SavableModel(nn.Module):
         return model.to(map_location)
 
 
+def memory_bytes() -> int:
+    """Physical memory of this machine in bytes (a generous bound when it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 1 << 40
+
+
+def check_fits(model_cls, config, source) -> int:
+    """Build ``model_cls(config)`` on the meta device (no memory) and refuse, with a ``ValueError``
+    naming ``source``, a model whose parameters and buffers would not fit in half of this machine's
+    memory (a config edited to ``d_model`` 10^6 or ``max_len`` 10^9). Returns the bytes it needs."""
+    with torch.device("meta"):
+        probe = model_cls(config)
+    need = sum(t.numel() * t.element_size() for t in list(probe.parameters()) + list(probe.buffers()))
+    have = memory_bytes()
+    if need > have // 2:
+        n = sum(p.numel() for p in probe.parameters())
+        raise ValueError(
+            f"{source} describes a model of {n:,} parameters ({need / 2**30:,.1f} GiB); "
+            f"this machine has {have / 2**30:,.1f} GiB of memory"
+        )
+    return need
+
+
 def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
     """Return ``(kind, config dict)`` from ``directory/config.json``."""
     path = Path(directory) / CONFIG_FILE
@@ -180,10 +208,12 @@ def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
         raise FileNotFoundError(f"no {CONFIG_FILE} in {directory}")
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
+        raise ValueError(f"{path} must be a JSON object with 'model' and 'config', got {type(data).__name__}")
     kind = data.get("model")
-    if kind not in _REGISTRY:
+    if not isinstance(kind, str) or kind not in _REGISTRY:
         raise ValueError(f"{path} names model {kind!r}; known models: {sorted(_REGISTRY)}")
     return kind, data.get("config", {})
 
@@ -192,4 +222,12 @@ def load_model(directory: str | Path, map_location: str = "cpu") -> SavableModel
     """Load any saved attnlab model (the class is named in ``config.json``)."""
     import attnlab.models  # noqa: F401  (registers every model class)
 
+    if (Path(directory) / "latest.json").is_file():
+        # a training run: load its newest checkpoint, verified, never the convenience copy (which a
+        # kill while it was being replaced could have left stale)
+        from attnlab.training.checkpoint import checkpoint_dir, sync_top_level, verify
+
+        path = checkpoint_dir(directory)
+        sync_top_level(directory, path, verify(path)["files"])
+        directory = path
     return SavableModel.load(directory, map_location)

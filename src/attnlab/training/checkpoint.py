@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class Checkpoint:
     config: TrainConfig
     history: list[dict[str, Any]]
     path: Path
+    recent: list = field(default_factory=list)  # the last (loss, token accuracy) pairs of training
 
 
 def _sha256(path: Path) -> str:
@@ -98,15 +100,119 @@ def _optimizer_join(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> d
     return {"state": state, "param_groups": groups}
 
 
-def latest_step(out_dir: str | Path) -> int | None:
-    """Step of the checkpoint ``latest.json`` points at, or None when there is none."""
-    pointer = Path(out_dir) / POINTER
+REQUIRED_FILES = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.safetensors")
+_CKPT_NAME = re.compile(r"^ckpt-\d{6}$")
+
+
+def _read_pointer(out: Path) -> tuple[str, int] | None:
+    """``(checkpoint folder name, step)`` from ``latest.json``; None when absent. The name must be a
+    ``ckpt-NNNNNN`` folder of ``out`` itself: a pointer to another run (``../other/ckpt-000003``) or
+    an absolute path is refused, so a resume can never continue someone else's config here."""
+    pointer = out / POINTER
     if not pointer.is_file():
         return None
     try:
-        return int(json.loads(pointer.read_text())["step"])
-    except (ValueError, KeyError, TypeError):
+        data = json.loads(pointer.read_text())
+        name, step = data["checkpoint"], data["step"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)") from None
+    if not isinstance(name, str) or not _CKPT_NAME.match(name):
+        raise ValueError(f"{pointer} names {name!r}; a pointer may only name a ckpt-NNNNNN folder beside it")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0 or name != f"ckpt-{step:06d}":
+        raise ValueError(f"{pointer} is corrupt: step {step!r} does not match {name!r}")
+    return name, step
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """Read ``path/state.json`` and check every file of the checkpoint against its sha256.
+
+    Returns the state dict. Raises ``ValueError`` naming the file and the problem: unreadable or
+    malformed JSON, another format, a ``files`` table that is empty or lacks a required file (which
+    would switch verification off), or any file missing or not matching its hash.
+    """
+    state_path = path / STATE
+    try:
+        state = json.loads(state_path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} is not a complete checkpoint (no {STATE})") from None
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError(f"{state_path} is corrupt (not valid JSON)") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(f"{state_path} is not an attnlab checkpoint of format {FORMAT}")
+    files = state.get("files")
+    if not isinstance(files, dict) or not files:
+        raise ValueError(f"{state_path} lists no file hashes; refusing an unverifiable checkpoint")
+    missing = [n for n in REQUIRED_FILES if n not in files]
+    if missing:
+        raise ValueError(f"{state_path} has no hash for {missing}; refusing an unverifiable checkpoint")
+    for name, digest in files.items():
+        if not isinstance(name, str) or "/" in name or name.startswith("."):
+            raise ValueError(f"{state_path} lists {name!r}, which is not a file of the checkpoint")
+        f = path / name
+        if not f.is_file() or _sha256(f) != digest:
+            raise ValueError(f"checkpoint file {f} is missing or corrupt (sha256 mismatch)")
+    for key, kind in (
+        ("step", int),
+        ("config", dict),
+        ("task", dict),
+        ("history", list),
+        ("optimizer", dict),
+    ):
+        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
+            raise ValueError(f"{state_path}: {key!r} is missing or not a {kind.__name__}")
+    return state
+
+
+def _complete_checkpoints(out: Path) -> list[Path]:
+    """``ckpt-NNNNNN`` folders of ``out`` that verify, newest first."""
+    found = []
+    for p in sorted(out.glob("ckpt-*"), reverse=True):
+        if p.is_dir() and _CKPT_NAME.match(p.name):
+            try:
+                verify(p)
+            except ValueError:
+                continue
+            found.append(p)
+    return found
+
+
+def latest_step(out_dir: str | Path) -> int | None:
+    """Step of the checkpoint ``latest.json`` points at, or None when there is none."""
+    found = _read_pointer(Path(out_dir))
+    return None if found is None else found[1]
+
+
+def recover_pointer(out_dir: str | Path) -> int | None:
+    """A run killed after its checkpoint folder was complete but before ``latest.json`` was written
+    has no pointer: point it at the newest verified checkpoint. Returns that step (None: none)."""
+    out = Path(out_dir)
+    if not out.is_dir() or _read_pointer(out) is not None:
+        return None
+    done = _complete_checkpoints(out)
+    if not done:
+        return None
+    step = int(done[0].name.split("-")[1])
+    atomic_write_json(out / POINTER, {"checkpoint": done[0].name, "step": step})
+    return step
+
+
+def sync_top_level(out_dir: str | Path, path: Path, files: dict[str, str]) -> bool:
+    """Make ``DIR/config.json`` and ``DIR/model.safetensors`` equal the verified checkpoint ``path``
+    (a run killed while replacing them leaves older weights there). Returns True if it rewrote them."""
+    out = Path(out_dir)
+    stale = [
+        n
+        for n in ("config.json", "model.safetensors")
+        if not (out / n).is_file() or _sha256(out / n) != files.get(n)
+    ]
+    for name in stale:
+        from attnlab._io import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(out / name, (path / name).read_bytes())
+        except OSError:  # a read-only copy: loading still uses the verified checkpoint
+            return False
+    return bool(stale)
 
 
 def save_checkpoint(
@@ -118,6 +224,7 @@ def save_checkpoint(
     config: TrainConfig,
     history: list[dict[str, Any]],
     task_spec: dict[str, Any],
+    recent: list | None = None,
 ) -> Path:
     """Write a complete checkpoint for ``step`` and point ``latest.json`` at it (see module doc)."""
     out = Path(out_dir)
@@ -137,6 +244,7 @@ def save_checkpoint(
         "config": config.to_dict(),
         "task": task_spec,
         "history": history,
+        "recent": [list(r) for r in (recent or [])],
         "optimizer": opt_meta,
         "files": {name: _sha256(tmp / name) for name in files},
     }
@@ -164,33 +272,24 @@ def save_checkpoint(
 def checkpoint_dir(out_dir: str | Path) -> Path:
     """The folder ``latest.json`` points at; ``ValueError`` if the pointer is missing or dangling."""
     out = Path(out_dir)
-    pointer = out / POINTER
-    if not pointer.is_file():
+    if not out.is_dir():
+        raise ValueError(f"{out} is not a folder")
+    found = _read_pointer(out)
+    if found is None:
         raise ValueError(f"{out} holds no checkpoint (no {POINTER})")
-    try:
-        name = json.loads(pointer.read_text())["checkpoint"]
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)") from None
-    path = out / str(name)
+    path = out / found[0]
     if not (path / STATE).is_file():
-        raise ValueError(f"{pointer} points at {name!r}, which is not a complete checkpoint")
+        raise ValueError(f"{out / POINTER} points at {found[0]!r}, which is not a complete checkpoint")
     return path
 
 
 def load_checkpoint(out_dir: str | Path) -> Checkpoint:
     """Read and verify the latest checkpoint in ``out_dir``. Anything missing, unreadable or not
-    matching its recorded sha256 raises ``ValueError`` (nothing is modified)."""
+    matching its recorded sha256 raises ``ValueError``; only a stale top-level model copy is rewritten
+    (from the verified checkpoint)."""
     path = checkpoint_dir(out_dir)
-    try:
-        state = json.loads((path / STATE).read_text())
-    except ValueError:
-        raise ValueError(f"{path / STATE} is corrupt (not valid JSON)") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise ValueError(f"{path / STATE} is not an attnlab checkpoint of format {FORMAT}")
-    for name, digest in state.get("files", {}).items():
-        f = path / name
-        if not f.is_file() or _sha256(f) != digest:
-            raise ValueError(f"checkpoint file {f} is missing or corrupt (sha256 mismatch)")
+    state = verify(path)
+    sync_top_level(out_dir, path, state["files"])
     try:
         config = TrainConfig.from_dict(state["config"])
         model = load_model(path)
@@ -199,16 +298,18 @@ def load_checkpoint(out_dir: str | Path) -> Checkpoint:
         step, history = int(state["step"]), list(state["history"])
     except (KeyError, TypeError) as exc:
         raise ValueError(f"checkpoint {path} is incomplete: missing {exc}") from None
-    return Checkpoint(model, opt_state, rng, step, config, history, path)
+    recent = state.get("recent", [])
+    return Checkpoint(
+        model, opt_state, rng, step, config, history, path, recent if isinstance(recent, list) else []
+    )
 
 
 def load_trained(out_dir: str | Path) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """``(model in eval mode, state.json dict)`` of the latest checkpoint in a training folder."""
+    """``(model in eval mode, state.json dict)`` of the latest checkpoint in a training folder,
+    every file verified against its sha256 first (``evaluate``, ``translate``, ``explore`` use it)."""
     path = checkpoint_dir(out_dir)
-    try:
-        state = json.loads((path / STATE).read_text())
-    except ValueError:
-        raise ValueError(f"{path / STATE} is corrupt (not valid JSON)") from None
+    state = verify(path)
+    sync_top_level(out_dir, path, state["files"])
     model = load_model(path)
     model.eval()
     return model, state

@@ -14,6 +14,7 @@ resumed ends bit-for-bit where an uninterrupted run ends (on the same machine an
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
+from attnlab.training import rundir
 from attnlab.training.checkpoint import latest_step, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
@@ -86,23 +88,42 @@ def prepare(config: TrainConfig) -> Task:
     return task
 
 
-def preflight(config: TrainConfig, out_dir: str | Path | None, resume: bool):
-    """Every check that must pass before anything is written; returns the checkpoint to resume
-    (or None). Raises ``ValueError`` naming the problem."""
+def preflight(
+    config: TrainConfig, out_dir: str | Path | None, resume: bool, overwrite: bool = False, log=None
+):
+    """Every check that must pass before training; returns the checkpoint to resume (or None).
+    Raises ``ValueError`` naming the problem. Writes only inside an attnlab run folder (the marker,
+    see :mod:`attnlab.training.rundir`): leftovers of killed writes removed, a missing pointer to a
+    completed checkpoint restored, and with ``overwrite`` the old run cleared."""
     prepare(config)
     if out_dir is None:
         if resume:
             raise ValueError("--resume needs --out DIR")
         return None
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; choose one")
+    out = rundir.check_out_path(out_dir)
+    rundir.claim(out)  # refuses a folder holding someone else's files
+    removed = rundir.clean_leftovers(out)
+    if removed and log:
+        log(f"removed {len(removed)} file(s) left by an interrupted write in {out}")
+    recovered = rundir.recover_pointer(out)
+    if recovered is not None and log:
+        log(f"{out}: the run was killed before its pointer was written; continuing from step {recovered}")
+    has_run = latest_step(out) is not None
+    if overwrite and has_run:
+        rundir.clear_run(out)
+        has_run = False
     if not resume:
-        if out.is_dir() and (latest_step(out) is not None or any(out.glob("ckpt-*"))):
+        if has_run:
             raise ValueError(
                 f"{out} already holds a checkpoint (step {latest_step(out)}); "
-                f"pass --resume to continue it or choose another --out"
+                f"pass --resume to continue it, --overwrite to replace it, or choose another --out"
             )
+        return None
+    if not has_run:
+        if log:
+            log(f"{out} holds no completed checkpoint: starting from step 0")
         return None
     ckpt = load_checkpoint(out)
     conflicts = resume_conflicts(ckpt.config, config)
@@ -122,6 +143,8 @@ def train(
     desc: str | None = None,
     threads: int | None = 1,
     until: int | None = None,
+    overwrite: bool = False,
+    log=None,
 ) -> TrainResult:
     """Run (or resume) training; see the module doc. Only ``rank`` 0 writes or evaluates.
 
@@ -129,24 +152,31 @@ def train(
     One thread is the default: these models are small, and on a busy 2-core machine extra threads
     spin against each other and can make a step ten times slower.
     ``until``: stop after this step as if interrupted (the schedule still runs to ``config.steps``).
+    ``overwrite``: replace the run already in ``out_dir``. ``log``: where to say what was repaired.
 
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
-    ckpt = preflight(config, out_dir, resume)
+    ckpt = preflight(config, out_dir, resume, overwrite, log=log if rank == 0 else None)
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    lock = (
+        rundir.writer_lock(Path(out_dir), "training run")
+        if out_dir is not None and rank == 0
+        else contextlib.nullcontext()
+    )
     try:
-        return _run(
-            config,
-            out_dir,
-            ckpt,
-            progress=progress,
-            rank=rank,
-            world=world,
-            desc=desc,
-            until=config.steps if until is None else min(until, config.steps),
-        )
+        with lock:
+            return _run(
+                config,
+                out_dir,
+                ckpt,
+                progress=progress,
+                rank=rank,
+                world=world,
+                desc=desc,
+                until=config.steps if until is None else min(until, config.steps),
+            )
     finally:
         torch.set_num_threads(previous_threads)
 
@@ -169,12 +199,13 @@ def _run(
     torch.manual_seed(config.seed)
     model = build_model(config.model, tok.vocab_size, config.model_params)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    start, history = 0, []
+    start, history, recent = 0, [], []
     if ckpt is not None:
         model.load_state_dict(ckpt.model.state_dict())
         optimizer.load_state_dict(ckpt.optimizer_state)
         torch.set_rng_state(ckpt.rng_state)
         start, history = ckpt.step, ckpt.history
+        recent = [tuple(r) for r in ckpt.recent]  # the loss window, so a resumed run reports the same
     n_params = count_parameters(model)
     net = model
     if world > 1:
@@ -190,7 +221,7 @@ def _run(
         desc=desc or f"train {config.model} on {config.task}",
     )
     model.train()
-    t0, tokens_seen, recent = time.perf_counter(), 0, []
+    t0, tokens_seen = time.perf_counter(), 0
     step = start
     while step < until:
         lr = learning_rate(

@@ -1,0 +1,169 @@
+"""The run folder ``--out DIR``: whose it is, who is writing it, and what a killed run left behind.
+
+- **Ownership.** attnlab writes ``DIR/attnlab-run.json`` (the marker) before anything else. A folder
+  that holds files but no marker belongs to someone else (a Hugging Face model folder, the current
+  folder) and is never written into. A folder with the marker and a checkpoint is continued only
+  with ``resume`` or replaced only with ``overwrite``.
+- **One writer.** ``DIR/.attnlab.lock`` holds the writer's pid, created exclusively; a second writer
+  is refused with that pid, and a lock whose process is gone (killed) is taken over.
+- **Leftovers.** A run killed while writing leaves ``.ckpt-tmp-*`` folders and ``.*.tmp`` files:
+  they are removed on the next start. A run killed before its first pointer was written, but after
+  a checkpoint folder was completed, resumes from that folder.
+- **Writability** is checked before any work starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+MARKER = "attnlab-run.json"
+LOCK = ".attnlab.lock"
+# what attnlab itself writes at the top of a run folder (anything else there is left alone)
+OWN_FILES = ("latest.json", "config.json", "model.safetensors", MARKER)
+
+
+def check_out_path(out: str | os.PathLike, what: str = "--out") -> Path:
+    """``out`` as a Path, or a ``ValueError`` when it cannot be a folder attnlab writes into."""
+    text = os.fspath(out)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{what} must name a folder, got an empty path")
+    path = Path(text)
+    try:
+        path.exists()
+    except OSError as exc:  # a name too long, or similar
+        raise ValueError(f"{what} {text[:60]!r}: {exc.strerror or exc}") from None
+    for name in path.parts:
+        if len(name.encode("utf-8", "surrogateescape")) > 255:
+            raise ValueError(f"{what}: the name {name[:40]!r}... is longer than 255 bytes")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {path} exists and is not a folder")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{what} {path}: {parent} is a file, so no folder can be made under it")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} {path}: {parent} is not writable")
+    return path
+
+
+def is_attnlab_run(path: Path) -> bool:
+    return (path / MARKER).is_file()
+
+
+def foreign_files(path: Path) -> list[str]:
+    """Names in ``path`` that attnlab did not write there (empty for a run folder or a new one)."""
+    if not path.is_dir() or is_attnlab_run(path):
+        return []
+    return sorted(p.name for p in path.iterdir())
+
+
+def claim(path: Path) -> None:
+    """Make ``path`` an attnlab run folder (create it, write the marker); refuse someone else's."""
+    strangers = foreign_files(path)
+    if strangers:
+        shown = ", ".join(strangers[:4]) + (", ..." if len(strangers) > 4 else "")
+        raise ValueError(
+            f"--out {path} holds files attnlab did not write ({shown}); choose an empty or new folder"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    if not is_attnlab_run(path):
+        from attnlab._io import atomic_write_json
+
+        atomic_write_json(path / MARKER, {"attnlab": "training run folder", "format": 1})
+
+
+def clean_leftovers(path: Path) -> list[str]:
+    """Remove what interrupted writes left (``.ckpt-tmp-*`` folders, ``.*.tmp`` files); their names."""
+    removed = []
+    if not path.is_dir():
+        return removed
+    for p in path.iterdir():
+        if p.is_dir() and p.name.startswith(".ckpt-tmp-"):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+        elif p.is_file() and p.name.startswith(".") and p.name.endswith(".tmp"):
+            p.unlink(missing_ok=True)
+            removed.append(p.name)
+    return removed
+
+
+def clear_run(path: Path) -> None:
+    """Delete a run's checkpoints and top-level model (``overwrite``); the marker stays."""
+    for p in path.iterdir():
+        if p.is_dir() and (p.name.startswith("ckpt-") or p.name.startswith(".ckpt-tmp-")):
+            shutil.rmtree(p)
+        elif p.name in OWN_FILES and p.name != MARKER:
+            p.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
+    """Hold ``path/.attnlab.lock`` (pid inside) while the block runs; refuse a live other holder."""
+    path.mkdir(parents=True, exist_ok=True)
+    lock = path / LOCK
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = json.loads(lock.read_text())
+                pid = int(holder["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                pid = -1
+            if pid > 0 and pid != os.getpid() and _alive(pid):
+                raise ValueError(
+                    f"another attnlab process (pid {pid}) is writing the {what} in {path}; "
+                    f"wait for it or stop it (a lock left by a killed process is taken over)"
+                ) from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump({"pid": os.getpid(), "since": time.time()}, f)
+        break
+    else:  # pragma: no cover - three races lost in a row
+        raise ValueError(f"could not take the lock {lock}")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            holder = json.loads(lock.read_text())
+            if holder.get("pid") == os.getpid():
+                lock.unlink()
+
+
+def disk_error(exc: OSError, path: Path) -> ValueError:
+    """An ``OSError`` from writing under ``path`` as a one-line ``ValueError``."""
+    reason = {errno.ENOSPC: "the disk is full", errno.EACCES: "permission denied", errno.EROFS: "read-only"}
+    return ValueError(f"cannot write in {path}: {reason.get(exc.errno, exc.strerror or str(exc))}")
+
+
+__all__ = [
+    "LOCK",
+    "MARKER",
+    "check_out_path",
+    "claim",
+    "clean_leftovers",
+    "clear_run",
+    "disk_error",
+    "foreign_files",
+    "is_attnlab_run",
+    "writer_lock",
+]
