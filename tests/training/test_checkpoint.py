@@ -15,6 +15,7 @@ def test_pointer_moves_only_to_complete_checkpoints(tmp_path, tiny_config):
     result = train(cfg, tmp_path, progress=False)
     assert json.loads((tmp_path / "latest.json").read_text()) == {"checkpoint": "ckpt-000010", "step": 10}
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "attnlab-run.json",  # the marker: this folder is an attnlab run (never someone else's)
         "ckpt-000010",
         "config.json",
         "latest.json",

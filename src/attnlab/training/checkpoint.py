@@ -273,7 +273,7 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
     """The folder ``latest.json`` points at; ``ValueError`` if the pointer is missing or dangling."""
     out = Path(out_dir)
     if not out.is_dir():
-        raise ValueError(f"{out} is not a folder")
+        raise ValueError(f"{out} holds no checkpoint (no such folder)")
     found = _read_pointer(out)
     if found is None:
         raise ValueError(f"{out} holds no checkpoint (no {POINTER})")

@@ -62,17 +62,29 @@ def foreign_files(path: Path) -> list[str]:
     """Names in ``path`` that attnlab did not write there (empty for a run folder or a new one)."""
     if not path.is_dir() or is_attnlab_run(path):
         return []
-    return sorted(p.name for p in path.iterdir())
+    return sorted(p.name for p in path.iterdir() if not _ours(p.name))
 
 
-def claim(path: Path) -> None:
-    """Make ``path`` an attnlab run folder (create it, write the marker); refuse someone else's."""
+def _ours(name: str) -> bool:
+    """The lock, or what an interrupted write of attnlab's own files leaves (``.NAME.xxxx.tmp``)."""
+    if name == LOCK or name.startswith(".ckpt-tmp-"):
+        return True
+    return name.endswith(".tmp") and any(name.startswith(f".{own}.") for own in OWN_FILES)
+
+
+def refuse_foreign(path: Path) -> None:
+    """``ValueError`` when ``path`` holds files attnlab did not write (nothing is written)."""
     strangers = foreign_files(path)
     if strangers:
         shown = ", ".join(strangers[:4]) + (", ..." if len(strangers) > 4 else "")
         raise ValueError(
             f"--out {path} holds files attnlab did not write ({shown}); choose an empty or new folder"
         )
+
+
+def claim(path: Path) -> None:
+    """Make ``path`` an attnlab run folder (create it, write the marker); refuse someone else's."""
+    refuse_foreign(path)
     path.mkdir(parents=True, exist_ok=True)
     if not is_attnlab_run(path):
         from attnlab._io import atomic_write_json
@@ -164,6 +176,7 @@ __all__ = [
     "clear_run",
     "disk_error",
     "foreign_files",
+    "refuse_foreign",
     "is_attnlab_run",
     "writer_lock",
 ]

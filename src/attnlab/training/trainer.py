@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
 from attnlab.training import rundir
-from attnlab.training.checkpoint import latest_step, load_checkpoint, save_checkpoint
+from attnlab.training.checkpoint import latest_step, load_checkpoint, recover_pointer, save_checkpoint
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
@@ -107,7 +107,7 @@ def preflight(
     removed = rundir.clean_leftovers(out)
     if removed and log:
         log(f"removed {len(removed)} file(s) left by an interrupted write in {out}")
-    recovered = rundir.recover_pointer(out)
+    recovered = recover_pointer(out)
     if recovered is not None and log:
         log(f"{out}: the run was killed before its pointer was written; continuing from step {recovered}")
     has_run = latest_step(out) is not None
@@ -156,17 +156,18 @@ def train(
 
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
-    ckpt = preflight(config, out_dir, resume, overwrite, log=log if rank == 0 else None)
+    lock = contextlib.nullcontext()
+    if out_dir is not None and rank == 0:
+        # one writer per folder, and the lock is taken before anything in the folder is touched
+        out = rundir.check_out_path(out_dir)
+        rundir.refuse_foreign(out)
+        lock = rundir.writer_lock(out, "training run")
     previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    lock = (
-        rundir.writer_lock(Path(out_dir), "training run")
-        if out_dir is not None and rank == 0
-        else contextlib.nullcontext()
-    )
     try:
         with lock:
+            ckpt = preflight(config, out_dir, resume, overwrite, log=log if rank == 0 else None)
+            if threads is not None:
+                torch.set_num_threads(threads)
             return _run(
                 config,
                 out_dir,
@@ -279,6 +280,7 @@ def _run(
                 config=config,
                 history=history,
                 task_spec=task.spec(),
+                recent=recent,
             )
     bar.close()
     model.eval()
