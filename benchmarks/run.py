@@ -32,6 +32,7 @@ BENCHMARKS = [
     "mha",
     "encoder_layer",
     "gpt_generate",
+    "generate_hf",
     "minilm",
     "train_transformer",
     "demo",

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lesson": ("lesson", "lesson"),
     "audit": ("audit", "audit"),
     "embed": ("embed", "embed"),
+    "generate": ("generate", "generate"),
     "tasks": ("tasks", "tasks"),
     "train": ("train", "train"),
     "evaluate": ("train", "evaluate"),

@@ -271,6 +271,87 @@ def beam_search(
 
 
 # ----------------------------------------------------------------------------------------- GPT generation
+def stream(
+    gpt,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+    eos_id: int | list[int] | None = None,
+    pad_id: int | None = None,
+):
+    """Continue ``prompt [B, P]`` one token at a time: an iterator of ``(tokens [B], logits [B, V])``,
+    each new token as soon as it is chosen (and the logits it was chosen from).
+
+    With ``use_cache`` each new token costs one position through the model (its K/V are appended
+    to each layer's cache; a sliding-window model keeps only its last W positions); without it the
+    whole sequence is re-run at every step (O(n^2) work, same numbers). ``temperature=0`` is
+    greedy, otherwise sampling (see :func:`filter_logits`). With ``eos_id`` (one id or a list: a
+    checkpoint may end on any of several) rows that produced EOS
+    get ``pad_id`` afterwards, and the iterator stops once every row has. The arguments are checked
+    when ``stream`` is called, before the first token. After the loop, ``gpt``'s decoding state
+    is the iterator's ``state`` attribute (``None`` without the cache).
+    """
+    max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
+    limit = gpt.config.max_len
+    if prompt.ndim != 2:
+        raise ValueError(f"prompt must be [B, P], got shape {list(prompt.shape)}")
+    if prompt.shape[1] + max_new_tokens > limit:
+        raise ValueError(
+            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit}"
+        )
+    if temperature != 0:
+        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
+    return _Stream(
+        gpt, prompt, max_new_tokens, use_cache, (temperature, top_k, top_p), seed, generator, eos_id, pad_id
+    )
+
+
+class _Stream:
+    """The iterator :func:`stream` returns (``state``: the model's decoding state, for inspection)."""
+
+    def __init__(self, gpt, prompt, max_new, use_cache, choice, seed, generator, eos_id, pad_id):
+        self.gpt, self.prompt, self.max_new, self.use_cache, self.choice = (
+            gpt,
+            prompt,
+            max_new,
+            use_cache,
+            choice,
+        )
+        self.gen = _generator(generator, seed, prompt.device)
+        self.eos = None if eos_id is None else torch.tensor(eos_id, device=prompt.device).reshape(-1)  # [E]
+        self.pad = _pad_id(gpt, pad_id)
+        self.state = None
+
+    @torch.no_grad()
+    def __iter__(self):
+        gpt, ids = self.gpt, self.prompt
+        if self.use_cache:
+            self.state = gpt.start(ids)
+            logits = self.state.last_logits  # [B, V]
+        else:
+            logits = gpt(ids)[:, -1]  # [B, V]
+        done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        for t in range(self.max_new):
+            tok = _choose(logits, *self.choice, self.gen).masked_fill(done, self.pad)  # [B]
+            yield tok, logits
+            if self.eos is not None:
+                done = done | torch.isin(tok, self.eos)
+                if bool(done.all()):
+                    return
+            if t == self.max_new - 1:
+                return
+            if self.use_cache:
+                logits, self.state = gpt.step(tok, self.state)
+            else:
+                ids = torch.cat([ids, tok[:, None]], dim=1)  # [B, P + t + 1]
+                logits = gpt(ids)[:, -1]
+
+
 @torch.no_grad()
 def generate(
     gpt,
@@ -286,52 +367,20 @@ def generate(
     pad_id: int | None = None,
     return_logits: bool = False,
 ):
-    """Continue ``prompt [B, P]`` by ``max_new_tokens`` tokens.
-
-    With ``use_cache`` each new token costs one position through the model (its K/V are appended
-    to each layer's cache); without it the whole sequence is re-run at every step (O(n^2) work,
-    same numbers). ``temperature=0`` is greedy, otherwise sampling (see :func:`filter_logits`).
-    With ``eos_id`` rows that produced EOS get ``pad_id`` afterwards and generation stops early
-    once every row has.
+    """Continue ``prompt [B, P]`` by ``max_new_tokens`` tokens: :func:`stream`, collected.
 
     Returns:
         ``ids [B, P + N]`` (prompt then new tokens), and with ``return_logits`` also the logits
         of each new token ``[B, N, V]``.
     """
-    max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
-    limit = gpt.config.max_len
-    if prompt.ndim != 2:
-        raise ValueError(f"prompt must be [B, P], got shape {list(prompt.shape)}")
-    if prompt.shape[1] + max_new_tokens > limit:
-        raise ValueError(
-            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit}"
-        )
-    if temperature != 0:
-        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
-    gen = _generator(generator, seed, prompt.device)
-    pad = _pad_id(gpt, pad_id)
-    ids = prompt
-    if use_cache:
-        state = gpt.start(prompt)
-        logits = state.last_logits  # [B, V]
-    else:
-        logits = gpt(prompt)[:, -1]  # [B, V]
-    done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    all_logits = []
-    for t in range(max_new_tokens):
+    steps = stream(
+        gpt, prompt, max_new_tokens, use_cache, temperature, top_k, top_p, generator, seed, eos_id, pad_id
+    )
+    new, all_logits = [], []
+    for tok, logits in steps:
+        new.append(tok)
         all_logits.append(logits)
-        tok = _choose(logits, temperature, top_k, top_p, gen).masked_fill(done, pad)  # [B]
-        ids = torch.cat([ids, tok[:, None]], dim=1)  # [B, P + t + 1]
-        if eos_id is not None:
-            done = done | (tok == eos_id)
-            if bool(done.all()):
-                break
-        if t == max_new_tokens - 1:
-            break
-        if use_cache:
-            logits, state = gpt.step(tok, state)
-        else:
-            logits = gpt(ids)[:, -1]
+    ids = torch.cat([prompt, torch.stack(new, dim=1)], dim=1)  # [B, P + N]
     if return_logits:
         return ids, torch.stack(all_logits, dim=1)  # [B, P + N], [B, N, V]
     return ids

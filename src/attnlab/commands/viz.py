@@ -80,7 +80,11 @@ def _plain(x):
 @click.command()
 @click.argument("sentence")
 @click.option(
-    "--model", default="minilm", show_default=True, help="'minilm' or a folder saved by attnlab train"
+    "--model",
+    default="minilm",
+    show_default=True,
+    help="'minilm', a Hugging Face checkpoint directory (GPT-2, Llama, Mistral, Qwen2, BERT) "
+    "or a folder saved by attnlab train",
 )
 @click.option(
     "--out", "out_path", default="explorer.html", show_default=True, type=click.Path(dir_okay=False)

@@ -34,6 +34,7 @@ from attnlab.nn.config import BlockConfig
 from attnlab.nn.layers import DecoderLayer, make_norm
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import LearnedPositions, SinusoidalPositions
+from attnlab.nn.rolling_cache import RollingKVCache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,19 @@ class GPTConfig(ModelConfig):
     def block(self) -> BlockConfig:
         """The :class:`~attnlab.nn.BlockConfig` of every block (pre-norm)."""
         return BlockConfig.pick(self, norm_place="pre")
+
+
+def _padding_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor | None:
+    """``attention_mask [B, T]`` (1 = real token) -> ``[B, T, T]``, True where query i may read key j:
+    j is a real token, or j = i (so that a query at a padding position is never left with no key)."""
+    if attention_mask is None:
+        return None
+    if attention_mask.shape != ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {list(attention_mask.shape)} but ids has {list(ids.shape)}"
+        )
+    eye = torch.eye(ids.shape[1], dtype=torch.bool, device=ids.device)  # [T, T]
+    return attention_mask.bool()[:, None, :] | eye  # [B, T, T]
 
 
 @dataclasses.dataclass
@@ -125,23 +139,38 @@ class GPT(SavableModel):
             x = self.pos_embed(x, offset)  # [B, T, d]
         return self.dropout(x)
 
-    def forward(self, ids: torch.Tensor, return_attention: bool = False):
+    def forward(
+        self,
+        ids: torch.Tensor,
+        return_attention: bool = False,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        return_hidden: bool = False,
+    ):
         """``ids [B, T]`` -> ``logits [B, T, V]``; logits at t depend on ``ids[:, :t+1]`` only.
 
-        With ``return_attention`` also a list of the blocks' weights ``[B, h, T, T]``.
+        ``attention_mask [B, T]`` (True or 1 = a real token, False or 0 = padding, as Hugging Face
+        passes it): no query attends to a padding key. Positions count from column 0 whatever the
+        padding (as ``transformers``' forward does); logits at padding positions mean nothing.
+        With ``return_attention`` also a list of the blocks' weights ``[B, h, T, T]``; with
+        ``return_hidden`` also the residual stream ``h_0 .. h_L`` (``[B, T, d]`` each, ``h_0`` the
+        embeddings, ``h_L`` before the final norm), in that order after the logits.
         """
         c = self.config
         check_ids("ids", ids, c.vocab_size, c.max_len)
+        mask = _padding_mask(attention_mask, ids)  # [B, T, T] or None
         x = self._hidden_in(ids, 0)  # [B, T, d]
-        weights = []
+        weights, hidden = [], [x]
         for block in self.blocks:
             if return_attention:
-                x, w, _ = block(x, is_causal=True, need_weights=True)
+                x, w, _ = block(x, self_mask=mask, is_causal=True, need_weights=True)
                 weights.append(w)
             else:
-                x = block(x, is_causal=True)
+                x = block(x, self_mask=mask, is_causal=True)
+            hidden.append(x)
         logits = self.lm_head(self.norm(x))  # [B, T, V]
-        return (logits, weights) if return_attention else logits
+        extra = ([weights] if return_attention else []) + ([hidden] if return_hidden else [])
+        return (logits, *extra) if extra else logits
 
     # ------------------------------------------------------------------------------ decoding protocol
     def _run(self, ids: torch.Tensor, state: GPTState) -> torch.Tensor:
@@ -155,7 +184,9 @@ class GPT(SavableModel):
         """Consume ``prompt [B, P]`` into fresh KV caches; ``state.last_logits [B, V]`` predicts token P."""
         c = self.config
         check_ids("prompt", prompt, c.vocab_size, c.max_len)
-        state = GPTState([KVCache() for _ in self.blocks], 0, None)
+        # a sliding-window model keeps only the last W positions' keys and values per layer
+        new_cache = (lambda: RollingKVCache(c.window)) if c.window is not None else KVCache
+        state = GPTState([new_cache() for _ in self.blocks], 0, None)
         state.last_logits = self._run(prompt, state)
         return state
 

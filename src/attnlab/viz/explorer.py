@@ -221,8 +221,37 @@ def trained_dir_views(sentence: str, directory: str | Path) -> tuple[list[Attent
     return views, f"{model.kind} trained on {spec['name']} ({directory.name}); output {pred!r}"
 
 
+def hf_views(sentence: str, directory: str | Path) -> tuple[list[AttentionView], str]:
+    """Attention of a Hugging Face checkpoint directory (GPT-2, Llama, Mistral, Qwen2: causal
+    self-attention ``[L, h, T, T]``; BERT: self-attention) on ``sentence``, tokenised with the
+    checkpoint's own ``tokenizer.json``; each token shown as the text it decodes to."""
+    import torch
+
+    from attnlab.models.hf import load_hf, load_hf_tokenizer
+
+    model = load_hf(directory)
+    c = model.config
+    tokenizer = load_hf_tokenizer(directory, vocab_size=c.vocab_size)
+    ids = tokenizer.encode(sentence).ids
+    if len(ids) > c.max_len:
+        raise ValueError(
+            f"sentence has {len(ids)} tokens but {directory} has {c.max_len} positions; shorten it"
+        )
+    texts = [tokenizer.decode([i]) or tokenizer.id_to_token(i) for i in ids]
+    label = f"{Path(directory).name}: {c.num_layers} layers x {c.num_heads} heads"
+    if getattr(model, "kind", "") == "gpt":
+        kv = c.num_kv_heads or c.num_heads
+        window = f", window {c.window}" if c.window else ""
+        return trained_views(model, ids, texts), f"{label} ({kv} key/value heads{window}), causal"
+    with torch.no_grad():
+        x = torch.tensor([ids])  # [1, T]
+        out = model(x, attention_mask=torch.ones_like(x), output_attentions=True)
+    return [AttentionView("encoder self-attention", "self", texts, texts, _stack(out["attentions"]))], label
+
+
 def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[AttentionView], str]:
-    """Run ``sentence`` through ``model``: ``"minilm"`` or a folder written by ``attnlab train``.
+    """Run ``sentence`` through ``model``: ``"minilm"``, a Hugging Face checkpoint directory
+    (``config.json`` with a ``model_type``: see :func:`hf_views`) or a folder written by ``attnlab train``.
 
     Returns:
         ``(views, model_label)``.
@@ -236,8 +265,11 @@ def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[A
     directory = Path(model)
     if not directory.is_dir():
         raise ValueError(
-            f"--model must be 'minilm' or a folder written by attnlab train; {directory} is not a folder"
+            f"--model must be 'minilm', a Hugging Face checkpoint directory or a folder written by "
+            f"attnlab train; {directory} is not a folder"
         )
+    if (directory / "config.json").is_file() and "model_type" in (directory / "config.json").read_text():
+        return hf_views(sentence, directory)
     return trained_dir_views(sentence, directory)
 
 

@@ -1,0 +1,97 @@
+"""``attnlab generate DIR PROMPT``: continue a prompt with a Hugging Face decoder checkpoint (GPT-2,
+Llama, Mistral, Qwen2), streaming the text as each token is chosen; tokens/s at the end."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands.audit import POS, PositiveNumber
+
+
+def _prompt_text(prompt: str) -> str:
+    """``-``: standard input; an existing file: its text; anything else: the prompt itself."""
+    if prompt == "-":
+        return sys.stdin.read().removesuffix("\n")
+    try:
+        is_file = "\n" not in prompt and Path(prompt).is_file()
+    except OSError:  # a name too long to be a file: text
+        is_file = False
+    return Path(prompt).read_text() if is_file else prompt
+
+
+@click.command("generate")
+@click.argument("directory", metavar="DIR", type=click.Path())
+@click.argument("prompt", metavar="PROMPT")
+@click.option("--max-new", default=32, show_default=True, type=POS, help="Tokens to generate.")
+@click.option(
+    "--temperature",
+    default=None,
+    type=PositiveNumber(),
+    help="Sample at this temperature (default: greedy, the most likely token each step).",
+)
+@click.option("--top-k", default=None, type=POS, help="Sample among the K most likely tokens only.")
+@click.option(
+    "--top-p", default=None, type=float, help="Sample within the nucleus of probability P (0 < P <= 1)."
+)
+@click.option("--seed", default=None, type=int, help="Seed of the sampler (reproducible draws).")
+@click.option("--beam", default=None, type=POS, help="Beam search with B beams instead (no streaming).")
+@click.option("--no-cache", is_flag=True, help="Re-run the whole sequence every step (same tokens, slower).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (tokens, text, timing, cache).")
+@click.option("--quiet", is_flag=True, help="Print the generated text only, no timing line.")
+@usage_errors
+def generate(
+    directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, as_json, quiet
+) -> None:
+    """Continue PROMPT (text, a file, or - for stdin) with the checkpoint in DIR (config.json,
+    model.safetensors, tokenizer.json), printing each piece of text as it is produced."""
+    from attnlab.models.hf.textgen import GenerationRequest, run_generation
+
+    sampling = temperature is not None
+    if beam is not None and (sampling or top_k or top_p or seed is not None):
+        raise BadInput(
+            "--beam searches deterministically; it does not take --temperature, --top-k, --top-p or --seed"
+        )
+    if not sampling and (top_k or top_p is not None or seed is not None):
+        raise BadInput("--top-k, --top-p and --seed apply to sampling: give --temperature too")
+    request = GenerationRequest(
+        prompt=_prompt_text(prompt),
+        max_new=max_new,
+        temperature=temperature or 0.0,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        beam=beam,
+        use_cache=not no_cache,
+    )
+
+    def show(piece: str) -> None:
+        if not as_json:
+            click.echo(piece, nl=False)
+            sys.stdout.flush()
+
+    start = time.perf_counter()
+    result = run_generation(directory, request, on_text=show)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    click.echo("")
+    if not quiet:
+        cache = result["cache"]
+        held = (
+            ""
+            if cache is None
+            else f"; KV cache {cache['positions_held']} positions, {cache['bytes']:,} bytes"
+        )
+        click.echo(
+            f"[{result['new_tokens']} tokens in {result['seconds']:.2f} s: "
+            f"{result['tokens_per_s']:.1f} tokens/s "
+            f"({result['strategy']}); prompt {result['prompt_tokens']} tokens{held}; "
+            f"total {time.perf_counter() - start:.2f} s with loading]",
+            err=True,
+        )

@@ -1,0 +1,65 @@
+"""Reading the fields of a Hugging Face ``config.json`` with one-line errors that name them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Hugging Face ``hidden_act`` / ``activation_function`` -> attnlab's activation (BlockConfig names).
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
+# RoPE scaling types attnlab implements (the ``rope_type`` of ``rope_scaling``); "default" = none.
+ROPE_TYPES = ("default",)
+
+
+def need(hf: dict[str, Any], key: str, source: str) -> Any:
+    """``hf[key]``; a ``ValueError`` naming the file and the field when it is absent or null."""
+    if hf.get(key) is None:
+        raise ValueError(f"{source} lacks the field {key!r}")
+    return hf[key]
+
+
+def activation(hf: dict[str, Any], key: str, default: str, source: str) -> str:
+    """attnlab's activation for ``hf[key]`` (``gelu_new`` -> ``gelu_tanh``, ``silu`` -> ``silu``, ...)."""
+    name = hf.get(key) or default
+    if name not in ACTIVATIONS:
+        raise ValueError(f"{source}: {key}={name!r} is not supported; supported: {', '.join(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def refuse(hf: dict[str, Any], source: str, **allowed: Any) -> None:
+    """A ``ValueError`` for the first option ``key`` whose value is not ``allowed[key]`` (absent is fine)."""
+    for key, value in allowed.items():
+        if key in hf and hf[key] is not None and hf[key] != value:
+            raise ValueError(
+                f"{source}: {key}={hf[key]!r} is not supported (attnlab implements {key}={value!r})"
+            )
+
+
+def rope(hf: dict[str, Any], source: str) -> tuple[float, dict | None]:
+    """``(theta, scaling)`` of the rotary embedding: ``rope_theta`` and ``rope_scaling`` (transformers
+    4.x) or ``rope_parameters`` (5.x); a scaling of a type attnlab does not implement is an error
+    listing the ones it does."""
+    params = hf.get("rope_parameters") or {}
+    if not isinstance(params, dict):
+        raise ValueError(f"{source}: rope_parameters must be an object, got {params!r}")
+    theta = params.get("rope_theta", hf.get("rope_theta", 10000.0))
+    scaling = hf.get("rope_scaling") or (params if params.get("rope_type", "default") != "default" else None)
+    if scaling is None:
+        return float(theta), None
+    if not isinstance(scaling, dict):
+        raise ValueError(f"{source}: rope_scaling must be null or an object, got {scaling!r}")
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "default":
+        return float(theta), None
+    if kind not in ROPE_TYPES:
+        raise ValueError(
+            f"{source}: rope_scaling type {kind!r} is not supported; supported: null, {', '.join(ROPE_TYPES)}"
+        )
+    return float(theta), dict(scaling)

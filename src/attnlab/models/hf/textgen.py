@@ -1,0 +1,141 @@
+"""Text in, text out: a Hugging Face decoder checkpoint continues a prompt (what ``attnlab
+generate`` runs). Tokenise with the checkpoint's ``tokenizer.json``, decode with
+:func:`attnlab.decoding.stream` (greedy or sampling, KV cache) or :func:`~attnlab.decoding.beam_search`,
+stop at the checkpoint's end-of-sequence token(s), and report the tokens, the text, the time and
+the KV cache the model held at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attnlab.models.hf.checkpoint import read_hf_config, read_json
+from attnlab.models.hf.load import load_hf, load_hf_tokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationRequest:
+    """What to generate: ``prompt`` text, ``max_new`` tokens, greedy (``temperature=0``) or sampling
+    (``temperature``, ``top_k``, ``top_p``, ``seed``) or ``beam`` search, with or without the cache."""
+
+    prompt: str
+    max_new: int = 32
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    beam: int | None = None
+    use_cache: bool = True
+
+
+def eos_ids(directory: str | Path) -> list[int]:
+    """The end-of-sequence ids of a checkpoint: ``eos_token_id`` of ``generation_config.json``, else
+    of ``config.json`` (an int or a list; Llama 3 lists two)."""
+    directory = Path(directory)
+    gen = directory / "generation_config.json"
+    for source in ([read_json(gen)] if gen.is_file() else []) + [read_hf_config(directory)]:
+        eos = source.get("eos_token_id")
+        if eos is not None:
+            return [eos] if isinstance(eos, int) else [int(e) for e in eos]
+    return []
+
+
+class _TextStream:
+    """Text of the ids so far, handed out piece by piece (a byte-level token may end inside a
+    UTF-8 character: its text waits until the character is whole)."""
+
+    def __init__(self, tokenizer, on_text: Callable[[str], None] | None):
+        self.tokenizer, self.on_text, self.ids, self.shown = tokenizer, on_text, [], ""
+
+    def add(self, token: int) -> None:
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids)
+        if self.on_text is not None and text.startswith(self.shown) and not text.endswith("\ufffd"):
+            self.on_text(text[len(self.shown) :])
+            self.shown = text
+
+
+def run_generation(
+    directory: str | Path, request: GenerationRequest, on_text: Callable[[str], None] | None = None
+) -> dict:
+    """Continue ``request.prompt`` with the checkpoint in ``directory``; ``on_text(piece)`` receives the
+    text as it is produced (greedy and sampling; beam search hands over the whole text at the end).
+
+    Returns a dict: "prompt", "prompt_tokens", "tokens" (the new ids), "text", "new_tokens",
+    "stopped_at_eos", "seconds", "tokens_per_s" (new tokens over the decoding time, prompt included),
+    "strategy", "cache" ({"positions_held", "bytes", "rolling_window"} or None)."""
+    from attnlab.decoding import beam_search, stream
+    from attnlab.models.gpt import GPT
+
+    model = load_hf(directory)
+    if not isinstance(model, GPT):
+        raise ValueError(f"{directory} holds an encoder (BERT); attnlab generate needs a decoder checkpoint")
+    tokenizer = load_hf_tokenizer(directory, vocab_size=model.config.vocab_size)
+    ids = tokenizer.encode(request.prompt).ids
+    if not ids:
+        raise ValueError("the prompt is empty: it encodes to no tokens")
+    prompt = torch.tensor([ids])  # [1, P]
+    eos = eos_ids(directory)
+    out = _TextStream(tokenizer, on_text)
+    start = time.perf_counter()
+    state = None
+    if request.beam is not None:
+        limit = model.config.max_len
+        if len(ids) + request.max_new > limit:
+            raise ValueError(
+                f"prompt length {len(ids)} + max_new_tokens {request.max_new} exceeds max_len={limit}"
+            )
+        best = beam_search(model, prompt, request.beam, request.max_new, eos_id=eos[0] if eos else -1)
+        for tok in best.hypotheses[0][0].tokens:
+            out.add(int(tok))
+        strategy = f"beam search, {request.beam} beams"
+    else:
+        steps = stream(
+            model,
+            prompt,
+            request.max_new,
+            use_cache=request.use_cache,
+            temperature=request.temperature,
+            top_k=request.top_k,
+            top_p=request.top_p,
+            seed=request.seed,
+            eos_id=eos or None,
+        )
+        for tok, _ in steps:
+            out.add(int(tok[0]))
+        state = steps.state
+        strategy = (
+            "greedy" if request.temperature == 0 else f"sampling at temperature {request.temperature:g}"
+        )
+        if request.temperature and request.top_k:
+            strategy += f", top-k {request.top_k}"
+        if request.temperature and request.top_p is not None:
+            strategy += f", top-p {request.top_p:g}"
+    seconds = time.perf_counter() - start
+    if on_text is not None and out.shown != tokenizer.decode(out.ids):
+        on_text(tokenizer.decode(out.ids)[len(out.shown) :])
+    cache = None
+    if state is not None:
+        caches = state.caches
+        cache = {
+            "positions_held": max(c.k.shape[-2] for c in caches),
+            "bytes": sum(c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size() for c in caches),
+            "rolling_window": model.config.window,
+        }
+    n = len(out.ids)
+    return {
+        "prompt": request.prompt,
+        "prompt_tokens": len(ids),
+        "tokens": out.ids,
+        "text": tokenizer.decode(out.ids),
+        "new_tokens": n,
+        "stopped_at_eos": bool(eos) and n > 0 and out.ids[-1] in eos,
+        "seconds": seconds,
+        "tokens_per_s": n / seconds if seconds > 0 else float("inf"),
+        "strategy": strategy,
+        "cache": cache,
+    }

