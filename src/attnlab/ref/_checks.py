@@ -69,3 +69,19 @@ def positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_fits(what: str, n_elements: int, itemsize: int = 8) -> None:
+    """Refuse, before allocating, an array that would take more than half of this machine's memory:
+    ``ValueError`` naming ``what`` and the GiB it would need (never a raw ``MemoryError``)."""
+    import os
+
+    need = int(n_elements) * itemsize
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        have = 1 << 40
+    if need > have // 2:
+        raise ValueError(
+            f"{what} would need {need / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB"
+        )

@@ -37,6 +37,7 @@ def masked_softmax(scores: np.ndarray, mask=None, *, empty_rows: str = "error") 
     Returns:
         weights ``[..., T_q, T_k]``; rows sum to 1 (or are all 0 for empty rows with ``"zero"``).
     """
+    scores = as_float("scores", scores, min_ndim=1)  # integer scores would be cast back: weights 0
     if mask is None:
         return softmax(scores, axis=-1)
     m = as_mask("mask", mask, scores.shape)

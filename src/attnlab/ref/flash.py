@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlab._checks import finite_float
 from attnlab.ref._checks import as_float, positive_int
 
 
@@ -155,7 +156,7 @@ def flash_attention(
     if mask is not None:
         mask = np.broadcast_to(mask, lead + (t_q, t_k))  # a view: nothing is copied
     dtype = np.result_type(q, k, v)
-    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else finite_float("scale", scale)
     offset = t_k - t_q  # absolute position of query 0 (lower-right alignment)
 
     out = np.empty(lead + (t_q, v.shape[-1]), dtype=dtype)  # [..., T_q, d_v]

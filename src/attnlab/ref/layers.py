@@ -56,6 +56,13 @@ def _check_denominator(fn: str, stat: np.ndarray, eps: float, kind: str) -> None
         raise ValueError(f"{fn}: x row {idx} is {kind} and eps=0, so it would divide by zero; pass eps > 0")
 
 
+def _row_scale(x: np.ndarray) -> np.ndarray:
+    """A power of two near ``max |x|`` of each row ``[..., 1]`` (dividing by it is exact), never
+    below 1: only large rows need scaling, and small ones keep ``eps / s^2`` finite."""
+    m = np.abs(x).max(axis=-1, keepdims=True)
+    return np.exp2(np.floor(np.log2(np.maximum(m, 1.0)))).astype(x.dtype)
+
+
 def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
     """LN(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta over the feature axis of each position.
 
@@ -71,10 +78,15 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
         raise ValueError(
             f"gamma {list(gamma.shape)} / beta {list(beta.shape)} must match x's width {x.shape[-1]}"
         )
-    mu = x.mean(axis=-1, keepdims=True)  # [..., 1]
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)  # [..., 1]
+    # Computed on x / s, s = max |x| per row, so the mean and the squares cannot overflow at 1e308:
+    # (x - mu) / sqrt(var + eps) = (x' - mu') / sqrt(var' + eps / s^2) exactly, with x' = x / s.
+    s = _row_scale(x)  # [..., 1]
+    xs = x / s
+    mu = xs.mean(axis=-1, keepdims=True)  # [..., 1]
+    var = ((xs - mu) ** 2).mean(axis=-1, keepdims=True)  # [..., 1]
     _check_denominator("layer_norm", var, eps, "constant")
-    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+    with np.errstate(under="ignore", over="ignore"):  # eps / s^2 -> 0 for huge rows: right
+        return gamma * (xs - mu) / np.sqrt(var + eps / s**2) + beta
 
 
 def rms_norm(x, gamma, eps: float = 1e-6) -> np.ndarray:
@@ -90,9 +102,12 @@ def rms_norm(x, gamma, eps: float = 1e-6) -> np.ndarray:
     gamma = as_float("gamma", gamma, ndim=1)
     if gamma.shape[0] != x.shape[-1]:
         raise ValueError(f"gamma {list(gamma.shape)} must match x's width {x.shape[-1]}")
-    ms = (x**2).mean(axis=-1, keepdims=True)  # [..., 1]
+    s = _row_scale(x)  # [..., 1]: x^2 of 1e200 would overflow; x / sqrt(ms + eps) is scale-free
+    xs = x / s
+    ms = (xs**2).mean(axis=-1, keepdims=True)  # [..., 1]
     _check_denominator("rms_norm", ms, eps, "all-zero")
-    return gamma * x / np.sqrt(ms + eps)
+    with np.errstate(under="ignore", over="ignore"):  # eps / s^2 -> 0 for huge rows: right
+        return gamma * xs / np.sqrt(ms + eps / s**2)
 
 
 def feed_forward(x, params: dict, activation: str = "relu") -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.ref._checks import positive_int
+from attnlab.ref._checks import check_fits, positive_int
 
 
 def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
@@ -30,6 +30,7 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     """
     t_q = positive_int("t_q", t_q)
     t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    check_fits(f"causal_mask({t_q}, {t_k})", t_q * t_k, 1)
     i = np.arange(t_q)[:, None] + (t_k - t_q)  # absolute position of each query  [t_q, 1]
     j = np.arange(t_k)[None, :]  # [1, t_k]
     return j <= i
@@ -71,6 +72,7 @@ def sliding_window_mask(t_q: int, t_k: int | None = None, window: int = 1) -> np
     t_q = positive_int("t_q", t_q)
     t_k = t_q if t_k is None else positive_int("t_k", t_k)
     window = positive_int("window", window)
+    check_fits(f"sliding_window_mask({t_q}, {t_k})", t_q * t_k, 1)
     p = np.arange(t_q)[:, None] + (t_k - t_q)  # [t_q, 1]
     j = np.arange(t_k)[None, :]  # [1, t_k]
     return (j <= p) & (j > p - window)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.ref._checks import as_float, positive_float, positive_int
+from attnlab.ref._checks import as_float, check_fits, positive_float, positive_int
 
 
 def sinusoidal_positions(t: int, d: int) -> np.ndarray:
@@ -20,6 +20,7 @@ def sinusoidal_positions(t: int, d: int) -> np.ndarray:
         ``[t, d]`` float64; fixed, no learned parameters.
     """
     t, d = positive_int("t", t), positive_int("d", d)
+    check_fits(f"sinusoidal_positions({t}, {d})", t * d, 8)
     pos = np.arange(t, dtype=np.float64)[:, None]  # [t, 1]
     two_i = np.arange(0, d, 2, dtype=np.float64)[None, :]  # [1, ceil(d/2)]
     angle = pos / np.power(10000.0, two_i / d)  # [t, ceil(d/2)]
@@ -60,6 +61,10 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
     if layout not in ("interleaved", "half"):
         raise ValueError(f"layout must be one of ['interleaved', 'half'], got {layout!r}")
     positions = np.asarray(positions)
+    if positions.dtype == bool or not np.issubdtype(positions.dtype, np.number):
+        raise ValueError(f"positions must be numbers, got dtype {positions.dtype}")
+    if not np.all(np.isfinite(positions)):
+        raise ValueError("positions contains NaN or infinite values")
     if positions.shape != (x.shape[-2],):
         raise ValueError(f"positions has shape {list(positions.shape)} but x has T={x.shape[-2]}")
     ang = rope_angles(positions, d, base)  # [T, d/2]

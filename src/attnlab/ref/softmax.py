@@ -31,7 +31,8 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     """
     x = as_float("x", x, min_ndim=1)
     _check_axis(x, axis)
-    z = x - np.max(x, axis=axis, keepdims=True)
+    with np.errstate(over="ignore"):  # a logit range past the dtype's max: exp(-inf) = 0 is right
+        z = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(z)
     return e / np.sum(e, axis=axis, keepdims=True)
 
@@ -46,7 +47,13 @@ def log_softmax(x, axis: int = -1) -> np.ndarray:
     """
     x = as_float("x", x, min_ndim=1)
     _check_axis(x, axis)
-    z = x - np.max(x, axis=axis, keepdims=True)
+    with np.errstate(over="ignore"):
+        z = x - np.max(x, axis=axis, keepdims=True)  # <= 0; -inf only if the range overflows the dtype
+    if np.isinf(z).any():
+        raise ValueError(
+            f"log_softmax: x spans more than the largest {x.dtype} ({np.finfo(x.dtype).max:.3g}), so some "
+            f"log-probabilities lie below what {x.dtype} can represent; rescale x"
+        )
     return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
 
 

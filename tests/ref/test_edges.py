@@ -1,0 +1,78 @@
+"""Numbers at the edges of float64/float32: exact answers or a clear refusal, never NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab import ref
+
+
+@pytest.mark.parametrize("big", [1e308, 1.7e308, 1e200])
+def test_layer_norm_of_huge_rows_equals_the_scaled_oracle(big):
+    rng = np.random.default_rng(0)
+    unit = rng.uniform(-1, 1, size=(3, 8))
+    gamma, beta = rng.normal(size=8), rng.normal(size=8)
+    got = ref.layer_norm(unit * big, gamma, beta)
+    # layer norm is scale-invariant: LN(c x) = LN(x) up to eps / c^2, negligible at these scales
+    want = torch.nn.functional.layer_norm(
+        torch.tensor(unit), (8,), torch.tensor(gamma), torch.tensor(beta), eps=0.0
+    )
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-12)
+
+
+def test_rms_norm_of_huge_rows_and_small_rows():
+    x = np.array([[1e200, -2e200, 3e200], [1e-300, 2e-300, -3e-300]])
+    got = ref.rms_norm(x, np.ones(3), eps=1e-6)
+    scaled = torch.nn.functional.rms_norm(torch.tensor([[1.0, -2, 3]], dtype=torch.float64), (3,), eps=0.0)
+    np.testing.assert_allclose(got[0], scaled.numpy()[0], atol=1e-15)
+    np.testing.assert_allclose(got[1], x[1] / np.sqrt(1e-6), rtol=1e-12)  # eps dominates a tiny row
+    assert np.all(np.isfinite(ref.rms_norm(np.full((1, 4), 1.7e308), np.ones(4))))
+
+
+def test_float32_norms_at_3e38():
+    x = np.array([[3e38, -3e38, 1e38, 0.0]], dtype=np.float32)
+    out = ref.layer_norm(x, np.ones(4, np.float32), np.zeros(4, np.float32))
+    want = torch.nn.functional.layer_norm(torch.tensor(x / 1e38), (4,), eps=0.0).numpy()
+    assert out.dtype == np.float32 and np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("x", [np.array([1.7e308, -1.7e308]), np.array([3e38, -3e38], dtype=np.float32)])
+def test_log_softmax_whose_answer_overflows_is_refused_not_wrong(x):
+    with pytest.raises(ValueError, match="cannot be represented|lie below"):
+        ref.log_softmax(x)
+
+
+def test_log_softmax_and_softmax_at_large_but_representable_logits():
+    x = np.array([1e308, 0.0, -1e307])
+    np.testing.assert_array_equal(ref.log_softmax(x), [0.0, -1e308, -1.1e308])
+    np.testing.assert_array_equal(ref.softmax(np.array([1.7e308, -1.7e308])), [1.0, 0.0])
+
+
+def test_masked_softmax_of_integer_scores_is_a_real_softmax():
+    got = ref.masked_softmax(np.array([[1, 2, 3]]), np.array([[True, True, False]]))
+    np.testing.assert_allclose(got, [[1 / (1 + np.e), np.e / (1 + np.e), 0.0]], rtol=1e-12)
+    assert got.dtype == np.float64
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_rope_positions_and_flash_scale_are_refused(bad):
+    x = np.ones((2, 4))
+    with pytest.raises(ValueError, match="positions contains NaN or infinite"):
+        ref.apply_rope(x, np.array([0.0, bad]))
+    q = np.ones((3, 4))
+    with pytest.raises(ValueError, match="scale must be a finite number"):
+        ref.flash_attention(q, q, q, scale=bad)
+
+
+def test_absurd_sizes_are_refused_with_the_memory_they_would_need():
+    with pytest.raises(ValueError, match=r"causal_mask\(1000000, 1000000\) would need 931.3 GiB"):
+        ref.causal_mask(10**6, 10**6)
+    with pytest.raises(ValueError, match=r"sinusoidal_positions\(1000000000000, 512\) would need .* GiB"):
+        ref.sinusoidal_positions(10**12, 512)
+    with pytest.raises(ValueError, match="sliding_window_mask"):
+        ref.sliding_window_mask(10**6, 10**6, window=4)
+    assert ref.causal_mask(3, 5).shape == (3, 5)  # ordinary sizes are untouched
