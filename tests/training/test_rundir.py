@@ -228,3 +228,22 @@ def test_a_kill_at_every_write_step_resumes_to_the_uninterrupted_run(tmp_path, t
             p.name for p in out.iterdir() if p.name.startswith(".ckpt-tmp-") or p.name.endswith(".tmp")
         ]
     assert outcomes["resumed"] > 0 and outcomes["fresh"] > 0, outcomes
+
+
+@pytest.mark.parametrize(
+    "flag,value,message",
+    [
+        ("--lr", "inf", "lr must be a finite number > 0"),
+        ("--lr", "nan", "lr must be a finite number > 0"),
+        ("--weight-decay", "inf", "weight_decay must be a finite number >= 0"),
+        ("--clip", "nan", "clip must be a finite number >= 0"),
+        ("--label-smoothing", "1.5", "label_smoothing must be a number in [0, 1)"),
+    ],
+)
+def test_hyper_parameters_that_cannot_train_are_refused(tmp_path, flag, value, message):
+    result = CliRunner().invoke(
+        cli,
+        ["train", "--task", "reverse", "--steps", "2", flag, value, "--out", str(tmp_path / "r"), "--json"],
+    )
+    assert result.exit_code == 2 and message in result.output and result.output.count("\n") == 1
+    assert not (tmp_path / "r").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import click
@@ -67,34 +68,29 @@ def show(
 
     kw = {k: v for k, v in (("min_len", min_len), ("max_len", max_len)) if v is not None}
     task = get_task(name, **kw)
-    examples = task.sample(split, n, seed=seed)
     tok = task.tokenizer
+    examples = task.iter_sample(split, n, seed=seed)  # streamed: --n 10**9 prints in bounded memory
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "task": task.spec(),
-                    "vocab_size": tok.vocab_size,
-                    "split": split,
-                    "examples": [
-                        {
-                            "src": e.src,
-                            "tgt": e.tgt,
-                            "src_ids": tok.encode(e.src) + [EOS],
-                            "tgt_ids": tok.encode(e.tgt) + [EOS],
-                        }
-                        for e in examples
-                    ],
-                },
-                indent=2,
-            )
-        )
+        # the same document json.dumps(indent=2) would print, written one example at a time
+        head = {"task": task.spec(), "vocab_size": tok.vocab_size, "split": split}
+        click.echo(json.dumps(head, indent=2)[:-2] + ',\n  "examples": [')
+        for i, e in enumerate(examples):
+            item = {
+                "src": e.src,
+                "tgt": e.tgt,
+                "src_ids": tok.encode(e.src) + [EOS],
+                "tgt_ids": tok.encode(e.tgt) + [EOS],
+            }
+            text = "\n".join("    " + line for line in json.dumps(item, indent=2).splitlines())
+            click.echo(("" if i == 0 else ",\n") + text, nl=False)
+        click.echo("\n  ]\n}")
         return
     click.echo(f"{task.describe()}")
     click.echo(
         f"params {_params_text(task.params())}  vocabulary {tok.vocab_size} ids "
         f"(PAD=0 BOS=1 EOS=2 UNK=3 SEP=4)  split {split}  seed {seed}"
     )
-    width = max(len(e.src) for e in examples)
-    for e in examples:
+    first = list(itertools.islice(examples, 50))  # aligned columns over the first 50
+    width = max(len(e.src) for e in first)
+    for e in itertools.chain(first, examples):
         click.echo(f"  {e.src:<{width}}  ->  {e.tgt}")

@@ -8,6 +8,7 @@ the length range or the number of examples drawn.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,26 +68,35 @@ class Task:
         """Draw ``n`` examples of ``split`` (repeats possible when the space is small), seeded.
 
         Candidates are drawn from the task's distribution and kept when their source falls in
-        ``split``; the same ``(split, n, seed)`` always gives the same list.
+        ``split``; the same ``(split, n, seed)`` always gives the same list. For large ``n`` use
+        :meth:`iter_sample`, which yields the same examples one at a time in bounded memory.
         """
-        check_split(split)
+        return list(self.iter_sample(split, n, seed, max_tries_per_example=max_tries_per_example))
+
+    def iter_sample(
+        self, split: str, n: int, seed: int = 0, *, max_tries_per_example: int = 1000
+    ) -> Iterator[Example]:
+        """The examples of :meth:`sample`, one at a time (``attnlab tasks show --n 10**9`` streams)."""
+        check_split(split)  # checked now, not at the first draw
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise ValueError(f"n must be a positive integer, got {n!r}")
+        return self._draws(split, n, seed, max_tries_per_example)
+
+    def _draws(self, split: str, n: int, seed: int, max_tries_per_example: int) -> Iterator[Example]:
         # the split name is part of the seed so the three splits draw independent streams
         rng = np.random.default_rng([int(seed), SPLITS.index(split), 0x7A5C])
-        out: list[Example] = []
-        tries = 0
-        while len(out) < n:
+        found = tries = 0
+        while found < n:
             ex = self._draw(rng)
             tries += 1
             if split_of(ex.src) == split:
-                out.append(ex)
-            elif tries > max_tries_per_example * n:
+                found += 1
+                yield ex
+            elif tries > max_tries_per_example * (found + 1):
                 raise ValueError(
                     f"task {self.name!r} with {self.params()} has too few distinct sources "
-                    f"to fill the {split!r} split (found {len(out)} of {n})"
+                    f"to fill the {split!r} split (found {found} of {n})"
                 )
-        return out
 
     def spec(self) -> dict[str, Any]:
         """``{"name", "params"}``: enough to rebuild the task with :func:`attnlab.tasks.get_task`."""

@@ -66,6 +66,14 @@ FORMATS: dict[str, Callable[[dt.date], str]] = {
     "d/m/yyyy": lambda d: f"{d.day}/{d.month}/{d.year}",  # 25/1/2026
 }
 
+
+def source_lengths(formats) -> set[int]:
+    """Every source length the ``formats`` can produce. One leap year holds every (month, weekday,
+    day) combination a length depends on; years are 4 digits (1950-2049) or 2, so one year is enough."""
+    start = dt.date(2024, 1, 1)
+    return {len(FORMATS[f](start + dt.timedelta(days=k))) for f in formats for k in range(366)}
+
+
 SYMBOLS = string.ascii_letters + string.digits + " ,./-"
 
 
@@ -87,6 +95,13 @@ class Dates(Task):
             raise ValueError(f"min_len={min_len} is larger than max_len={max_len}")
         self.min_len, self.max_len = min_len, max_len
         self.formats = tuple(formats) if formats else tuple(FORMATS)
+        lengths = source_lengths(self.formats)
+        lo, hi = min_len or 0, max_len or max(lengths)
+        if not any(lo <= n <= hi for n in lengths):
+            raise ValueError(
+                f"task dates has no source of length {lo}..{hi}: its {len(self.formats)} formats "
+                f"give lengths {min(lengths)}..{max(lengths)}"
+            )
         self.tokenizer = CharTokenizer(SYMBOLS)
 
     def params(self) -> dict[str, Any]:

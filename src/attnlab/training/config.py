@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab._checks import positive_int
+from attnlab._checks import non_negative_float, positive_float, positive_int, probability
 from attnlab.training.schedule import SCHEDULES
 
 MODEL_KINDS = ("seq2seq-rnn", "attention-rnn", "transformer", "gpt")
@@ -62,12 +62,11 @@ class TrainConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr!r}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
-        if self.clip < 0 or self.weight_decay < 0:
-            raise ValueError(f"clip and weight_decay must be >= 0, got {self.clip!r}, {self.weight_decay!r}")
+        # non-finite values train to a NaN loss: refuse them (inf, nan) with the rest
+        positive_float("lr", self.lr)
+        probability("label_smoothing", self.label_smoothing)
+        non_negative_float("clip", self.clip)
+        non_negative_float("weight_decay", self.weight_decay)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         if self.decode not in DECODERS:
