@@ -48,3 +48,21 @@ def test_atomic_writes_use_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explore", "a\udced\udcb3\udcbf", "--out", "x.html"],
+        ["embed", "caf\udcc3", "ok"],
+        ["translate", "somewhere", "ab\udcff"],
+    ],
+)
+def test_text_that_is_not_utf8_is_named_not_a_traceback(args):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "is not valid UTF-8 text" in result.output and result.output.count("\n") == 1

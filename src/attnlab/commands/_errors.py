@@ -15,11 +15,27 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
+def _check_text(name: str, value: Any) -> None:
+    """Arguments that are not valid UTF-8 arrive as lone surrogates (Python's surrogateescape);
+    refuse them here, named, instead of letting a tokenizer raise a TypeError deep inside."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    for v in values:
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = v[exc.start : exc.end].encode("utf-8", "surrogateescape")
+                where = f"bytes {bad!r} at character {exc.start}"
+                raise BadInput(f"{name.replace('_', ' ')} is not valid UTF-8 text ({where})") from None
+
+
 def usage_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a click callback so ``ValueError``/``FileNotFoundError`` exit 2 with one clear line."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for name, value in kwargs.items():
+            _check_text(name, value)
         try:
             return fn(*args, **kwargs)
         except (ValueError, FileNotFoundError) as exc:
