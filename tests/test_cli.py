@@ -1,5 +1,6 @@
 """The `attnlab` entry point: every command is listed, and bad arguments give one line and exit 2."""
 
+import json
 import subprocess
 import sys
 
@@ -66,3 +67,16 @@ def test_text_that_is_not_utf8_is_named_not_a_traceback(args):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
     assert "is not valid UTF-8 text" in result.output and result.output.count("\n") == 1
+
+
+def test_dash_reads_text_from_standard_input():
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    piped = CliRunner().invoke(cli, ["embed", "-", "a kitten", "--json"], input="a cat\n\nthe dog\n")
+    typed = CliRunner().invoke(cli, ["embed", "a cat", "the dog", "a kitten", "--json"])
+    assert piped.exit_code == 0 and typed.exit_code == 0, piped.output
+    assert json.loads(piped.output) == json.loads(typed.output)  # one text per non-empty line
+    empty = CliRunner().invoke(cli, ["explore", "-", "--out", "x.html"], input="\n")
+    assert empty.exit_code == 2 and "read nothing from standard input" in empty.output

@@ -15,6 +15,31 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
+# text arguments that may be given as "-": the text is read from standard input instead
+TEXT_ARGUMENTS = {"sentence": "whole", "prompt": "whole", "texts": "lines", "text": "lines"}
+
+
+def _from_stdin(name: str, value: Any) -> Any:
+    """``-`` in a text argument reads standard input: the whole text (a sentence, a prompt) or one
+    text per non-empty line (``embed -``, ``translate DIR -``)."""
+    how = TEXT_ARGUMENTS.get(name)
+    if how is None or not (value == "-" or (isinstance(value, tuple) and "-" in value)):
+        return value
+    data = click.get_text_stream("stdin").read()
+    if how == "whole":
+        text = data.rstrip("\n")
+        if not text.strip():
+            raise BadInput(f"{name} '-' read nothing from standard input")
+        return text
+    lines = [line for line in data.splitlines() if line.strip()]
+    if not lines:
+        raise BadInput(f"{name} '-' read no lines from standard input")
+    out: list[str] = []
+    for v in value:
+        out.extend(lines if v == "-" else [v])
+    return tuple(out)
+
+
 def _check_text(name: str, value: Any) -> None:
     """Arguments that are not valid UTF-8 arrive as lone surrogates (Python's surrogateescape);
     refuse them here, named, instead of letting a tokenizer raise a TypeError deep inside."""
@@ -35,6 +60,7 @@ def usage_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for name, value in kwargs.items():
+            kwargs[name] = value = _from_stdin(name, value)
             _check_text(name, value)
         try:
             return fn(*args, **kwargs)
