@@ -139,3 +139,11 @@ def test_corrupt_checkpoint_is_refused_and_kept(trained, tmp_path):
 def test_translate_rejects_foreign_characters(trained):
     result = run("translate", str(trained), "xyz")
     assert result.exit_code == 2 and "outside the 'reverse' alphabet" in result.output
+
+
+def test_explore_refuses_foreign_characters_as_translate_does(trained, tmp_path):
+    out = tmp_path / "e.html"
+    result = run("explore", "Hello World", "--model", str(trained), "--out", str(out))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "outside the 'reverse' alphabet 'abcdefghij'" in result.output and "'H'" in result.output
+    assert not out.exists()

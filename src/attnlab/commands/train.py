@@ -303,9 +303,8 @@ def translate(directory: str, text: tuple[str, ...], decode: str, beam_size: int
 
     model, state = load_trained(directory)
     t = _task_of(state, None, None)
-    unknown = sorted({ch for s in text for ch in s} - set(t.tokenizer.symbols))
-    if unknown:
-        raise ValueError(f"text has characters outside the {t.name!r} alphabet: {unknown}")
+    for s in text:
+        t.tokenizer.check_text(s, t.name)
     if any(not s for s in text):
         raise ValueError("text must not be empty")
     preds = predict(model, t, list(text), decode=decode, beam_size=beam_size)

@@ -41,6 +41,16 @@ class CharTokenizer:
         """One id per character; characters outside the alphabet become ``UNK``."""
         return [self._to_id.get(ch, UNK) for ch in text]
 
+    def check_text(self, text: str, task: str = "task") -> str:
+        """``text`` unchanged if every character is in the alphabet, else a ``ValueError`` naming the
+        characters and the alphabet (commands refuse such input rather than map it to ``<unk>``)."""
+        unknown = sorted(set(text) - set(self.symbols))
+        if unknown:
+            raise ValueError(
+                f"text has characters outside the {task!r} alphabet {''.join(self.symbols)!r}: {unknown}"
+            )
+        return text
+
     def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids``: stops at the first ``EOS``, skips ``PAD``/``BOS``/``SEP``, ``UNK`` -> '?'."""
         out = []

@@ -210,6 +210,7 @@ def trained_dir_views(sentence: str, directory: str | Path) -> tuple[list[Attent
         raise ValueError(f"{directory} does not record the task it was trained on; cannot tokenize")
     task = get_task(spec["name"], **spec.get("params", {}))
     tok = task.tokenizer
+    tok.check_text(sentence, task.name)  # as translate does: never a silent <unk>
     pred = predict(model, task, [sentence])[0]
     if model.kind == "gpt":
         ids = [BOS] + tok.encode(sentence) + [SEP] + tok.encode(pred)
