@@ -80,3 +80,30 @@ def test_dash_reads_text_from_standard_input():
     assert json.loads(piped.output) == json.loads(typed.output)  # one text per non-empty line
     empty = CliRunner().invoke(cli, ["explore", "-", "--out", "x.html"], input="\n")
     assert empty.exit_code == 2 and "read nothing from standard input" in empty.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explore", "a cat", "--out", "{file}/x.html"],
+        ["explore", "a cat", "--out", "{long}.html"],
+        ["figures", "--out", "{file}/figs"],
+        ["figures", "--out", ""],
+        ["demo", "--out", "{file}"],
+        ["demo", "--out", "{long}"],
+        ["experiment", "bottleneck", "--quick", "--out", "{file}/x"],
+        ["train", "--task", "reverse", "--steps", "1", "--out", "{file}/run"],
+    ],
+)
+def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, args):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    args = [a.format(file=a_file, long=tmp_path / ("n" * 300)) for a in args]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: ") and result.output.count("\n") == 1, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing half-written

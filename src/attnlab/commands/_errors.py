@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,7 @@ def _from_stdin(name: str, value: Any) -> Any:
     how = TEXT_ARGUMENTS.get(name)
     if how is None or not (value == "-" or (isinstance(value, tuple) and "-" in value)):
         return value
-    data = click.get_text_stream("stdin").read()
+    data = sys.stdin.read()
     if how == "whole":
         text = data.rstrip("\n")
         if not text.strip():

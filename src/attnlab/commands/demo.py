@@ -24,9 +24,11 @@ def demo(out: str, steps: int | None, no_explorer: bool, quiet: bool) -> None:
     experiment with its plot, table and alignment heatmaps, and the attention explorer."""
     import dataclasses
 
+    from attnlab._io import check_out_path
     from attnlab.experiments.bottleneck import QUICK
     from attnlab.experiments.demo import build_demo
 
+    check_out_path(out, "--out")  # before minutes of work
     settings = QUICK if steps is None else dataclasses.replace(QUICK, steps=steps)
     result = build_demo(out, settings=settings, progress=not quiet, explorer=not no_explorer)
     missing = {k: v for k, v in result["sections"].items() if isinstance(v, str)}

@@ -38,6 +38,9 @@ def bottleneck(
     if steps is not None:
         changes["steps"] = steps
     settings = dataclasses.replace(settings, **changes)
+    from attnlab._io import check_out_path
+
+    check_out_path(out, "--out")  # before minutes of training
     log = (lambda *_: None) if as_json else click.echo
     result = run(settings, out, progress=not quiet, log=log)
     if as_json:

@@ -18,9 +18,11 @@ from attnlab.commands._errors import usage_errors
 @usage_errors
 def figures(out_dir: str, fmt: str, as_json: bool) -> None:
     """Draw the five figures of the Week 1 notes, computed by attnlab, into OUT."""
+    from attnlab._io import check_out_path
     from attnlab.progress import progress
     from attnlab.viz.figures import FIGURES, draw_figures
 
+    check_out_path(out_dir, "--out")
     with progress(total=len(FIGURES), desc="figures", unit="fig", quiet=as_json) as bar:
         result = draw_figures(out_dir, fmt, progress=bar.update)
     if as_json:
@@ -95,8 +97,10 @@ def _plain(x):
 @usage_errors
 def explore(sentence: str, model: str, out_path: str, min_weight: float) -> None:
     """Write ONE self-contained HTML page exploring MODEL's attention on SENTENCE."""
+    from attnlab._io import check_out_path
     from attnlab.viz.explorer import explore as explore_page
 
+    check_out_path(out_path, "--out", folder=False)  # before the model runs
     page = explore_page(sentence, model, min_weight=min_weight)
     path = page.save(out_path)
     shapes = ", ".join(f"{v.name} {list(v.weights.shape)}" for v in page.views)

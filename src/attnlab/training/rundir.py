@@ -23,35 +23,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from attnlab import _io
+
 MARKER = "attnlab-run.json"
 LOCK = ".attnlab.lock"
 # what attnlab itself writes at the top of a run folder (anything else there is left alone)
 OWN_FILES = ("latest.json", "config.json", "model.safetensors", MARKER)
 
 
-def check_out_path(out: str | os.PathLike, what: str = "--out") -> Path:
-    """``out`` as a Path, or a ``ValueError`` when it cannot be a folder attnlab writes into."""
-    text = os.fspath(out)
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{what} must name a folder, got an empty path")
-    path = Path(text)
-    try:
-        path.exists()
-    except OSError as exc:  # a name too long, or similar
-        raise ValueError(f"{what} {text[:60]!r}: {exc.strerror or exc}") from None
-    for name in path.parts:
-        if len(name.encode("utf-8", "surrogateescape")) > 255:
-            raise ValueError(f"{what}: the name {name[:40]!r}... is longer than 255 bytes")
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{what} {path} exists and is not a folder")
-    parent = path
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"{what} {path}: {parent} is a file, so no folder can be made under it")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path}: {parent} is not writable")
-    return path
+def check_out_path(out, what: str = "--out") -> Path:
+    """A run folder's path, checked before any work (see :func:`attnlab._io.check_out_path`)."""
+    return _io.check_out_path(out, what, folder=True)
 
 
 def is_attnlab_run(path: Path) -> bool:
