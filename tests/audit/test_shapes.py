@@ -34,7 +34,7 @@ def test_every_arrow_in_order_post_norm():
         "split heads V",
         "scores QKᵀ/√d_k",
         "weights softmax(scores)",
-        "per-head outputs AV",
+        "per-head outputs z = AV",
         "concat(heads)",
         "W^O output",
         "add: X + self-attention(X)",

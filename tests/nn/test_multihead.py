@@ -124,7 +124,7 @@ def test_gqa_equals_sdpa_enable_gqa():
     q, k, v = heads["q_heads"], heads["k_heads"], heads["v_heads"]
     assert q.shape == (2, 8, 6, 4) and k.shape == (2, 2, 6, 4) and v.shape == (2, 2, 6, 4)
     want = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    torch.testing.assert_close(heads["heads_out"], want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(heads["z"], want.transpose(1, 2), rtol=0, atol=1e-12)  # z: [B, T, h, d_k]
 
 
 @pytest.mark.parametrize("case", [dict(), dict(num_kv_heads=1, positions="rope"), dict(positions="alibi")])
@@ -176,7 +176,7 @@ def test_trace_reports_every_step_in_order():
         "v_heads",
         "scores",
         "weights",
-        "heads_out",
+        "z",
         "concat",
         "out",
     ]

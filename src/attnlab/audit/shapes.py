@@ -2,8 +2,8 @@
 
 Nothing here is computed from formulas: the attnlab module is built and run on random input
 while every :class:`~attnlab.nn.MultiHeadAttention` reports its steps through its ``trace`` hook
-(x_q, q, k, v, q_heads, k_heads, v_heads, scores, weights, heads_out, concat, out) and forward
-hooks report the norms (their input is the residual sum), the FFN, embeddings and the head. The
+(its hook points, ``MultiHeadAttention.POINTS``: x_q, q, k, v, q_heads, ..., z, concat, out) and
+forward hooks report the norms (their input is the residual sum), the FFN, embeddings and the head. The
 steps come out in the order data flows, and :func:`render_shapes` draws them as the block diagram.
 """
 
@@ -29,7 +29,7 @@ TRACE_LABELS = {
     "v_heads": "split heads V",
     "scores": "scores QKᵀ/√d_k",
     "weights": "weights softmax(scores)",
-    "heads_out": "per-head outputs AV",
+    "z": "per-head outputs z = AV",
     "concat": "concat(heads)",
     "out": "W^O output",
 }

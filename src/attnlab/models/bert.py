@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
 from attnlab.nn.config import BlockConfig
+from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import EncoderLayer
 from attnlab.nn.positions import LearnedPositions
 
@@ -101,13 +102,16 @@ def _ids(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> Non
         raise ValueError(f"{name} holds ids outside [0, {bound}): min {int(x.min())}, max {int(x.max())}")
 
 
-class BertEncoder(SavableModel):
+class BertEncoder(HookPoints, SavableModel):
     """Encoder-only Transformer with learned and token-type positions (kind ``"bert"``).
 
     Submodules: ``word_embeddings``, ``positions`` (:class:`attnlab.nn.LearnedPositions`),
     ``token_type_embeddings``, ``embed_norm``, ``layers`` (post-norm :class:`attnlab.nn.EncoderLayer`),
-    ``pooler`` (``nn.Linear`` or None).
+    ``pooler`` (``nn.Linear`` or None). Hook points (``forward`` and ``encode``; the packed path
+    has none): ``embed`` and ``layers.{i}.*``.
     """
+
+    POINTS = {"embed": "[B, T, d_model]"}  # X_0, the normed embeddings
 
     kind = "bert"
     config_class = BertConfig
@@ -158,7 +162,10 @@ class BertEncoder(SavableModel):
         else:
             x = x + self.token_type_embeddings(token_type_ids)  # [B, T, d]
         x = self.positions(x)  # + P[0:T]
-        return self.drop(self.embed_norm(x))  # [B, T, d]
+        return self._at("embed", self.drop(self.embed_norm(x)))  # [B, T, d]
+
+    def _hook_children(self) -> dict:
+        return {f"layers.{i}": layer for i, layer in enumerate(self.layers)}
 
     def forward(
         self,

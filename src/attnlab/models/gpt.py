@@ -31,6 +31,7 @@ from torch import nn
 from attnlab.models.base import ModelConfig, SavableModel, check_positive
 from attnlab.models.transformer import check_ids
 from attnlab.nn.config import BlockConfig
+from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import DecoderLayer, make_norm
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import LearnedPositions, SinusoidalPositions
@@ -102,8 +103,14 @@ class GPTState:
     last_logits: torch.Tensor
 
 
-class GPT(SavableModel):
-    """Decoder-only Transformer: ``forward(ids [B, T]) -> logits [B, T, V]`` (causal)."""
+class GPT(HookPoints, SavableModel):
+    """Decoder-only Transformer: ``forward(ids [B, T]) -> logits [B, T, V]`` (causal).
+
+    Hook points: ``embed``, ``layers.{i}.*`` (each :class:`~attnlab.nn.DecoderLayer`'s, e.g.
+    ``layers.0.attn.weights``, ``layers.0.mlp.hidden``, ``layers.0.resid_post``) and ``final_norm``.
+    """
+
+    POINTS = {"embed": "[B, T, d_model]", "final_norm": "[B, T, d_model]"}  # h_0 and N_f(h_L)
 
     kind = "gpt"
     config_class = GPTConfig
@@ -137,7 +144,10 @@ class GPT(SavableModel):
         x = self.tok_embed(ids)  # [B, T, d]
         if self.pos_embed is not None:
             x = self.pos_embed(x, offset)  # [B, T, d]
-        return self.dropout(x)
+        return self._at("embed", self.dropout(x))
+
+    def _hook_children(self) -> dict:
+        return {f"layers.{i}": block for i, block in enumerate(self.blocks)}
 
     def forward(
         self,
@@ -168,7 +178,7 @@ class GPT(SavableModel):
             else:
                 x = block(x, self_mask=mask, is_causal=True)
             hidden.append(x)
-        logits = self.lm_head(self.norm(x))  # [B, T, V]
+        logits = self.lm_head(self._at("final_norm", self.norm(x)))  # [B, T, V]
         extra = ([weights] if return_attention else []) + ([hidden] if return_hidden else [])
         return (logits, *extra) if extra else logits
 
@@ -178,7 +188,7 @@ class GPT(SavableModel):
         for block, cache in zip(self.blocks, state.caches):
             x = block(x, is_causal=True, cache=cache)  # lower-right causal over the cache
         state.length += ids.shape[1]
-        return self.lm_head(self.norm(x[:, -1]))  # [B, V]
+        return self.lm_head(self._at("final_norm", self.norm(x[:, -1:]))[:, -1])  # [B, V]: the last position
 
     def start(self, prompt: torch.Tensor) -> GPTState:
         """Consume ``prompt [B, P]`` into fresh KV caches; ``state.last_logits [B, V]`` predicts token P."""

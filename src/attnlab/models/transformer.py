@@ -20,6 +20,7 @@ from torch import nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
 from attnlab.nn.config import ACTIVATIONS, NORM_PLACES, BlockConfig
+from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import Decoder, Encoder
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import SinusoidalPositions
@@ -130,8 +131,14 @@ class TransformerState:
     last_logits: torch.Tensor | None = None  # seq2seq: the first step consumes BOS, so none yet
 
 
-class Transformer(SavableModel):
-    """Encoder-decoder Transformer: ``forward(src [B, S], tgt_in [B, T]) -> logits [B, T, V_tgt]``."""
+class Transformer(HookPoints, SavableModel):
+    """Encoder-decoder Transformer: ``forward(src [B, S], tgt_in [B, T]) -> logits [B, T, V_tgt]``.
+
+    Hook points: ``src_embed``, ``tgt_embed``, ``encoder.layers.{i}.*``, ``decoder.layers.{i}.*``
+    (with ``cross_attn.*`` and ``resid_cross``).
+    """
+
+    POINTS = {"src_embed": "[B, S, d_model]", "tgt_embed": "[B, T, d_model]"}
 
     kind = "transformer"
     config_class = TransformerConfig
@@ -152,6 +159,9 @@ class Transformer(SavableModel):
         if c.share_embeddings:
             self.generator.weight = self.tgt_embed.weight  # [V, d]: one matrix in three places
 
+    def _hook_children(self) -> dict:
+        return {"encoder": self.encoder, "decoder": self.decoder}
+
     # ------------------------------------------------------------------------------ pieces
     def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         x = embedding(ids) * math.sqrt(self.config.d_model)  # [B, T, d]
@@ -167,7 +177,8 @@ class Transformer(SavableModel):
         c = self.config
         check_ids("src", src, c.src_vocab, c.max_len)
         mask = self._src_mask(src)
-        out = self.encoder(self._embed(self.src_embed, src), mask, need_weights=need_weights)
+        x = self._at("src_embed", self._embed(self.src_embed, src))  # [B, S, d]
+        out = self.encoder(x, mask, need_weights=need_weights)
         if need_weights:
             return out[0], mask, out[1]
         return out, mask
@@ -191,7 +202,7 @@ class Transformer(SavableModel):
         memory, mem_mask = enc[0], enc[1]
         # target PADs need no mask: they sit to the right of the real tokens, where the causal mask
         # already hides them from every real position (and the loss ignores the PAD positions)
-        y = self._embed(self.tgt_embed, tgt_in)  # [B, T, d]
+        y = self._at("tgt_embed", self._embed(self.tgt_embed, tgt_in))  # [B, T, d]
         out = self.decoder(
             y,
             memory,
@@ -228,6 +239,7 @@ class Transformer(SavableModel):
         if state.length >= c.max_len:
             raise ValueError(f"cannot decode position {state.length}: max_len={c.max_len}")
         y = self._embed(self.tgt_embed, tokens[:, None], offset=state.length)  # [B, 1, d]
+        y = self._at("tgt_embed", y)
         y = self.decoder(
             y,
             state.memory,

@@ -15,6 +15,7 @@ from attnlab.nn.convert import (
     transformer_to_torch,
 )
 from attnlab.nn.flash import flash_attention
+from attnlab.nn.hooks import HookPoints, capture, patch
 from attnlab.nn.layers import (
     Decoder,
     DecoderLayer,
@@ -46,6 +47,7 @@ __all__ = [
     "EncoderDecoder",
     "EncoderLayer",
     "FeedForward",
+    "HookPoints",
     "KVCache",
     "LearnedPositions",
     "LuongAttention",
@@ -55,6 +57,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "capture",
     "causal_mask",
     "decoder_layer_from_torch",
     "decoder_layer_to_torch",
@@ -66,6 +69,7 @@ __all__ = [
     "mha_from_torch",
     "mha_to_torch",
     "padding_mask",
+    "patch",
     "padding_mask_from_ids",
     "rope_cos_sin",
     "sinusoidal_table",

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.nn.config import BlockConfig
+from attnlab.nn.hooks import HookPoints
 from attnlab.nn.multihead import KVCache, MultiHeadAttention
 
 ACTIVATIONS = {
@@ -50,7 +51,7 @@ def make_norm(config: BlockConfig, d: int | None = None) -> nn.Module:
     return nn.LayerNorm(d, eps=config.norm_eps)
 
 
-class FeedForward(nn.Module):
+class FeedForward(HookPoints, nn.Module):
     """The position-wise FFN of a block, ``[..., d_model] -> [..., d_model]``:
 
     mlp: FFN(x) = act(x W_1 + b_1) W_2 + b_2;   glu: FFN(x) = (act(x W_1) * x W_3) W_2
@@ -60,7 +61,13 @@ class FeedForward(nn.Module):
     ``ffn_bias``, ``dropout`` (after the activation, training only). Submodules
     ``linear1 [d_model -> d_ff]``, ``linear2 [d_ff -> d_model]`` and, for glu, ``linear3
     [d_model -> d_ff]`` (Llama's w1, w2, w3: Hugging Face's gate_proj, down_proj, up_proj).
+    Hook points: ``hidden`` and ``out``.
     """
+
+    POINTS = {
+        "hidden": "[B, T, d_ff]",  # act(x W_1), times x W_3 for a GLU: what W_2 reads
+        "out": "[B, T, d_model]",  # FFN(x)
+    }
 
     def __init__(self, config: BlockConfig):
         super().__init__()
@@ -81,7 +88,8 @@ class FeedForward(nn.Module):
         hidden = self._act(self.linear1(x))  # [..., d_ff]
         if self.linear3 is not None:
             hidden = hidden * self.linear3(x)  # [..., d_ff]: the gate times the linear branch
-        return self.linear2(self.dropout(hidden))  # [..., d_model]
+        hidden = self._at("hidden", hidden)
+        return self._at("out", self.linear2(self.dropout(hidden)))  # [..., d_model]
 
 
 def _sublayers(layer: nn.Module, config: BlockConfig, ffn_norm: str) -> None:
@@ -91,13 +99,24 @@ def _sublayers(layer: nn.Module, config: BlockConfig, ffn_norm: str) -> None:
     setattr(layer, ffn_norm, make_norm(config) if has_ffn else None)
 
 
-class EncoderLayer(nn.Module):
+# the residual stream around a block's sub-blocks (TransformerLens's names)
+RESIDUAL_POINTS = {
+    "resid_pre": "[B, T, d_model]",  # the layer's input
+    "resid_mid": "[B, T, d_model]",  # after the (self-)attention sub-block
+    "resid_post": "[B, T, d_model]",  # the layer's output
+}
+
+
+class EncoderLayer(HookPoints, nn.Module):
     """One encoder layer: self-attention then FFN, each in a residual branch with a norm.
 
     post: U = N_1(X + MHA(X)), Y = N_2(U + FFN(U));  pre: U = X + MHA(N_1(X)), Y = U + FFN(N_2(U)).
     Built from a :class:`~attnlab.nn.BlockConfig`. Submodules ``self_attn``, ``ffn``, ``norm1``,
-    ``norm2`` (``ffn`` and ``norm2`` are None for ``ffn="none"``).
+    ``norm2`` (``ffn`` and ``norm2`` are None for ``ffn="none"``). Hook points: ``resid_pre``,
+    ``resid_mid``, ``resid_post`` and those of ``attn`` (:class:`MultiHeadAttention`) and ``mlp``.
     """
+
+    POINTS = RESIDUAL_POINTS
 
     def __init__(self, config: BlockConfig):
         super().__init__()
@@ -119,20 +138,25 @@ class EncoderLayer(nn.Module):
     ):
         """``x [B, T, d_model] -> [B, T, d_model]``; with ``need_weights`` also the self-attention
         weights ``[B, h, T, T]``. ``mask``: bool, broadcastable to ``[B, T, T]`` (True = may attend)."""
+        x = self._at("resid_pre", x)
         if self.norm_first:
             a, w = self.self_attn(self.norm1(x), mask=mask, is_causal=is_causal, need_weights=need_weights)
-            x = x + self.dropout1(a)
+            x = self._at("resid_mid", x + self.dropout1(a))
             if self.ffn is not None:
                 x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
             a, w = self.self_attn(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
-            x = self.norm1(x + self.dropout1(a))
+            x = self._at("resid_mid", self.norm1(x + self.dropout1(a)))
             if self.ffn is not None:
                 x = self.norm2(x + self.dropout2(self.ffn(x)))
+        x = self._at("resid_post", x)
         return (x, w) if need_weights else x
 
+    def _hook_children(self) -> dict:
+        return {"attn": self.self_attn, "mlp": self.ffn}
 
-class DecoderLayer(nn.Module):
+
+class DecoderLayer(HookPoints, nn.Module):
     """One decoder layer: masked self-attention, cross-attention over the memory, FFN.
 
     post: A = N_1(Y + SelfAttn(Y)), C = N_2(A + CrossAttn(A, M)), Z = N_3(C + FFN(C));
@@ -140,8 +164,17 @@ class DecoderLayer(nn.Module):
     Built from a :class:`~attnlab.nn.BlockConfig`. Submodules ``self_attn``, ``cross_attn``, ``ffn``,
     ``norm1``, ``norm2``, ``norm3``; with ``cross_attention=False`` (decoder-only models, GPT)
     ``cross_attn`` and ``norm2`` are ``None``; with ``ffn="none"`` ``ffn`` and ``norm3`` are.
-    ``memory_dim``: width of the memory (default ``d_model``).
+    ``memory_dim``: width of the memory (default ``d_model``). Hook points: ``resid_pre``,
+    ``resid_mid`` (after self-attention), ``resid_cross`` (after cross-attention, if any),
+    ``resid_post`` and those of ``attn``, ``cross_attn`` and ``mlp``.
     """
+
+    POINTS = {
+        "resid_pre": RESIDUAL_POINTS["resid_pre"],
+        "resid_mid": RESIDUAL_POINTS["resid_mid"],
+        "resid_cross": "[B, T, d_model]",  # after the cross-attention sub-block
+        "resid_post": RESIDUAL_POINTS["resid_post"],
+    }
 
     def __init__(self, config: BlockConfig, *, cross_attention: bool = True, memory_dim: int | None = None):
         super().__init__()
@@ -188,34 +221,44 @@ class DecoderLayer(nn.Module):
         if has_cross and memory is None and (memory_cache is None or memory_cache.length == 0):
             raise ValueError("this decoder layer has cross-attention: pass memory [B, S, d_model]")
         cross_w = None
+        y = self._at("resid_pre", y)
         if self.norm_first:
             a, self_w = self.self_attn(
                 self.norm1(y), mask=self_mask, is_causal=is_causal, need_weights=need_weights, cache=cache
             )
-            y = y + self.dropout1(a)
+            y = self._at("resid_mid", y + self.dropout1(a))
             if has_cross:
                 c, cross_w = self.cross_attn(
                     self.norm2(y), memory, mask=memory_mask, need_weights=need_weights, cache=memory_cache
                 )
-                y = y + self.dropout2(c)
+                y = self._at("resid_cross", y + self.dropout2(c))
             if self.ffn is not None:
                 y = y + self.dropout3(self.ffn(self.norm3(y)))
         else:
             a, self_w = self.self_attn(
                 y, mask=self_mask, is_causal=is_causal, need_weights=need_weights, cache=cache
             )
-            y = self.norm1(y + self.dropout1(a))
+            y = self._at("resid_mid", self.norm1(y + self.dropout1(a)))
             if has_cross:
                 c, cross_w = self.cross_attn(
                     y, memory, mask=memory_mask, need_weights=need_weights, cache=memory_cache
                 )
-                y = self.norm2(y + self.dropout2(c))
+                y = self._at("resid_cross", self.norm2(y + self.dropout2(c)))
             if self.ffn is not None:
                 y = self.norm3(y + self.dropout3(self.ffn(y)))
+        y = self._at("resid_post", y)
         return (y, self_w, cross_w) if need_weights else y
 
+    def _points(self) -> dict[str, str]:
+        if self.cross_attn is None:
+            return {k: v for k, v in self.POINTS.items() if k != "resid_cross"}
+        return self.POINTS
 
-class _Stack(nn.Module):
+    def _hook_children(self) -> dict:
+        return {"attn": self.self_attn, "cross_attn": self.cross_attn, "mlp": self.ffn}
+
+
+class _Stack(HookPoints, nn.Module):
     """``num_layers`` separately parameterised ``layer_class`` layers (``self.layers``) built from one
     :class:`~attnlab.nn.BlockConfig`, and an optional final norm (``self.norm``; by default only a
     pre-norm stack has one)."""
@@ -229,6 +272,9 @@ class _Stack(nn.Module):
         if final_norm is None:
             final_norm = config.norm_place == "pre"
         self.norm = make_norm(config) if final_norm else None
+
+    def _hook_children(self) -> dict:
+        return {f"layers.{i}": layer for i, layer in enumerate(self.layers)}
 
 
 class Encoder(_Stack):
@@ -296,7 +342,7 @@ class Decoder(_Stack):
         return (y, self_ws, cross_ws) if need_weights else y
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(HookPoints, nn.Module):
     """Encoder and decoder stacks on embeddings (the part of the model that ``nn.Transformer`` is),
     every layer built from one :class:`~attnlab.nn.BlockConfig`.
 
@@ -336,3 +382,6 @@ class EncoderDecoder(nn.Module):
         return self.decoder(
             tgt, memory, self_mask=tgt_mask, memory_mask=memory_mask, is_causal=tgt_is_causal
         )  # [B, T, d]
+
+    def _hook_children(self) -> dict:
+        return {"encoder": self.encoder, "decoder": self.decoder}

@@ -4,10 +4,15 @@ MultiHead(X_q, X_kv) = Concat(H_1, ..., H_h) W^O,  H_i = softmax(Q_i K_i^T / sqr
 Q = X_q W^Q, K = X_kv W^K, V = X_kv W^V  (the notes' row convention; torch's ``nn.Linear`` stores
 each W transposed, ``[d_out, d_in]``).
 
-Two paths sit side by side and a test proves they agree:
-- the fast path, ``F.scaled_dot_product_attention`` (fused; no weights come back);
-- the explicit path, written out step by step, which returns the weights ``[B, h, T_q, T_k]`` and
-  can report every intermediate tensor to a ``trace`` hook.
+``forward`` is four named steps: project (Q, K, V, heads, RoPE, the cache), mask (the boolean
+mask, ALiBi's bias, and whether PyTorch's ``is_causal`` is exactly the lower-right mask), attend,
+merge (heads back together, W^O). Attend has paths side by side, and tests prove they agree:
+- the fast path, ``F.scaled_dot_product_attention`` (fused; no weights come back), or the tiled
+  :func:`attnlab.nn.flash_attention`;
+- the explicit path, written out step by step, which returns the weights ``[B, h, T_q, T_k]``.
+The tensors between the steps are the hook points ``MultiHeadAttention.POINTS`` (declared once,
+with their shapes): ``trace``, :func:`attnlab.nn.capture`/:func:`~attnlab.nn.patch` and
+``attnlab audit shapes`` all use them.
 GQA/MQA: ``num_kv_heads`` key/value heads, each shared by ``num_heads / num_kv_heads`` consecutive
 query heads. Causal masking with a cache is aligned to the lower right (the new queries are the
 last positions), unlike ``is_causal=True`` of PyTorch, which is aligned to the upper left.
@@ -24,6 +29,7 @@ from torch import nn
 
 from attnlab._checks import positive_int
 from attnlab.nn.config import BlockConfig
+from attnlab.nn.hooks import HookPoints, add_hook, remove_hook
 from attnlab.nn.masks import causal_mask, sliding_window_mask
 from attnlab.nn.positions import alibi_bias, apply_rope, rope_cos_sin
 
@@ -93,7 +99,7 @@ def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.T
     return mask
 
 
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(HookPoints, nn.Module):
     """Multi-head attention (self or cross) as a :class:`~attnlab.nn.BlockConfig` describes it.
 
     From the config: ``d_model``, ``num_heads`` (h; ``d_k = d_model / h``), ``num_kv_heads`` (GQA/MQA),
@@ -108,10 +114,24 @@ class MultiHeadAttention(nn.Module):
             ALiBi or window, which relate positions within one sequence.
         kv_dim: width of ``x_kv`` (default ``d_model``).
     Submodules ``q_proj [d_model -> h d_k]``, ``k_proj``/``v_proj [kv_dim -> h_kv d_k]``,
-    ``out_proj [h d_k -> d_model]``. Attribute ``trace``: when set, forward runs the explicit path and
-    calls ``trace(name, tensor)`` for "x_q", "q", "k", "v", "q_heads", "k_heads", "v_heads",
-    "scores", "weights", "heads_out", "concat", "out" in that order.
+    ``out_proj [h d_k -> d_model]``. Hook points: :attr:`POINTS`. Attribute ``trace``: when set,
+    forward runs the explicit path and calls ``trace(name, tensor)`` at every point, in order.
     """
+
+    POINTS = {
+        "x_q": "[B, T_q, d_model]",  # the input the queries (and, in self-attention, K and V) come from
+        "q": "[B, T_q, h*d_k]",  # Q = X_q W^Q
+        "k": "[B, T_new, h_kv*d_k]",  # K = X_kv W^K (the new positions only, with a cache)
+        "v": "[B, T_new, h_kv*d_k]",  # V = X_kv W^V
+        "q_heads": "[B, h, T_q, d_k]",  # Q split into heads (RoPE applied)
+        "k_heads": "[B, h_kv, T_k, d_k]",  # K split into heads (RoPE applied), cached keys included
+        "v_heads": "[B, h_kv, T_k, d_k]",
+        "scores": "[B, h, T_q, T_k]",  # Q K^T / sqrt(d_k) (+ ALiBi), before the mask; explicit path
+        "weights": "[B, h, T_q, T_k]",  # softmax(scores + M); explicit path
+        "z": "[B, T_q, h, d_k]",  # per-head outputs A V
+        "concat": "[B, T_q, h*d_k]",  # Concat(H_1, ..., H_h)
+        "out": "[B, T_q, d_model]",  # Concat(...) W^O
+    }
 
     def __init__(self, config: BlockConfig, *, cross_attention: bool = False, kv_dim: int | None = None):
         super().__init__()
@@ -119,12 +139,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"MultiHeadAttention needs a BlockConfig, got {type(config).__name__}")
         c = self.config = config
         self.cross_attention = cross_attention
-        self.d_model, self.num_heads, self.num_kv_heads, self.d_k = (
-            c.d_model,
-            c.num_heads,
-            c.kv_heads,
-            c.head_dim,
-        )
+        self.d_model, self.num_heads, self.num_kv_heads = c.d_model, c.num_heads, c.kv_heads
+        self.d_k = c.head_dim
         self.kv_dim = c.d_model if kv_dim is None else positive_int("kv_dim", kv_dim)
         inside = c.positions in ("rope", "alibi") and not cross_attention
         self.positions = c.positions if inside else None  # the positions that act inside attention
@@ -135,35 +151,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(self.kv_dim, kv_width, bias=c.qkv_bias)
         self.v_proj = nn.Linear(self.kv_dim, kv_width, bias=c.qkv_bias)
         self.out_proj = nn.Linear(c.d_model, c.d_model, bias=c.out_bias)
-        self.trace: Trace | None = None
 
-    def _rope(self, x: torch.Tensor, start: int, stop: int, cos_sin=None):
-        """RoPE of ``x [B, heads, T, d_k]`` at positions ``start .. stop-1`` -> ``(x, (cos, sin))``."""
-        if cos_sin is None or cos_sin[0].shape[0] != stop - start or cos_sin[0].dtype != x.dtype:
-            positions = torch.arange(start, stop, device=x.device)  # [T]
-            cos_sin = rope_cos_sin(positions, self.d_k, self.config.rope_base, x.dtype)  # [T, d_k/2] x2
-        return apply_rope(x, *cos_sin, layout=self.config.rope_layout), cos_sin
-
-    # ----------------------------------------------------------------------------- projections
-    def _project_self(self, x: torch.Tensor):
-        """Q, K, V of self-attention with one matmul on the concatenated weights (W^Q | W^K | W^V)."""
-        w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # [d + 2 kv, d]
-        b = None
-        if self.q_proj.bias is not None:
-            b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # [d + 2 kv]
-        kv = self.num_kv_heads * self.d_k
-        return F.linear(x, w, b).split([self.d_model, kv, kv], dim=-1)  # [B, T, d], [B, T, kv] x2
-
-    def _check_inputs(self, x_q: torch.Tensor, x_kv: torch.Tensor | None) -> None:
-        if x_q.ndim != 3 or x_q.shape[-1] != self.d_model:
-            raise ValueError(f"x_q must be [B, T_q, d_model={self.d_model}], got {list(x_q.shape)}")
-        if x_kv is not None:
-            if x_kv.ndim != 3 or x_kv.shape[-1] != self.kv_dim:
-                raise ValueError(f"x_kv must be [B, T_k, kv_dim={self.kv_dim}], got {list(x_kv.shape)}")
-            if x_kv.shape[0] != x_q.shape[0]:
-                raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
-
-    # ----------------------------------------------------------------------------- forward
     def forward(
         self,
         x_q: torch.Tensor,
@@ -174,9 +162,10 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ):
-        """Attend from ``x_q [B, T_q, d_model]`` to ``x_kv [B, T_k, kv_dim]`` (``None``: self-attention).
+        """MultiHead(X_q, X_kv) = Concat(H_1..H_h) W^O, H_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i.
 
         Args:
+            x_q: ``[B, T_q, d_model]``. x_kv: ``[B, T_k, kv_dim]`` (``None``: self-attention).
             mask: bool, True = may attend: ``[T_q, T_k]``, ``[B, T_q, T_k]`` (shared by heads; a
                 padding mask ``[B, 1, T_k]`` works) or ``[B, h, T_q, T_k]``. ``T_k`` counts cached keys.
             is_causal: causal mask aligned to the lower right (query i sees keys ``0..T_k-T_q+i``).
@@ -186,86 +175,109 @@ class MultiHeadAttention(nn.Module):
         Returns:
             ``(out [B, T_q, d_model], weights [B, h, T_q, T_k] or None)``.
         """
+        hooked = self._hooks is not None and not {"scores", "weights"}.isdisjoint(self._hooks)
+        explicit = need_weights or hooked or self.attention == "explicit"
+        q, k, v = self._project(x_q, x_kv, cache)  # [B, h, T_q, d_k], [B, h_kv, T_k, d_k] x2
+        mask, bias, sdpa_causal = self._mask(mask, is_causal, q, k.shape[-2], explicit)
+        if explicit:
+            z, weights = self._explicit(q, k, v, mask, bias)  # [B, h, T_q, d_k], [B, h, T_q, T_k]
+        else:
+            z, weights = self._fast(q, k, v, mask, bias, sdpa_causal), None  # [B, h, T_q, d_k]
+        return self._merge(z), (weights if need_weights else None)
+
+    # ----------------------------------------------------------------------------- project
+    def _project(self, x_q: torch.Tensor, x_kv: torch.Tensor | None, cache: KVCache | None):
+        """Q, K, V in heads ``[B, h, T_q, d_k]``, ``[B, h_kv, T_k, d_k]`` x2: projected, RoPE applied
+        to the queries and the new keys, the new keys and values appended to ``cache``."""
         static_hit = cache is not None and cache.static and cache.length > 0
         self._check_inputs(x_q, None if static_hit else x_kv)
-        trace = self.trace
-        explicit = need_weights or trace is not None or self.attention == "explicit"
-        if trace is not None:
-            trace("x_q", x_q)
+        x_q = self._at("x_q", x_q)
         b, t_q, _ = x_q.shape
-        is_self = x_kv is None or x_kv is x_q
-
-        # Q, K, V projections: [B, T, h d_k] -> heads [B, h, T, d_k]
-        if static_hit:
+        if static_hit:  # cross-attention after its first step: the memory's K/V are cached
             q, k, v = self.q_proj(x_q), None, None
-        elif is_self and self.kv_dim == self.d_model and b * t_q >= FUSE_MIN_TOKENS:
+        elif (x_kv is None or x_kv is x_q) and self.kv_dim == self.d_model and b * t_q >= FUSE_MIN_TOKENS:
             q, k, v = self._project_self(x_q)
         else:
             x_kv = x_q if x_kv is None else x_kv
             q, k, v = self.q_proj(x_q), self.k_proj(x_kv), self.v_proj(x_kv)
-        if trace is not None:
-            trace("q", q)
-            if k is not None:
-                trace("k", k)
-                trace("v", v)
-        q = q.view(b, t_q, self.num_heads, self.d_k).transpose(1, 2)  # [B, h, T_q, d_k]
-        rope = None  # RoPE's (cos, sin) [T_new, d_k/2] of the new keys' positions
-        if k is not None:
-            t_new = k.shape[1]
-            k = k.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
-            v = v.view(b, t_new, self.num_kv_heads, self.d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
-            t_k = t_new + (cache.length if cache is not None else 0)
-            if self.positions == "rope":  # new keys sit at positions T_k - T_new .. T_k - 1
-                k, rope = self._rope(k, t_k - t_new, t_k)
+        q = self._split(self._at("q", q), self.num_heads)  # [B, h, T_q, d_k]
+        if k is None:
+            k, v = cache.k, cache.v  # [B, h_kv, T_k, d_k]
+        else:
+            k = self._split(self._at("k", k), self.num_kv_heads)  # [B, h_kv, T_new, d_k]
+            v = self._split(self._at("v", v), self.num_kv_heads)  # [B, h_kv, T_new, d_k]
+            if self.positions == "rope":  # queries and new keys are the last positions before T_k
+                q, k = self._rope(q, k, k.shape[-2] + (cache.length if cache is not None else 0))
             if cache is not None:
                 k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
-        else:
-            k, v = cache.k, cache.v  # [B, h_kv, T_k, d_k]
-        t_k = k.shape[-2]
-        if self.positions == "rope":  # queries are the last T_q positions
-            q, _ = self._rope(q, t_k - t_q, t_k, rope)  # self-attention: the new keys' angles again
-        if trace is not None:
-            trace("q_heads", q)
-            trace("k_heads", k)
-            trace("v_heads", v)
+        return self._at("q_heads", q), self._at("k_heads", k), self._at("v_heads", v)
 
-        # the mask: user mask & lower-right causal; PyTorch's is_causal only when it is the same thing
-        shape = (b, self.num_heads, t_q, t_k)
+    def _project_self(self, x: torch.Tensor):
+        """Q, K, V of self-attention with one matmul on the concatenated weights (W^Q | W^K | W^V)."""
+        w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # [d + 2 kv, d]
+        b = None
+        if self.q_proj.bias is not None:
+            b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # [d + 2 kv]
+        kv = self.num_kv_heads * self.d_k
+        return F.linear(x, w, b).split([self.d_model, kv, kv], dim=-1)  # [B, T, d], [B, T, kv] x2
+
+    def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
+        """``[B, T, heads*d_k] -> [B, heads, T, d_k]``."""
+        b, t, _ = x.shape
+        return x.view(b, t, heads, self.d_k).transpose(1, 2)  # [B, heads, T, d_k]
+
+    def _rope(self, q: torch.Tensor, k: torch.Tensor, t_k: int):
+        """RoPE on ``q [B, h, T_q, d_k]`` and new keys ``k [B, h_kv, T_new, d_k]``, both the last
+        positions before ``t_k`` (in self-attention the same positions: one table serves both)."""
+        t_q, t_new = q.shape[-2], k.shape[-2]
+        n = max(t_q, t_new)
+        positions = torch.arange(t_k - n, t_k, device=q.device)  # [n]
+        cos, sin = rope_cos_sin(positions, self.d_k, self.config.rope_base, q.dtype)  # [n, d_k/2] x2
+        layout = self.config.rope_layout
+        q = apply_rope(q, cos[n - t_q :], sin[n - t_q :], layout)
+        return q, apply_rope(k, cos[n - t_new :], sin[n - t_new :], layout)
+
+    def _check_inputs(self, x_q: torch.Tensor, x_kv: torch.Tensor | None) -> None:
+        if x_q.ndim != 3 or x_q.shape[-1] != self.d_model:
+            raise ValueError(f"x_q must be [B, T_q, d_model={self.d_model}], got {list(x_q.shape)}")
+        if x_kv is not None:
+            if x_kv.ndim != 3 or x_kv.shape[-1] != self.kv_dim:
+                raise ValueError(f"x_kv must be [B, T_k, kv_dim={self.kv_dim}], got {list(x_kv.shape)}")
+            if x_kv.shape[0] != x_q.shape[0]:
+                raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
+
+    # ----------------------------------------------------------------------------- mask
+    def _mask(self, mask, is_causal: bool, q: torch.Tensor, t_k: int, explicit: bool):
+        """``(mask, bias, sdpa_causal)``: the boolean mask (the caller's, the lower-right causal or
+        sliding-window mask), ALiBi's bias ``[h, T_q, T_k]`` or None, and whether PyTorch's
+        ``is_causal=True`` stands for the causal mask (only when it is the same thing: T_q == T_k
+        and nothing else to add; flash aligns causal and window to the lower right itself)."""
+        b, _, t_q, _ = q.shape
         if mask is not None:
-            mask = _check_mask(mask, shape)
-        sdpa_causal = False
-        if self.window is not None:  # the causal sliding window (lower right): keys p - W < j <= p
-            flash = self.attention == "flash" and not explicit  # flash skips the tiles itself
-            if not flash:
-                window = sliding_window_mask(t_q, t_k, self.window, device=x_q.device)  # [T_q, T_k]
-                mask = window if mask is None else mask & window
+            mask = _check_mask(mask, (b, self.num_heads, t_q, t_k))
+        bias = None
+        if self.positions == "alibi":
+            bias = alibi_bias(self.num_heads, t_q, t_k, device=q.device, dtype=q.dtype)  # [h, T_q, T_k]
+        flash = self.attention == "flash" and not explicit
+        if self.window is not None:  # the causal sliding window: keys p - W < j <= p
+            if flash:
+                return mask, bias, False
+            extra = sliding_window_mask(t_q, t_k, self.window, device=q.device)  # [T_q, T_k]
         elif is_causal:
             if t_k < t_q:
                 raise ValueError(
                     f"is_causal needs T_k >= T_q (queries are the last positions), got T_q={t_q}, T_k={t_k}"
                 )
-            flash = self.attention == "flash" and not explicit  # flash's causal is lower-right already
-            if flash or (t_q == t_k and mask is None and self.positions != "alibi" and not explicit):
-                sdpa_causal = True
-            elif t_q > 1:  # one query at the end sees every key: nothing to mask
-                causal = causal_mask(t_q, t_k, device=x_q.device)  # [T_q, T_k]
-                mask = causal if mask is None else mask & causal
-        bias = None
-        if self.positions == "alibi":
-            bias = alibi_bias(self.num_heads, t_q, t_k, device=x_q.device, dtype=q.dtype)  # [h, T_q, T_k]
-
-        if explicit:
-            heads_out, weights = self._explicit(q, k, v, mask, bias, trace)
+            if flash or (t_q == t_k and mask is None and bias is None and not explicit):
+                return mask, bias, True
+            if t_q == 1:  # one query at the end sees every key: nothing to mask
+                return mask, bias, False
+            extra = causal_mask(t_q, t_k, device=q.device)  # [T_q, T_k]
         else:
-            heads_out, weights = self._fast(q, k, v, mask, bias, sdpa_causal), None
-        concat = heads_out.transpose(1, 2).reshape(b, t_q, self.d_model)  # [B, T_q, h d_k]
-        if trace is not None:
-            trace("concat", concat)
-        out = self.out_proj(concat)  # [B, T_q, d_model]
-        if trace is not None:
-            trace("out", out)
-        return out, (weights if need_weights else None)
+            return mask, bias, False
+        return (extra if mask is None else mask & extra), bias, False
 
+    # ----------------------------------------------------------------------------- attend
     def _fast(self, q, k, v, mask, bias, causal: bool) -> torch.Tensor:
         """Fused attention: ``q [B, h, T_q, d_k]``, ``k, v [B, h_kv, T_k, d_k]`` -> ``[B, h, T_q, d_k]``."""
         p = self.dropout if self.training else 0.0
@@ -287,27 +299,48 @@ class MultiHeadAttention(nn.Module):
             )
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=causal)
 
-    def _explicit(self, q, k, v, mask, bias, trace: Trace | None):
-        """softmax(Q K^T / sqrt(d_k) + bias + M) V, written out; returns (heads_out, weights)."""
-        group = self.num_heads // self.num_kv_heads
-        if group > 1:
+    def _explicit(self, q, k, v, mask, bias):
+        """softmax(Q K^T / sqrt(d_k) + bias + M) V, written out: ``q [B, h, T_q, d_k]``, ``k, v
+        [B, h_kv, T_k, d_k]`` -> ``(z [B, h, T_q, d_k], weights [B, h, T_q, T_k])``."""
+        if self.num_kv_heads != self.num_heads:
+            group = self.num_heads // self.num_kv_heads
             k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]: kv head j serves query heads j*group..
             v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_k)  # [B, h, T_q, T_k]
         if bias is not None:
             scores = scores + bias
-        if trace is not None:
-            trace("scores", scores)
+        scores = self._at("scores", scores)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)  # [B, h, T_q, T_k]
         if mask is not None:  # a query with no key left gets zeros (PyTorch's convention), never NaN
             weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        if trace is not None:
-            trace("weights", weights)
+        weights = self._at("weights", weights)
         if self.training and self.dropout > 0:
             weights = F.dropout(weights, self.dropout)
-        heads_out = weights @ v  # [B, h, T_q, d_k]
-        if trace is not None:
-            trace("heads_out", heads_out)
-        return heads_out, weights
+        return weights @ v, weights  # [B, h, T_q, d_k], [B, h, T_q, T_k]
+
+    # ----------------------------------------------------------------------------- merge
+    def _merge(self, z: torch.Tensor) -> torch.Tensor:
+        """Per-head outputs ``[B, h, T_q, d_k]`` -> ``Concat(H_1..H_h) W^O [B, T_q, d_model]``."""
+        z = self._at("z", z.transpose(1, 2))  # [B, T_q, h, d_k]
+        b, t_q = z.shape[:2]
+        concat = self._at("concat", z.reshape(b, t_q, self.d_model))  # [B, T_q, h*d_k]
+        return self._at("out", self.out_proj(concat))  # [B, T_q, d_model]
+
+    # ----------------------------------------------------------------------------- trace
+    @property
+    def trace(self) -> Trace | None:
+        """``trace(name, tensor)`` called at every point of :attr:`POINTS` in order, or None."""
+        return self.__dict__.get("_trace")
+
+    @trace.setter
+    def trace(self, fn: Trace | None) -> None:
+        for point, hook in self.__dict__.pop("_trace_hooks", ()):
+            remove_hook(self, point, hook)
+        self.__dict__["_trace"] = fn
+        if fn is not None:
+            hooks = [(point, lambda t, point=point: fn(point, t)) for point in self.POINTS]
+            for point, hook in hooks:
+                add_hook(self, point, hook)
+            self.__dict__["_trace_hooks"] = hooks
