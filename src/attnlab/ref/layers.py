@@ -37,7 +37,8 @@ def gelu(x, approximate: str = "none") -> np.ndarray:
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     if approximate != "none":
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))).astype(x.dtype)
+    erf = np.asarray(_erf(x / math.sqrt(2.0)), dtype=np.float64)  # frompyfunc: 0-d input gives a float
+    return np.asarray(0.5 * x * (1.0 + erf)).astype(x.dtype)
 
 
 def relu(x) -> np.ndarray:

@@ -87,6 +87,7 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
         ``[num_heads]`` float64.
     """
     num_heads = positive_int("num_heads", num_heads)
+    check_fits(f"alibi_slopes({num_heads})", 3 * num_heads, 8)  # the Python list is ~3x the array
 
     def power_of_two(n: int) -> list[float]:
         start = 2.0 ** (-8.0 / n)
@@ -110,6 +111,7 @@ def alibi_bias(num_heads: int, t_q: int, t_k: int | None = None) -> np.ndarray:
     """
     t_q = positive_int("t_q", t_q)
     t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    check_fits(f"alibi_bias({num_heads}, {t_q}, {t_k})", positive_int("num_heads", num_heads) * t_q * t_k, 8)
     p = np.arange(t_q)[:, None] + (t_k - t_q)  # [t_q, 1]
     dist = np.abs(p - np.arange(t_k)[None, :]).astype(np.float64)  # [t_q, t_k]
     return -alibi_slopes(num_heads)[:, None, None] * dist[None]  # [h, t_q, t_k]
