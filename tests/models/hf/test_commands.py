@@ -55,6 +55,17 @@ def test_generate_streams_text_and_reports_speed(hf_dirs, hf_tokenizer, capsys):
     code, js, _ = _run(
         capsys,
         "generate",
+        str(hf_dirs["mistral"]),
+        "A sliding window",
+        "--max-new",
+        "20",
+        "--no-cache",
+        "--json",
+    )
+    assert json.loads(js)["tokens"] == result["tokens"] and json.loads(js)["cache"] is None
+    code, js, _ = _run(
+        capsys,
+        "generate",
         str(hf_dirs["gpt2"]),
         "A",
         "--max-new",
