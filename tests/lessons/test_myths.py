@@ -22,14 +22,14 @@ def check_1(ev):
 
 
 def check_2(ev):
-    # scores [1, 0] -> [e/(e+1), 1/(e+1)]; unscaled [8, 0] -> [e^8/(e^8+1), ...]  (seed 001 §4: 0.731/0.269)
+    # plain notes sec. 4: scores [1, 0] -> [e/(e+1), 1/(e+1)] = [0.731, 0.269]; unscaled [8, 0] -> e^8/(e^8+1)
     assert _close(ev["scaled"], [E / (E + 1), 1 / (E + 1)])
     assert _close(ev["unscaled"], [E**8 / (E**8 + 1), 1 / (E**8 + 1)])
     assert ev["min_row_spread_random"] > 0.05
 
 
 def check_3(ev):
-    assert _close(ev["weights"], [0.5, 0.5]) and _close(ev["z"], [0.5, 1.0])  # seed 000 §2
+    assert _close(ev["weights"], [0.5, 0.5]) and _close(ev["z"], [0.5, 1.0])  # notes sec. 2
     assert _close(ev["keys_mix"], [0.0])
 
 
@@ -57,7 +57,7 @@ def check_7(ev):
 
 
 def check_8(ev):
-    assert ev["per_layer"] == 3_152_384 and ev["stack"] == 6 * 3_152_384 == 18_914_304  # seed 000 §4
+    assert ev["per_layer"] == 3_152_384 and ev["stack"] == 6 * 3_152_384 == 18_914_304  # notes sec. 4
     assert ev["tensors"] == 6 * 16  # 4 projections + 2 FFN linears (weight, bias) + 2 norms x 2: none shared
     assert ev["init_min_pair_difference"] > 0.5 and ev["minilm_min_pair_difference"] > 0.5
 
@@ -96,7 +96,7 @@ def check_13(ev):
 
 
 def check_14(ev):
-    assert ev["concat"] == [1, 2, 3, 4] and ev["right"] == [4, 6] and ev["column"] == [4, 6]  # seed 000 §6
+    assert ev["concat"] == [1, 2, 3, 4] and ev["right"] == [4, 6] and ev["column"] == [4, 6]  # notes sec. 6
     assert ev["left"] == "shape error"
 
 
@@ -132,7 +132,7 @@ def check_20(ev):
 
 def check_21(ev):
     d, f = 512, 2048
-    assert (ev["MHA"], ev["FFN"], ev["norms"]) == (1_050_624, 2_099_712, 2_048)  # seed 000 §4
+    assert (ev["MHA"], ev["FFN"], ev["norms"]) == (1_050_624, 2_099_712, 2_048)  # notes sec. 4
     assert ev["total"] == ev["module"] == ev["torch"] == 4 * d * d + 2 * d * f + f + 9 * d == 3_152_384
     assert ev["weights_only"] == 4 * d * d + 2 * d * f
 
@@ -218,9 +218,38 @@ def test_issue_list_is_covered():
         assert all(w in claims for w in words), words
 
 
-def test_every_myth_names_its_source():
+def test_every_myth_names_its_source_in_words():
+    from attnlab.lessons.myths import COURSE, NOTES, PLAIN
+
     for m in MYTHS:
-        assert "seed 00" in m.source and m.claim and m.why_false
+        assert any(s in m.source for s in (NOTES, PLAIN, COURSE)), m.number
+        assert "seed" not in m.source and "§" not in m.source, m.source
+        assert m.claim and m.why_false
+
+
+def test_registry_is_complete_and_keyed_by_number():
+    """Every number 1..N is present once, with a claim, a source, an explanation and a demo."""
+    from attnlab.lessons.myths import TOPICS
+
+    assert [m.number for m in MYTHS] == list(range(1, len(MYTHS) + 1))
+    assert len(MYTHS) >= 29
+    for m in MYTHS:
+        assert m.claim.strip() and m.source.strip() and m.why_false.strip() and callable(m.demo)
+        assert m.topic in TOPICS and m.demo.__module__ == f"attnlab.lessons.myths.{m.topic}"
+        assert get_myth(m.number) is m
+
+
+def test_registry_refuses_duplicates_and_gaps(monkeypatch):
+    from attnlab.lessons.myths import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.myth(1, claim="c", source="s", why_false="w")(lambda: ([], {}))
+    with pytest.raises(ValueError, match="non-empty source"):
+        registry.myth(len(MYTHS) + 5, claim="c", source=" ", why_false="w")(lambda: ([], {}))
+    registry.myth(len(MYTHS) + 2, claim="c", source="s", why_false="w")(lambda: ([], {}))
+    with pytest.raises(ValueError, match=f"missing \\[{len(MYTHS) + 1}\\]"):
+        registry.ordered()
 
 
 @pytest.mark.parametrize("bad", [0, len(MYTHS) + 1, "x", "1.5", -3])
