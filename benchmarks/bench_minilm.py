@@ -82,11 +82,14 @@ def _tokens_computed(sentences: list[str], lengths: list[int]) -> dict[str, int]
 
 def _flops_per_sentence(lengths: list[int]) -> list[float]:
     """Forward FLOPs of MiniLM's 6 layers on each sentence's real tokens, from attnlab's cost audit."""
+    from attnlab.audit.config import ModelSpec, Workload
     from attnlab.audit.cost import audit_cost
 
     cache: dict[int, float] = {}
     for t in set(lengths):
-        cache[t] = audit_cost(d_model=384, heads=12, d_ff=1536, seq=t, batch=1, layers=6)["total_flops"]
+        cache[t] = audit_cost(
+            ModelSpec.from_sizes(d_model=384, heads=12, d_ff=1536, layers=6), Workload(seq=t, batch=1)
+        )["total_flops"]
     return [cache[t] for t in lengths]
 
 

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from attnlab.audit import audit_cost, kv_cache_bytes, render_cost
+from attnlab.audit import ModelSpec, Workload, audit_cost, kv_cache_bytes, render_cost
 from attnlab.audit.cost import attended_entries
+
+
+def cost(**kw):
+    """``audit_cost`` of the model, workload and options named by flat keywords (the CLI's flags)."""
+    wl = {k: kw.pop(k) for k in ("seq", "batch", "src_seq", "causal", "window") if k in kw}
+    opts = {k: kw.pop(k) for k in ("training", "bytes_per_value", "measure", "path") if k in kw}
+    return audit_cost(ModelSpec.from_sizes(**kw), Workload(**wl), **opts)
 
 
 def _macs(report):
@@ -14,7 +21,7 @@ def _macs(report):
 
 def test_terms_by_hand():
     # d=8, h=2 (d_k=4), f=16, T=3, B=2: Q/K/V/W^O = B·T·d² = 384, QKᵀ = AV = B·h·T²·d_k = 144
-    r = audit_cost(d_model=8, heads=2, d_ff=16, seq=3, batch=2)
+    r = audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=16), Workload(seq=3, batch=2))
     assert _macs(r) == {
         "Q projection": 384,
         "K projection": 384,
@@ -37,24 +44,29 @@ def test_causal_window_and_gqa():
     assert attended_entries(3, causal=True) == 6
     assert attended_entries(3, window=2) == 1 + 2 + 2
     assert attended_entries(12, causal=True) == 78
-    r = audit_cost(d_model=8, heads=2, d_ff=16, seq=3, batch=2, causal=True)
+    r = audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=16), Workload(seq=3, batch=2, causal=True))
     assert _macs(r)["QKᵀ"] == 2 * 2 * 6 * 4
     assert (
-        r["executed"]["total_flops"] == audit_cost(d_model=8, heads=2, d_ff=16, seq=3, batch=2)["total_flops"]
+        r["executed"]["total_flops"]
+        == audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=16), Workload(seq=3, batch=2))[
+            "total_flops"
+        ]
     )
-    g = audit_cost(d_model=8, heads=4, kv_heads=1, d_ff=16, seq=3, batch=2, window=2)
+    g = audit_cost(
+        ModelSpec.from_sizes(d_model=8, heads=4, kv_heads=1, d_ff=16), Workload(seq=3, batch=2, window=2)
+    )
     assert _macs(g)["K projection"] == 2 * 3 * 8 * 2  # K width h_kv·d_k = 2
     assert _macs(g)["QKᵀ"] == 2 * 4 * 5 * 2
     assert g["kv_cache"]["tokens_cached"] == 2
 
 
 def test_notes_numbers():
-    r = audit_cost(d_model=8, heads=2, d_ff=32, seq=12, batch=4)
+    r = audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=32), Workload(seq=12, batch=4))
     assert r["score_entries"] == 4 * 2 * 12**2 == 1_152
     growth = {g["term"]: g["ratio"] for g in r["growth"]}
     assert growth["QKᵀ"] == growth["AV"] == growth["softmax"] == 4.0
     assert growth["Q projection"] == growth["FFN"] == 2.0
-    n = audit_cost(d_model=512, heads=8, d_ff=2048, seq=100)["notes_check"]
+    n = audit_cost(ModelSpec.from_sizes(d_model=512, heads=8, d_ff=2048), Workload(seq=100))["notes_check"]
     assert n["attn_4n2d_per_layer_per_sequence"] == n["attn_measured_by_terms"] == 4 * 100**2 * 512
     assert n["mlp_16nd2_per_layer_per_sequence"] == n["mlp_by_terms"] == 16 * 100 * 512**2
 
@@ -62,17 +74,25 @@ def test_notes_numbers():
 def test_kv_cache_and_activations():
     assert kv_cache_bytes(layers=1, kv_heads=2, d_head=4, bytes_per_value=4) == 64
     assert kv_cache_bytes(6, 8, 64, 2, tokens=1024, batch=3) == 2 * 6 * 8 * 64 * 2 * 1024 * 3
-    r = audit_cost(d_model=512, heads=8, d_ff=2048, seq=1000, layers=6, kv_heads=2, bytes_per_value=2)
+    r = audit_cost(
+        ModelSpec.from_sizes(d_model=512, heads=8, d_ff=2048, layers=6, kv_heads=2),
+        Workload(seq=1000),
+        bytes_per_value=2,
+    )
     assert r["kv_cache"]["bytes_per_token"] == 2 * 6 * 2 * 64 * 2 == 3_072
     assert r["kv_cache"]["bytes_per_sequence"] == 3_072_000
-    a = audit_cost(d_model=8, heads=2, d_ff=16, seq=3, batch=2)["activations"]
+    a = audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=16), Workload(seq=3, batch=2))["activations"]
     # x, Q, concat, W^O out, norm1, FFN out, norm2: 7·B·T·d; K, V; 2 score tensors; 2 FFN hidden
     assert a["per_layer_entries"] == 7 * 48 + 2 * 48 + 2 * 36 + 2 * 96 == 696
     assert a["per_layer_bytes"] == 4 * 696
 
 
 def test_training_palm_convention():
-    r = audit_cost(d_model=64, heads=4, d_ff=256, seq=32, layers=2, vocab=100, training=True)
+    r = audit_cost(
+        ModelSpec.from_sizes(d_model=64, heads=4, d_ff=256, layers=2, vocab=100),
+        Workload(seq=32),
+        training=True,
+    )
     t = r["training"]
     n_layer = 4 * 64 * 64 + 2 * 64 * 256 + 256 + 9 * 64
     assert t["N"] == 2 * n_layer + 64 * 100
@@ -80,7 +100,9 @@ def test_training_palm_convention():
 
 
 def test_render_names_convention():
-    text = render_cost(audit_cost(d_model=8, heads=2, d_ff=16, seq=3, batch=2, training=True))
+    text = render_cost(
+        audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=16), Workload(seq=3, batch=2), training=True)
+    )
     assert "FLOPs = 2·MACs" in text and "PaLM" in text and "1,536" in text
 
 
@@ -95,7 +117,7 @@ def test_render_names_convention():
 )
 def test_bad_input(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
-        audit_cost(**kwargs)
+        cost(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +130,7 @@ def test_bad_input(kwargs, fragment):
     ],
 )
 def test_reconciliation_exact_on_explicit_path(kwargs):
-    r = audit_cost(d_model=32, heads=4, d_ff=64, seq=9, measure=True, path="explicit", **kwargs)
+    r = cost(d_model=32, heads=4, d_ff=64, seq=9, measure=True, path="explicit", **kwargs)
     m = r["measured"]
     assert m["warnings"] == [] and m["missed_ops"] == []
     assert all(row["analytic"] == row["measured"] for row in m["rows"])
@@ -121,7 +143,9 @@ def test_reconciliation_exact_on_explicit_path(kwargs):
 
 
 def test_sdpa_path_never_silently_wrong():
-    m = audit_cost(d_model=32, heads=4, d_ff=64, seq=9, measure=True)["measured"]
+    m = audit_cost(ModelSpec.from_sizes(d_model=32, heads=4, d_ff=64), Workload(seq=9), measure=True)[
+        "measured"
+    ]
     core = next(row for row in m["rows"] if row["term"] == "QKᵀ + AV")
     assert next(row for row in m["rows"] if row["term"] == "FFN")["equal"]
     if core["measured"] != core["analytic"]:  # the counter missed the fused kernel: it must say so
@@ -133,7 +157,7 @@ def test_sdpa_path_never_silently_wrong():
 
 def test_gpt_logits_and_reconciliation():
     kw = dict(model="gpt", d_model=32, heads=4, kv_heads=2, d_ff=64, seq=6, batch=2, layers=2, vocab=100)
-    r = audit_cost(measure=True, path="explicit", **kw)
+    r = cost(measure=True, path="explicit", **kw)
     assert r["config"]["causal"] is True
     assert _macs(r)["logits"] == 2 * 6 * 32 * 100
     rows = {row["term"]: row for row in r["measured"]["rows"]}
@@ -142,7 +166,16 @@ def test_gpt_logits_and_reconciliation():
 
 
 def test_gpt_training_n_includes_final_norm_and_tied_logits():
-    t = audit_cost(model="gpt", d_model=64, heads=4, d_ff=256, seq=32, layers=2, vocab=100, training=True)
+    t = audit_cost(
+        ModelSpec.from_sizes(model="gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=100),
+        Workload(seq=32),
+        training=True,
+    )
     n_layer = 4 * 64 * 64 + 2 * 64 * 256 + 256 + 9 * 64
     assert t["training"]["N"] == 2 * n_layer + 2 * 64 + 64 * 100  # layers + LN_f + logit matrix (tied)
-    assert audit_cost(d_model=8, heads=2, d_ff=16, seq=3, window=2)["config"]["causal"] is True
+    assert (
+        audit_cost(ModelSpec.from_sizes(d_model=8, heads=2, d_ff=16), Workload(seq=3, window=2))["config"][
+            "causal"
+        ]
+        is True
+    )

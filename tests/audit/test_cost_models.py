@@ -8,8 +8,16 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from attnlab.audit import audit_cost, render_cost
+from attnlab.audit import ModelSpec, Workload, audit_cost, render_cost
 from attnlab.cli import cli
+
+
+def cost(**kw):
+    """``audit_cost`` of the model, workload and options named by flat keywords (the CLI's flags)."""
+    wl = {k: kw.pop(k) for k in ("seq", "batch", "src_seq", "causal", "window") if k in kw}
+    opts = {k: kw.pop(k) for k in ("training", "bytes_per_value", "measure", "path") if k in kw}
+    return audit_cost(ModelSpec.from_sizes(**kw), Workload(**wl), **opts)
+
 
 # the tiny config of every hand count: d=8, h=2 (d_k=4), f=16, T=3 target tokens, S=2 source tokens, B=2
 TINY = dict(d_model=8, heads=2, d_ff=16, seq=3, batch=2)
@@ -24,7 +32,7 @@ def _flops(report):
 
 
 def test_decoder_layer_by_hand():
-    r = audit_cost(model="decoder-layer", src_seq=2, **TINY)
+    r = cost(model="decoder-layer", src_seq=2, **TINY)
     # self-attention: B·T·d² = 2·3·64 = 384; causal A = 3·4/2 = 6, QKᵀ = AV = B·h·A·d_k = 2·2·6·4 = 96
     # cross-attention: Q and W^O over T: 384; K, V of the memory B·S·d² = 2·2·64 = 256;
     # QKᵀ = AV = B·h·T·S·d_k = 2·2·3·2·4 = 96; FFN 2·B·T·d·f = 2·2·3·8·16 = 1,536
@@ -64,7 +72,7 @@ def test_decoder_layer_by_hand():
 
 
 def test_decoder_layer_src_seq_defaults_to_seq_and_growth_doubles_both():
-    r = audit_cost(model="decoder-layer", **TINY)
+    r = cost(model="decoder-layer", **TINY)
     assert r["config"]["src_seq"] == 3 and _macs(r)["cross K projection"] == 2 * 3 * 64
     g = {row["term"]: row["ratio"] for row in r["growth"]}
     assert g["cross QKᵀ"] == 4.0 and g["cross K projection"] == 2.0
@@ -73,7 +81,7 @@ def test_decoder_layer_src_seq_defaults_to_seq_and_growth_doubles_both():
 
 
 def test_transformer_by_hand():
-    r = audit_cost(model="transformer", src_seq=2, vocab=10, **TINY)
+    r = cost(model="transformer", src_seq=2, vocab=10, **TINY)
     m = _macs(r)
     # encoder over S=2, dense: B·S·d² = 256; QKᵀ = AV = B·h·S²·d_k = 2·2·4·4 = 64; FFN 2·B·S·d·f = 1,024
     assert [m[f"encoder {t}"] for t in ("Q projection", "K projection", "V projection", "W^O")] == [256] * 4
@@ -92,7 +100,7 @@ def test_transformer_by_hand():
 
 
 def test_bert_by_hand():
-    r = audit_cost(model="bert", vocab=10, **TINY)
+    r = cost(model="bert", vocab=10, **TINY)
     m = _macs(r)
     # the encoder layer of test_cost.test_terms_by_hand (3,360 MACs) + the pooler B·d² = 128; no logits
     assert "logits" not in m and m["pooler"] == 2 * 8 * 8
@@ -101,7 +109,7 @@ def test_bert_by_hand():
     assert r["total_flops"] == 2 * 3488 + 5 * 2 * 2 * 9
     assert r["kv_cache"] is None and r["activations"]["logits_bytes"] == 0
     assert "0 FLOPs" in r["embeddings_note"]
-    t = audit_cost(model="bert", vocab=10, training=True, **TINY)["training"]
+    t = cost(model="bert", vocab=10, training=True, **TINY)["training"]
     # N = one layer 4d² + 2df + f + 9d = 600 + the embedding LayerNorm 2d = 16 (pooler and tables out)
     assert t["N"] == 616 and t["flops_per_token"] == 6 * 616 + 12 * 1 * 2 * 4 * 3
 
@@ -114,12 +122,16 @@ def test_bert_by_hand():
         ({"model": "transformer", "vocab": 10, "window": 2}, "window applies to"),
         ({"model": "transformer"}, "needs a vocabulary size"),
         ({"model": "decoder-layer", "training": True}, "not 'decoder-layer'"),
-        ({"model": "rnn"}, "must be one of encoder-layer, decoder-layer, transformer, gpt, bert"),
+        (
+            {"model": "rnn"},
+            r"model must be one of \['encoder-layer', 'decoder-layer', 'transformer', 'gpt', 'bert'\], "
+            r"got 'rnn'",
+        ),
     ],
 )
 def test_bad_input(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
-        audit_cost(**{**TINY, **kwargs})
+        cost(**{**TINY, **kwargs})
 
 
 @pytest.mark.parametrize(
@@ -134,7 +146,7 @@ def test_bad_input(kwargs, fragment):
     ],
 )
 def test_decoder_layer_reconciliation_exact_on_explicit_path(kwargs, cross_qkv):
-    r = audit_cost(d_model=32, heads=4, d_ff=64, seq=9, batch=2, measure=True, path="explicit", **kwargs)
+    r = cost(d_model=32, heads=4, d_ff=64, seq=9, batch=2, measure=True, path="explicit", **kwargs)
     m = r["measured"]
     assert m["warnings"] == [] and m["missed_ops"] == []
     rows = {row["term"]: row["measured"] for row in m["rows"]}
@@ -146,14 +158,14 @@ def test_decoder_layer_reconciliation_exact_on_explicit_path(kwargs, cross_qkv):
 
 def test_transformer_and_bert_reconciliation_exact_on_explicit_path():
     kw = dict(d_model=32, heads=4, d_ff=64, seq=9, batch=2, layers=2, vocab=50, measure=True, path="explicit")
-    t = audit_cost(model="transformer", src_seq=5, **kw)["measured"]
+    t = cost(model="transformer", src_seq=5, **kw)["measured"]
     rows = {row["term"]: row["measured"] for row in t["rows"]}
     assert rows["outside attention and FFN"] == 2 * 2 * 9 * 32 * 50  # the generator matmul
     assert rows["encoder FFN"] == 2 * 2 * 2 * 5 * 2 * 32 * 64  # 2·(L·B·S·2·d·f)
     assert rows["decoder cross QKᵀ + AV"] == 2 * 2 * 2 * 2 * 4 * 9 * 5 * 8  # 2·2·(L·B·h·T·S·d_k)
     assert t["warnings"] == [] and all(row["equal"] for row in t["rows"])
     assert t["analytic_total"] == t["measured_total"]
-    b = audit_cost(model="bert", **kw)["measured"]
+    b = cost(model="bert", **kw)["measured"]
     rows = {row["term"]: row["measured"] for row in b["rows"]}
     assert rows["outside attention and FFN"] == 2 * 2 * 32 * 32  # the pooler on [CLS]: 2·B·d²
     assert b["warnings"] == [] and all(row["equal"] for row in b["rows"])
@@ -162,7 +174,7 @@ def test_transformer_and_bert_reconciliation_exact_on_explicit_path():
 
 def test_sdpa_path_never_silently_wrong_with_cross_attention():
     kw = dict(model="decoder-layer", d_model=32, heads=4, d_ff=64, seq=9, src_seq=5)
-    m = audit_cost(measure=True, **kw)["measured"]
+    m = cost(measure=True, **kw)["measured"]
     rows = {row["term"]: row for row in m["rows"]}
     assert rows["FFN"]["equal"] and rows["cross Q, K, V projections"]["equal"]
     if not rows["cross QKᵀ + AV"]["equal"]:  # the counter missed the fused kernel: it must say so

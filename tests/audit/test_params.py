@@ -7,11 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.audit import audit_params, render_params
+from attnlab.audit import ModelSpec, audit_params, render_params
 
 
 def test_notes_encoder_layer_numbers():
-    r = audit_params(d_model=512, heads=8, d_ff=2048)
+    r = audit_params(ModelSpec.from_sizes(d_model=512, heads=8, d_ff=2048))
     assert r["by_group"] == {"attention": 1_050_624, "ffn": 2_099_712, "norms": 2_048}
     assert r["total"] == r["formula_total"] == r["module_total"] == 3_152_384
     assert r["weights_total"] == 4 * 512**2 + 2 * 512 * 2048 + 2 * 512  # 4d² + 2df + the two γ
@@ -23,8 +23,8 @@ def test_notes_encoder_layer_numbers():
 
 
 def test_six_layers_and_w_o_at_768():
-    assert audit_params(layers=6)["module_total"] == 18_914_304 == 6 * 3_152_384
-    r = audit_params(d_model=768, heads=12, d_ff=3072)
+    assert audit_params(ModelSpec.from_sizes(layers=6))["module_total"] == 18_914_304 == 6 * 3_152_384
+    r = audit_params(ModelSpec.from_sizes(d_model=768, heads=12, d_ff=3072))
     w_o = next(row for row in r["rows"] if row["part"] == "W^O")
     assert (w_o["weights"], w_o["biases"]) == (589_824, 768)
 
@@ -36,7 +36,7 @@ def test_equals_torch_transformer_encoder_layer():
 
 def test_no_bias_and_gqa_by_hand():
     # d=64, h=8, h_kv=2 (d_k=8, K/V width 16), f=128, no biases: LayerNorms keep γ and β
-    r = audit_params(d_model=64, heads=8, kv_heads=2, d_ff=128, bias=False)
+    r = audit_params(ModelSpec.from_sizes(d_model=64, heads=8, kv_heads=2, d_ff=128, bias=False))
     assert r["by_group"]["attention"] == 64 * 64 * 2 + 2 * 64 * 16 == 10_240
     assert r["by_group"]["ffn"] == 2 * 64 * 128
     assert r["module_total"] == r["total"] == 10_240 + 16_384 + 4 * 64
@@ -74,17 +74,19 @@ def test_formula_equals_module_for_random_configs(
     if model == "gpt":
         bias = True
     r = audit_params(
-        model=model,
-        d_model=heads * d_k,
-        heads=heads,
-        kv_heads=kv_heads,
-        d_ff=d_ff,
-        layers=layers,
-        norm=norm,
-        bias=bias,
-        activation=activation,
-        vocab=vocab,
-        max_len=max_len,
+        ModelSpec.from_sizes(
+            model=model,
+            d_model=heads * d_k,
+            heads=heads,
+            kv_heads=kv_heads,
+            d_ff=d_ff,
+            layers=layers,
+            norm=norm,
+            bias=bias,
+            activation=activation,
+            vocab=vocab,
+            max_len=max_len,
+        )
     )
     assert r["total"] == r["formula_total"] == r["module_total"]
     assert {k: v for k, v in r["by_group"].items() if v} == r["module_by_group"]
@@ -92,11 +94,12 @@ def test_formula_equals_module_for_random_configs(
 
 def test_tied_weights_count_once():
     from attnlab.audit.build import build
-    from attnlab.audit.config import Arch
 
-    r = audit_params(model="gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=1000, max_len=128)
+    r = audit_params(
+        ModelSpec.from_sizes(model="gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=1000, max_len=128)
+    )
     assert r["by_group"]["head"] == 0 and r["by_group"]["embeddings"] == 1000 * 64
-    gpt = build(Arch(model="gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=1000, max_len=128))
+    gpt = build(ModelSpec.from_sizes("gpt", d_model=64, heads=4, d_ff=256, layers=2, vocab=1000, max_len=128))
     assert gpt.lm_head.weight is gpt.tok_embed.weight
     # the state dict lists the shared matrix twice; the audit (like parameters()) counts it once
     assert sum(t.numel() for t in gpt.state_dict().values()) == r["module_total"] + 1000 * 64
@@ -106,7 +109,9 @@ def test_tied_weights_count_once():
 
 def test_transformer_base_by_hand():
     # the paper's base model with a shared-size 37,000 vocabulary, separate tables, untied generator
-    r = audit_params(model="transformer", d_model=512, heads=8, d_ff=2048, layers=6, vocab=37000)
+    r = audit_params(
+        ModelSpec.from_sizes(model="transformer", d_model=512, heads=8, d_ff=2048, layers=6, vocab=37000)
+    )
     enc = 3_152_384
     dec = 8 * 512**2 + 2 * 512 * 2048 + 2048 + 15 * 512  # self + cross attention, FFN, three norms
     assert r["module_total"] == r["total"] == 6 * enc + 6 * dec + 3 * 37000 * 512 + 37000
@@ -122,12 +127,12 @@ def test_transformer_base_by_hand():
         ({"heads": 3}, "d_model=512 is not divisible by heads=3"),
         ({"kv_heads": 3}, "heads=8 is not divisible by kv_heads=3"),
         ({"model": "gpt"}, "needs a vocabulary size"),
-        ({"norm": "sandwich"}, "norm must be one of post, pre"),
+        ({"norm": "sandwich"}, r"norm must be one of \['post', 'pre'\], got 'sandwich'"),
     ],
 )
 def test_bad_input(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
-        audit_params(**kwargs)
+        audit_params(ModelSpec.from_sizes(**kwargs))
 
 
 def test_bert_sized_like_minilm_matches_the_real_checkpoint():
@@ -139,7 +144,16 @@ def test_bert_sized_like_minilm_matches_the_real_checkpoint():
     from safetensors import safe_open
 
     r = audit_params(
-        model="bert", d_model=384, heads=12, d_ff=1536, layers=6, vocab=30522, max_len=512, activation="gelu"
+        ModelSpec.from_sizes(
+            model="bert",
+            d_model=384,
+            heads=12,
+            d_ff=1536,
+            layers=6,
+            vocab=30522,
+            max_len=512,
+            activation="gelu",
+        )
     )
     assert r["total"] == r["formula_total"] == r["module_total"] == 22_713_216
     assert r["by_group"]["embeddings"] == 30522 * 384 + 2 * 384
@@ -154,5 +168,9 @@ def test_bert_sized_like_minilm_matches_the_real_checkpoint():
 
 def test_gpt2_small_is_124_439_808():
     # GPT-2 small (12 layers, d 768, V 50,257, 1,024 positions, tied head): the published 124,439,808
-    r = audit_params(model="gpt", d_model=768, heads=12, d_ff=3072, layers=12, vocab=50257, max_len=1024)
+    r = audit_params(
+        ModelSpec.from_sizes(
+            model="gpt", d_model=768, heads=12, d_ff=3072, layers=12, vocab=50257, max_len=1024
+        )
+    )
     assert r["total"] == r["formula_total"] == r["module_total"] == 124_439_808

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnlab.audit import audit_shapes, render_shapes
+from attnlab.audit import ModelSpec, Workload, audit_shapes, render_shapes
 
 
 def _by_step(report, layer="layers.0"):
@@ -10,19 +10,21 @@ def _by_step(report, layer="layers.0"):
 
 
 def test_sixth_layer_output_is_50_by_512():
-    r = audit_shapes(d_model=512, heads=8, d_ff=2048, seq=50, batch=1, layers=6)
+    r = audit_shapes(
+        ModelSpec.from_sizes(d_model=512, heads=8, d_ff=2048, layers=6), Workload(seq=50, batch=1)
+    )
     assert r["layer_outputs"] == [[1, 50, 512]] * 6
     assert r["per_sequence_output"] == [50, 512]
 
 
 def test_five_sentences_padded_to_20_tokens():
-    r = audit_shapes(d_model=64, heads=4, d_ff=256, seq=20, batch=5)
+    r = audit_shapes(ModelSpec.from_sizes(d_model=64, heads=4, d_ff=256), Workload(seq=20, batch=5))
     assert r["output"] == [5, 20, 64]
     assert r["output_numbers"] == 5 * 20 * 64 == 6_400
 
 
 def test_every_arrow_in_order_post_norm():
-    r = audit_shapes(d_model=16, heads=4, d_ff=32, seq=5, batch=2)
+    r = audit_shapes(ModelSpec.from_sizes(d_model=16, heads=4, d_ff=32), Workload(seq=5, batch=2))
     order = [s["step"] for s in r["steps"]]
     assert order == [
         "input x",
@@ -52,13 +54,18 @@ def test_every_arrow_in_order_post_norm():
 
 
 def test_gqa_pre_norm_and_decoder():
-    r = audit_shapes(d_model=32, heads=8, kv_heads=2, d_ff=16, seq=3, batch=1, norm="pre")
+    r = audit_shapes(
+        ModelSpec.from_sizes(d_model=32, heads=8, kv_heads=2, d_ff=16, norm="pre"), Workload(seq=3, batch=1)
+    )
     shapes = _by_step(r)
     assert shapes["K = x W^K"] == [1, 3, 8]  # h_kv·d_k = 2·4
     assert shapes["split heads K"] == [1, 2, 3, 4]
     assert shapes["scores QKᵀ/√d_k"] == [1, 8, 3, 3]
     assert r["steps"][0]["step"].startswith("layer input X")
-    d = audit_shapes(model="decoder-layer", d_model=16, heads=2, d_ff=8, seq=4, batch=3, layers=2)
+    d = audit_shapes(
+        ModelSpec.from_sizes(model="decoder-layer", d_model=16, heads=2, d_ff=8, layers=2),
+        Workload(seq=4, batch=3),
+    )
     cross = [s for s in d["steps"] if s["layer"] == "layers.0" and s["where"] == "cross_attn"]
     assert [s["step"] for s in cross][:3] == [
         "input y (queries from the decoder)",
@@ -69,7 +76,9 @@ def test_gqa_pre_norm_and_decoder():
 
 
 def test_render_draws_block():
-    text = render_shapes(audit_shapes(d_model=64, heads=4, d_ff=256, seq=20, batch=5, layers=2))
+    text = render_shapes(
+        audit_shapes(ModelSpec.from_sizes(d_model=64, heads=4, d_ff=256, layers=2), Workload(seq=20, batch=5))
+    )
     assert "scores QKᵀ/√d_k" in text and "[5, 4, 20, 20]" in text
     assert "6,400 numbers" in text
     assert (
@@ -79,13 +88,15 @@ def test_render_draws_block():
 
 def test_whole_models():
     g = audit_shapes(
-        model="gpt", d_model=32, heads=4, kv_heads=2, d_ff=64, seq=6, batch=2, layers=2, vocab=100
+        ModelSpec.from_sizes(model="gpt", d_model=32, heads=4, kv_heads=2, d_ff=64, layers=2, vocab=100),
+        Workload(seq=6, batch=2),
     )
     assert g["output"] == [2, 6, 100]  # logits [B, T, V]
     assert g["layer_outputs"] == [[2, 6, 32]] * 2 and g["layer_output_names"] == ["blocks.0", "blocks.1"]
     assert [s["step"] for s in g["steps"]][-2:] == ["final LayerNorm LN_f", "logits = h W_out [32 -> 100]"]
     t = audit_shapes(
-        model="transformer", d_model=32, heads=4, d_ff=64, seq=5, src_seq=9, batch=3, layers=2, vocab=50
+        ModelSpec.from_sizes(model="transformer", d_model=32, heads=4, d_ff=64, layers=2, vocab=50),
+        Workload(seq=5, src_seq=9, batch=3),
     )
     assert t["layer_output_names"] == [
         "encoder.layers.0",
@@ -99,5 +110,8 @@ def test_whole_models():
     assert cross["K = memory W^K"] == [3, 9, 32]
     enc = {s["step"]: s["shape"] for s in t["steps"] if s["layer"] == "encoder.layers.0"}
     assert enc["scores QKᵀ/√d_k"] == [3, 4, 9, 9]
-    b = audit_shapes(model="bert", d_model=32, heads=4, d_ff=64, seq=7, batch=2, layers=1, vocab=60)
+    b = audit_shapes(
+        ModelSpec.from_sizes(model="bert", d_model=32, heads=4, d_ff=64, layers=1, vocab=60),
+        Workload(seq=7, batch=2),
+    )
     assert b["output"] == [2, 7, 32] and b["per_sequence_output"] == [7, 32]

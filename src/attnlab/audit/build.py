@@ -8,10 +8,14 @@ audit. Building on the ``meta`` device allocates no memory, so counting a large 
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 import torch
 from torch import nn
 
-from attnlab.audit.config import Arch
+from attnlab.audit.config import ModelSpec
+from attnlab.nn.config import BlockConfig
 
 
 class LayerStack(nn.Module):
@@ -28,35 +32,78 @@ class LayerStack(nn.Module):
         return x
 
 
-def build(a: Arch, device: str | torch.device | None = None) -> nn.Module:
+def build(a: ModelSpec, device: str | torch.device | None = None) -> nn.Module:
     """The attnlab module for ``a`` (on ``device``; ``"meta"`` for shapes-only), in eval mode."""
     with torch.device(device or "cpu"):
         module = _build(a)
     return module.eval()
 
 
-def _build(a: Arch) -> nn.Module:
+def _takes_config(cls) -> bool:
+    """Whether a layer class is constructed from a BlockConfig (``cls(config)``)."""
+    return next(iter(inspect.signature(cls).parameters), None) == "config"
+
+
+def _flags(a: ModelSpec, what: str) -> dict:
+    """A constructor that takes flags, not a BlockConfig, builds only the blocks its flags express."""
+    b = a.block
+    plain = BlockConfig(b.d_model, b.num_heads, b.d_ff, b.num_kv_heads)
+    wanted = {"norm": b.norm, "ffn": b.ffn, "qkv_bias": b.qkv_bias, "out_bias": b.out_bias}
+    expressible = {"norm": plain.norm, "ffn": plain.ffn, "qkv_bias": b.ffn_bias, "out_bias": b.ffn_bias}
+    differ = {k: v for k, v in wanted.items() if v != expressible[k]}
+    if differ:
+        raise ValueError(f"{what} cannot be built with {differ} (its constructor has no such option)")
+    activation = "gelu" if b.activation == "gelu_tanh" else b.activation  # same parameters
+    return {"norm": b.norm_place, "activation": activation, "bias": b.ffn_bias}
+
+
+def _layer(cls, a: ModelSpec, **structural) -> nn.Module:
+    block = a.block.replace(dropout=0.0)
+    if _takes_config(cls):
+        return cls(block, **structural)
+    f = _flags(a, cls.__name__)
+    return cls(
+        block.d_model,
+        block.num_heads,
+        block.d_ff,
+        norm=f["norm"],
+        activation=f["activation"],
+        dropout=0.0,
+        bias=f["bias"],
+        num_kv_heads=block.num_kv_heads,
+    )
+
+
+def _model_config(cls, a: ModelSpec, **fields):
+    """``cls(**fields)``, with the block when the config takes one (else only what its fields say)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    if "block" in names:
+        fields["block"] = a.block.replace(dropout=0.0)
+    else:
+        f = _flags(a, cls.__name__)
+        fields.update({k: f[k] for k in ("norm", "activation") if k in names})
+        if not f["bias"]:
+            raise ValueError(f"{cls.__name__} has biases in every linear layer; bias=False does not apply")
+        if a.model == "gpt" and a.norm != "pre":
+            raise ValueError("attnlab.models.GPT is pre-norm; norm='post' does not apply")
+        if a.model != "gpt" and a.h_kv != a.heads:
+            raise ValueError(f"{cls.__name__} has standard multi-head attention; kv_heads does not apply")
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def _build(a: ModelSpec) -> nn.Module:
     if a.model in ("encoder-layer", "decoder-layer"):
-        from attnlab.nn import BlockConfig, DecoderLayer, EncoderLayer
+        from attnlab.nn import DecoderLayer, EncoderLayer
 
         layer = EncoderLayer if a.model == "encoder-layer" else DecoderLayer
-        block = BlockConfig(
-            a.d_model,
-            a.heads,
-            a.d_ff,
-            num_kv_heads=a.kv_heads,
-            norm_place=a.norm,
-            activation=a.activation,
-            qkv_bias=a.bias,
-            out_bias=a.bias,
-            ffn_bias=a.bias,
-        )
-        return LayerStack([layer(block) for _ in range(a.layers)])
+        return LayerStack([_layer(layer, a) for _ in range(a.layers)])
     if a.model == "transformer":
         from attnlab.models import Transformer, TransformerConfig
 
         return Transformer(
-            TransformerConfig(
+            _model_config(
+                TransformerConfig,
+                a,
                 src_vocab=a.vocab,
                 tgt_vocab=a.vocab,
                 d_model=a.d_model,
@@ -65,37 +112,46 @@ def _build(a: Arch) -> nn.Module:
                 num_encoder_layers=a.layers,
                 num_decoder_layers=a.layers,
                 max_len=a.max_len,
-                norm=a.norm,
-                activation=a.activation,
                 dropout=0.0,
+                share_embeddings=a.share_embeddings,
             )
         )
     if a.model == "gpt":
         from attnlab.models import GPT, GPTConfig
 
+        if a.block.positions not in ("learned", "rope"):
+            raise ValueError(f"attnlab.models.GPT has learned or rope positions, not {a.block.positions!r}")
         return GPT(
-            GPTConfig(
+            _model_config(
+                GPTConfig,
+                a,
                 vocab_size=a.vocab,
                 d_model=a.d_model,
                 num_heads=a.heads,
                 num_layers=a.layers,
                 d_ff=a.d_ff,
                 max_len=a.max_len,
+                positions=a.block.positions,
                 num_kv_heads=a.kv_heads,
+                tie_weights=a.tie_head,
                 dropout=0.0,
             )
         )
     from attnlab.models.bert import BertConfig, BertEncoder
 
     return BertEncoder(
-        BertConfig(
+        _model_config(
+            BertConfig,
+            a,
             vocab_size=a.vocab,
             d_model=a.d_model,
             num_heads=a.heads,
             num_layers=a.layers,
             d_ff=a.d_ff,
             max_len=a.max_len,
-            activation=a.activation,
+            type_vocab_size=a.type_vocab,
+            eps=a.block.norm_eps,
+            pooler=a.pooler,
         )
     )
 

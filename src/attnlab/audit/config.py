@@ -1,104 +1,336 @@
-"""What an audit is about: a validated description of the model (sizes in the notes' symbols).
+"""What an audit is about: a model (a :class:`~attnlab.nn.BlockConfig` stacked into one of the
+:data:`MODELS`) and, for shapes and cost, a :class:`Workload` (batch, sequence, causal, window).
 
 Symbols: ``d = d_model``, ``h`` heads, ``h_kv`` key/value heads (GQA; ``h_kv = h`` is plain
 multi-head attention, ``h_kv = 1`` is MQA), ``d_k = d_v = d / h``, ``f = d_ff``, ``L`` layers,
-``V`` vocabulary, ``n_ctx = max_len``. Every audit validates its sizes here, so a bad size is a
+``V`` vocabulary, ``n_ctx = max_len``. Everything is validated on construction, so a bad size is a
 ``ValueError`` naming the argument and its value (the CLI turns it into exit status 2).
+
+An audit accepts any of: a :class:`ModelSpec`; a :class:`~attnlab.nn.BlockConfig` (one encoder
+layer); a model config (:class:`~attnlab.models.GPTConfig`, ``BertConfig``,
+``TransformerConfig``); or a preset name from :data:`attnlab.audit.presets.PRESETS`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
+
+from attnlab._checks import choice, optional_positive_int, positive_int
+from attnlab.nn.config import BlockConfig
 
 MODELS = ("encoder-layer", "decoder-layer", "transformer", "gpt", "bert")
-NORMS = ("post", "pre")
-ACTIVATIONS = ("relu", "gelu")
+CROSS_MODELS = ("decoder-layer", "transformer")  # models with cross-attention over a source of length S
+WHOLE_MODELS = ("transformer", "gpt", "bert")  # models with embeddings (they need a vocabulary)
 
-
-def positive_int(name: str, value) -> int:
-    """Return ``value`` as an ``int`` if it is a positive integer, else raise ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def check_choice(name: str, value, choices: tuple) -> str:
-    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-    return value
+# What each model's block is unless told otherwise (the architecture attnlab.models builds).
+MODEL_BLOCKS: dict[str, dict] = {
+    "encoder-layer": {},
+    "decoder-layer": {},
+    "transformer": {"positions": "sinusoidal"},
+    "gpt": {"norm_place": "pre", "activation": "gelu", "positions": "learned"},
+    "bert": {"activation": "gelu", "positions": "learned", "norm_eps": 1e-12},
+}
 
 
 @dataclasses.dataclass(frozen=True)
-class Arch:
-    """The sizes every audit shares, validated on construction.
+class ModelSpec:
+    """A model for the audits: ``layers`` blocks described by ``block``, in a model of kind ``model``.
 
-    Attributes: model (one of :data:`MODELS`), d_model ``d``, heads ``h``, d_ff ``f``, layers ``L``,
-    kv_heads ``h_kv`` (``None`` means ``h``), norm "post"|"pre", bias, activation, vocab ``V``
-    (``None``: no embeddings or logits, except for whole models, which need one), max_len ``n_ctx``.
+    ``vocab`` V (``None`` for a bare stack of layers; whole models need one), ``max_len`` n_ctx
+    (rows of a learned position table). Tying: ``tie_head`` (gpt: the logits use the token
+    embedding transposed, counted once), ``share_embeddings`` (transformer: one ``[V, d]`` matrix is
+    the source table, the target table and the generator's weight, as in the original paper;
+    the generator keeps its bias ``[V]``). BERT: ``type_vocab`` token-type rows, ``pooler``.
     """
 
-    model: str = "encoder-layer"
-    d_model: int = 512
-    heads: int = 8
-    d_ff: int = 2048
+    model: str
+    block: BlockConfig
     layers: int = 1
-    kv_heads: int | None = None
-    norm: str = "post"
-    bias: bool = True
-    activation: str = "relu"
     vocab: int | None = None
     max_len: int = 512
+    tie_head: bool = True
+    share_embeddings: bool = False
+    type_vocab: int = 2
+    pooler: bool = True
 
     def __post_init__(self) -> None:
-        set_ = lambda k, v: object.__setattr__(self, k, v)
-        check_choice("model", self.model, MODELS)
-        for name in ("d_model", "heads", "d_ff", "layers", "max_len"):
-            set_(name, positive_int(name, getattr(self, name)))
-        if self.kv_heads is not None:
-            set_("kv_heads", positive_int("kv_heads", self.kv_heads))
-        if self.vocab is not None:
-            set_("vocab", positive_int("vocab", self.vocab))
-        check_choice("norm", self.norm, NORMS)
-        check_choice("activation", self.activation, ACTIVATIONS)
-        if self.d_model % self.heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by heads={self.heads} "
-                f"(each head needs d_k = d_model / heads)"
-            )
-        if self.heads % self.h_kv:
-            raise ValueError(
-                f"heads={self.heads} is not divisible by kv_heads={self.h_kv} "
-                f"(each key/value head serves heads / kv_heads query heads)"
-            )
-        if self.model in ("transformer", "gpt", "bert") and self.vocab is None:
+        choice("model", self.model, MODELS)
+        if not isinstance(self.block, BlockConfig):
+            raise ValueError(f"block must be an attnlab.nn.BlockConfig, got {type(self.block).__name__}")
+        positive_int("layers", self.layers)
+        optional_positive_int("vocab", self.vocab)
+        positive_int("max_len", self.max_len)
+        positive_int("type_vocab", self.type_vocab)
+        for flag in ("tie_head", "share_embeddings", "pooler"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        if self.model in WHOLE_MODELS and self.vocab is None:
             raise ValueError(f"model {self.model!r} needs a vocabulary size: pass vocab (--vocab)")
-        # what the engine's whole models can express
-        if self.model == "gpt":  # GPT blocks are pre-norm with a GELU MLP, whatever the defaults say
-            set_("norm", "pre")
-            set_("activation", "gelu")
-            if not self.bias:
-                raise ValueError("model 'gpt' has biases in every linear layer; bias=False does not apply")
-        if self.model == "transformer" and (self.h_kv != self.heads or not self.bias):
-            raise ValueError(
-                "model 'transformer' has standard multi-head attention with biases; "
-                "kv_heads and bias=False apply to encoder-layer, decoder-layer and gpt"
-            )
-        if self.model == "bert" and (self.h_kv != self.heads or not self.bias):
-            raise ValueError(
-                "model 'bert' has standard multi-head attention with biases; "
-                "kv_heads and bias=False do not apply"
-            )
-        if self.model == "bert" and self.norm != "post":
+        if self.share_embeddings and self.model != "transformer":
+            raise ValueError("share_embeddings applies to model 'transformer' (source, target and generator)")
+        if self.model == "bert" and self.block.norm_place != "post":
             raise ValueError("model 'bert' is post-norm; norm='pre' does not apply")
+
+    # the notes' symbols, read by every audit
+    @property
+    def d_model(self) -> int:
+        return self.block.d_model
+
+    @property
+    def heads(self) -> int:
+        return self.block.num_heads
+
+    @property
+    def kv_heads(self) -> int | None:
+        return self.block.num_kv_heads
 
     @property
     def h_kv(self) -> int:
         """Key/value heads ``h_kv`` (``h`` unless GQA/MQA)."""
-        return self.heads if self.kv_heads is None else self.kv_heads
+        return self.block.kv_heads
 
     @property
     def d_k(self) -> int:
         """Head width ``d_k = d_v = d / h``."""
-        return self.d_model // self.heads
+        return self.block.head_dim
+
+    @property
+    def d_ff(self) -> int:
+        return self.block.d_ff
+
+    @property
+    def norm(self) -> str:
+        """Norm placement, ``post`` or ``pre``."""
+        return self.block.norm_place
+
+    @property
+    def activation(self) -> str:
+        return self.block.activation
+
+    @property
+    def bias(self) -> bool:
+        """True when every projection has a bias (the block's three switches all on)."""
+        b = self.block
+        return b.qkv_bias and b.out_bias and b.ffn_bias
+
+    def to_dict(self) -> dict:
+        """The report's ``config``: the flat sizes the CLI's flags name, the tying options, the block."""
+        return {
+            "model": self.model,
+            "d_model": self.d_model,
+            "heads": self.heads,
+            "d_ff": self.d_ff,
+            "layers": self.layers,
+            "kv_heads": self.kv_heads,
+            "norm": self.norm,
+            "bias": self.bias,
+            "activation": self.activation,
+            "vocab": self.vocab,
+            "max_len": self.max_len,
+            "tie_head": self.tie_head,
+            "share_embeddings": self.share_embeddings,
+            "block": self.block.to_dict(),
+        }
+
+    @classmethod
+    def from_sizes(
+        cls,
+        model: str = "encoder-layer",
+        d_model: int = 512,
+        heads: int = 8,
+        d_ff: int = 2048,
+        layers: int = 1,
+        kv_heads: int | None = None,
+        vocab: int | None = None,
+        max_len: int = 512,
+        **block: object,
+    ) -> ModelSpec:
+        """The spec the CLI's flags describe: sizes, then any :class:`BlockConfig` field or tying option.
+
+        ``norm`` is the placement (``post`` | ``pre``, the CLI's ``--norm``), ``norm_kind`` the norm
+        (``layer`` | ``rms``), ``bias=False`` switches every bias off; other keywords are
+        :class:`BlockConfig` fields (``ffn``, ``activation``, ``qkv_bias``, ...) or the tying options
+        of :class:`ModelSpec`. ``None`` means the model's default (:data:`MODEL_BLOCKS`: GPT is
+        pre-norm GELU, BERT GELU with eps 1e-12, the rest post-norm ReLU).
+        """
+        choice("model", model, MODELS)
+        d_model, heads = positive_int("d_model", d_model), positive_int("heads", heads)
+        if d_model % heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by heads={heads} (each head needs d_k = d_model / heads)"
+            )
+        if kv_heads is not None and heads % positive_int("kv_heads", kv_heads):
+            raise ValueError(
+                f"heads={heads} is not divisible by kv_heads={kv_heads} "
+                f"(each key/value head serves heads / kv_heads query heads)"
+            )
+        spec_fields = {"tie_head", "share_embeddings", "type_vocab", "pooler"}
+        extra = {k: block.pop(k) for k in list(block) if k in spec_fields and block[k] is not None}
+        fields = dict(MODEL_BLOCKS[model])
+        if block.get("norm") is not None:
+            fields["norm_place"] = choice("norm", block["norm"], ("post", "pre"))
+        if block.get("norm_kind") is not None:
+            fields["norm"] = block["norm_kind"]
+        if block.get("bias") is False:
+            fields.update(qkv_bias=False, out_bias=False, ffn_bias=False)
+        known = {f.name for f in dataclasses.fields(BlockConfig)}
+        for k, v in block.items():
+            if k in ("norm", "norm_kind", "bias"):
+                continue
+            if k not in known:
+                raise ValueError(f"unknown option {k!r}; block fields are {sorted(known)}")
+            if v is not None:
+                fields[k] = v
+        b = BlockConfig(
+            d_model=positive_int("d_model", d_model),
+            num_heads=positive_int("heads", heads),
+            d_ff=positive_int("d_ff", d_ff),
+            num_kv_heads=optional_positive_int("kv_heads", kv_heads),
+            **fields,
+        )
+        return cls(model, b, layers=layers, vocab=vocab, max_len=max_len, **extra)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What the model runs on: ``batch`` B sequences of ``seq`` T tokens; ``src_seq`` S is the source
+    (memory) length of decoder-layer and transformer (``None``: S = T); ``causal`` self-attention;
+    ``window`` W: a causal sliding window of W keys (W <= T)."""
+
+    seq: int = 128
+    batch: int = 1
+    src_seq: int | None = None
+    causal: bool = False
+    window: int | None = None
+
+    def __post_init__(self) -> None:
+        positive_int("seq", self.seq)
+        positive_int("batch", self.batch)
+        optional_positive_int("src_seq", self.src_seq)
+        optional_positive_int("window", self.window)
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be true or false, got {self.causal!r}")
+
+    @property
+    def S(self) -> int:
+        """Source length (``src_seq``, or ``seq`` when not given)."""
+        return self.seq if self.src_seq is None else self.src_seq
+
+
+def model_spec(model) -> ModelSpec:
+    """Any description of a model as a :class:`ModelSpec` (see the module docstring for what is accepted)."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, BlockConfig):
+        return ModelSpec("encoder-layer", model)
+    if isinstance(model, str):
+        if model in MODELS:
+            return ModelSpec.from_sizes(model)
+        from attnlab.audit.presets import preset
+
+        return preset(model).spec
+    name = type(model).__name__
+    if name in ("GPTConfig", "BertConfig", "TransformerConfig"):
+        return _from_model_config(model)
+    raise ValueError(
+        f"model must be a ModelSpec, a BlockConfig, a GPTConfig/BertConfig/TransformerConfig or a preset "
+        f"name, got {name}"
+    )
+
+
+def _from_model_config(c) -> ModelSpec:
+    """The spec of an ``attnlab.models`` config (its block when it has one, else its fields)."""
+    name = type(c).__name__
+    block = getattr(c, "block", None)
+    if name == "GPTConfig":
+        if not isinstance(block, BlockConfig):
+            positions = getattr(c, "positions", "learned")
+            block = BlockConfig(
+                d_model=c.d_model,
+                num_heads=c.num_heads,
+                d_ff=c.d_ff,
+                num_kv_heads=c.num_kv_heads,
+                **{**MODEL_BLOCKS["gpt"], "positions": positions},
+            )
+        return ModelSpec(
+            "gpt",
+            block,
+            c.num_layers,
+            c.vocab_size,
+            c.max_len,
+            tie_head=bool(getattr(c, "tie_weights", True)),
+        )
+    if name == "BertConfig":
+        if not isinstance(block, BlockConfig):
+            block = BlockConfig(
+                d_model=c.d_model,
+                num_heads=c.num_heads,
+                d_ff=c.d_ff,
+                **{**MODEL_BLOCKS["bert"], "activation": c.activation, "norm_eps": c.eps},
+            )
+        return ModelSpec(
+            "bert",
+            block,
+            c.num_layers,
+            c.vocab_size,
+            c.max_len,
+            type_vocab=c.type_vocab_size,
+            pooler=bool(c.pooler),
+        )
+    if c.num_encoder_layers != c.num_decoder_layers:
+        raise ValueError(
+            f"the audit's transformer has L encoder and L decoder layers; this config has "
+            f"{c.num_encoder_layers} and {c.num_decoder_layers}"
+        )
+    if c.src_vocab != c.tgt_vocab:
+        raise ValueError(
+            f"the audit's transformer has one vocabulary V; this config has src_vocab={c.src_vocab} "
+            f"and tgt_vocab={c.tgt_vocab}"
+        )
+    if not isinstance(block, BlockConfig):
+        block = BlockConfig(
+            d_model=c.d_model,
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            **{**MODEL_BLOCKS["transformer"], "norm_place": c.norm, "activation": c.activation},
+        )
+    return ModelSpec(
+        "transformer",
+        block,
+        c.num_encoder_layers,
+        c.src_vocab,
+        c.max_len,
+        share_embeddings=bool(c.share_embeddings),
+    )
+
+
+def preset_info(model) -> dict | None:
+    """``{name, description, published, vocab_note}`` when ``model`` names a preset, else ``None``."""
+    if not isinstance(model, str) or model in MODELS:
+        return None
+    from attnlab.audit.presets import preset
+
+    p = preset(model)
+    return {
+        "name": p.name,
+        "description": p.description,
+        "published": p.published,
+        "vocab_note": p.vocab_note,
+    }
+
+
+SIZE_OPTIONS = ("model", "d_model", "heads", "d_ff", "layers", "kv_heads", "vocab", "max_len")
+
+
+def from_options(preset: str | None = None, given: tuple[str, ...] = (), **options) -> ModelSpec | str:
+    """What the CLI's audit flags describe: the preset's name (its spec comes with what was
+    published), or :meth:`ModelSpec.from_sizes` of ``options``. ``given``: the options the user
+    actually set; with a preset, any of them is a ``ValueError`` (the preset fixes every size)."""
+    if preset is not None:
+        from attnlab.audit.presets import preset as lookup
+
+        lookup(preset)
+        if given:
+            raise ValueError(f"--preset {preset} fixes the model; leave out {', '.join(given)}")
+        return preset
+    return ModelSpec.from_sizes(**options)

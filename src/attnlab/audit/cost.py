@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlab.audit.config import MODELS, Arch, positive_int
+from attnlab._checks import positive_int
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec, preset_info
 from attnlab.audit.params import audit_params
+from attnlab.audit.render import bytes_text, number, table
 
 CONVENTION = (
     "FLOPs = 2·MACs for matmuls ([m,k]@[k,n] = m·k·n MACs); softmax incl. 1/sqrt(d_k) scale = "
@@ -59,14 +61,11 @@ def kv_cache_bytes(
     return 2 * layers * kv_heads * d_head * bytes_per_value * tokens * batch
 
 
-CROSS_MODELS = ("decoder-layer", "transformer")  # models with cross-attention over a source of length S
-
-
 def _mm(name: str, macs: int, formula: str) -> dict:
     return {"term": name, "macs": macs, "flops": 2 * macs, "formula": formula}
 
 
-def _self_attention(a: Arch, pre: str, L: int, B: int, T: int, A: int, tok: str, att: str) -> list[dict]:
+def _self_attention(a: ModelSpec, pre: str, L: int, B: int, T: int, A: int, tok: str, att: str) -> list[dict]:
     """Q/K/V projections, QKᵀ, softmax, AV and W^O of ``L`` self-attention layers over ``T`` tokens."""
     d, h, d_k = a.d_model, a.heads, a.d_k
     kv = a.h_kv * d_k
@@ -87,7 +86,7 @@ def _self_attention(a: Arch, pre: str, L: int, B: int, T: int, A: int, tok: str,
     ]
 
 
-def _cross_attention(a: Arch, pre: str, L: int, B: int, T: int, S: int) -> list[dict]:
+def _cross_attention(a: ModelSpec, pre: str, L: int, B: int, T: int, S: int) -> list[dict]:
     """Cross-attention of ``L`` layers: queries from ``T`` target tokens, K/V of the ``S``-token memory
     (projected once per layer), ``T·S`` score entries per head (never masked by causality)."""
     d, h, d_k = a.d_model, a.heads, a.d_k
@@ -109,8 +108,17 @@ def _cross_attention(a: Arch, pre: str, L: int, B: int, T: int, S: int) -> list[
     ]
 
 
+def _ffn(a: ModelSpec, pre: str, L: int, B: int, T: int, tok: str) -> list[dict]:
+    """The FFN's matmuls over ``T`` tokens: MLP 2·d·f MACs per token (W_1, W_2), GLU 3·d·f (gate, up,
+    down); no FFN, no term."""
+    n = {"mlp": 2, "glu": 3, "none": 0}[a.block.ffn]
+    if not n:
+        return []
+    return [_mm(f"{pre}FFN", L * B * T * n * a.d_model * a.d_ff, f"{n}·L·B·{tok}·d·f")]
+
+
 def _terms(
-    a: Arch, seq: int, batch: int, causal: bool, window: int | None, src_seq: int | None = None
+    a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None, src_seq: int | None = None
 ) -> list[dict]:
     """Per-model forward terms (all layers) with MACs and FLOPs.
 
@@ -119,20 +127,20 @@ def _terms(
     Logits B·T·d·V when ``vocab`` (not bert: no LM head; its pooler is B·d² on [CLS]).
     Embedding lookups and position additions are not matmuls: 0 FLOPs.
     """
-    B, T, d, f, L = batch, seq, a.d_model, a.d_ff, a.layers
+    B, T, d, L = batch, seq, a.d_model, a.layers
     S = T if src_seq is None else src_seq
     A = attended_entries(T, causal, window)
     if a.model == "transformer":
         rows = _self_attention(a, "encoder ", L, B, S, S * S, "S", "S²")
-        rows.append(_mm("encoder FFN", L * B * S * 2 * d * f, "2·L·B·S·d·f"))
+        rows += _ffn(a, "encoder ", L, B, S, "S")
         rows += _self_attention(a, "decoder ", L, B, T, A, "T", "A")
         rows += _cross_attention(a, "decoder ", L, B, T, S)
-        rows.append(_mm("decoder FFN", L * B * T * 2 * d * f, "2·L·B·T·d·f"))
+        rows += _ffn(a, "decoder ", L, B, T, "T")
     else:
         rows = _self_attention(a, "", L, B, T, A, "T", "A")
         if a.model == "decoder-layer":
             rows += _cross_attention(a, "", L, B, T, S)
-        rows.append(_mm("FFN", L * B * T * 2 * d * f, "2·L·B·T·d·f"))
+        rows += _ffn(a, "", L, B, T, "T")
     if a.model == "bert":
         rows.append(_mm("pooler", B * d * d, "B·d² ([CLS] only)"))
     elif a.vocab:
@@ -140,7 +148,59 @@ def _terms(
     return rows
 
 
-def _activations(a: Arch, seq: int, batch: int, src_seq: int | None = None) -> list[dict]:
+def _act(tensor: str, *shape: int) -> dict:
+    n = 1
+    for x in shape:
+        n *= x
+    return {"tensor": tensor, "shape": list(shape), "entries": n}
+
+
+def _attention_acts(a: ModelSpec, B: int, T: int, S: int, label: str, norm: int, cross: bool) -> list[dict]:
+    """One attention sub-layer's tensors: Q [B, T, d], K and V [B, S, h_kv·d_k] (``S`` keys), scores and
+    weights [B, h, T, S], concat(heads), W^O output, and the add & norm that closes the sub-layer."""
+    d, h, kv = a.d_model, a.heads, a.h_kv * a.d_k
+    src = " (memory)" if cross else ""
+    return [
+        _act(f"{label}Q", B, T, d),
+        _act(f"{label}K{src}", B, S, kv),
+        _act(f"{label}V{src}", B, S, kv),
+        _act(f"{label}scores QKᵀ/√d_k", B, h, T, S),
+        _act(f"{label}weights softmax", B, h, T, S),
+        _act(f"{label}concat(heads)", B, T, d),
+        _act(f"{label}W^O output", B, T, d),
+        _act(f"add & norm {norm}", B, T, d),
+    ]
+
+
+def _ffn_acts(a: ModelSpec, B: int, T: int, norm: int) -> list[dict]:
+    """The FFN's tensors: hidden x W_1 (+ the up projection x W_3 of a GLU) [B, T, f], activation,
+    output [B, T, d], add & norm."""
+    if a.block.ffn == "none":
+        return []
+    d, f = a.d_model, a.d_ff
+    hidden = "FFN hidden xW_1+b_1" if a.block.ffn_bias else "FFN hidden xW_1"
+    up = [_act("FFN up xW_3", B, T, f)] if a.block.ffn == "glu" else []
+    return [
+        _act(hidden, B, T, f),
+        *up,
+        _act("FFN activation", B, T, f),
+        _act("FFN output", B, T, d),
+        _act(f"add & norm {norm}", B, T, d),
+    ]
+
+
+def _layer_acts(a: ModelSpec, B: int, T: int, S: int | None) -> list[dict]:
+    """One layer's tensors on the explicit path: self-attention, cross-attention over ``S`` memory
+    tokens (``None``: an encoder layer) and the FFN, as named blocks."""
+    d = a.d_model
+    rows = [_act("layer input x" if S is None else "layer input y", B, T, d)]
+    rows += _attention_acts(a, B, T, T, "", 1, cross=False)
+    if S is not None:
+        rows += _attention_acts(a, B, T, S, "cross ", 2, cross=True)
+    return rows + _ffn_acts(a, B, T, 2 if S is None else 3)
+
+
+def _activations(a: ModelSpec, seq: int, batch: int, src_seq: int | None = None) -> list[dict]:
     """Tensors one layer's forward pass materialises on the explicit path, as entries.
 
     decoder-layer: self-attention, cross-attention (K/V of the ``[B, S, d]`` memory) and FFN;
@@ -148,81 +208,30 @@ def _activations(a: Arch, seq: int, batch: int, src_seq: int | None = None) -> l
     """
     S = seq if src_seq is None else src_seq
     if a.model == "transformer":
-        enc = [{**x, "tensor": "encoder " + x["tensor"]} for x in _encoder_acts(a, S, batch)]
-        return enc + [{**x, "tensor": "decoder " + x["tensor"]} for x in _decoder_acts(a, seq, batch, S)]
-    if a.model == "decoder-layer":
-        return _decoder_acts(a, seq, batch, S)
-    return _encoder_acts(a, seq, batch)
-
-
-def _decoder_acts(a: Arch, seq: int, batch: int, src_seq: int) -> list[dict]:
-    B, T, S, d, h = batch, seq, src_seq, a.d_model, a.heads
-    kv = a.h_kv * a.d_k
-    rows = _encoder_acts(a, seq, batch)
-    rows[0] = {"tensor": "layer input y", "shape": [B, T, d], "entries": B * T * d}
-    cross = [
-        {"tensor": "cross Q", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "cross K (memory)", "shape": [B, S, kv], "entries": B * S * kv},
-        {"tensor": "cross V (memory)", "shape": [B, S, kv], "entries": B * S * kv},
-        {"tensor": "cross scores QKᵀ/√d_k", "shape": [B, h, T, S], "entries": B * h * T * S},
-        {"tensor": "cross weights softmax", "shape": [B, h, T, S], "entries": B * h * T * S},
-        {"tensor": "cross concat(heads)", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "cross W^O output", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "add & norm 2", "shape": [B, T, d], "entries": B * T * d},
-    ]
-    ffn = rows[9:]
-    ffn[-1] = {**ffn[-1], "tensor": "add & norm 3"}
-    return rows[:9] + cross + ffn
-
-
-def _encoder_acts(a: Arch, seq: int, batch: int) -> list[dict]:
-    """One self-attention layer's tensors (x, Q, K, V, scores, weights, ..., add & norm 2)."""
-    B, T, d, h, f = batch, seq, a.d_model, a.heads, a.d_ff
-    kv = a.h_kv * a.d_k
-    return [
-        {"tensor": "layer input x", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "Q", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "K", "shape": [B, T, kv], "entries": B * T * kv},
-        {"tensor": "V", "shape": [B, T, kv], "entries": B * T * kv},
-        {"tensor": "scores QKᵀ/√d_k", "shape": [B, h, T, T], "entries": B * h * T * T},
-        {"tensor": "weights softmax", "shape": [B, h, T, T], "entries": B * h * T * T},
-        {"tensor": "concat(heads)", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "W^O output", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "add & norm 1", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "FFN hidden xW_1+b_1", "shape": [B, T, f], "entries": B * T * f},
-        {"tensor": "FFN activation", "shape": [B, T, f], "entries": B * T * f},
-        {"tensor": "FFN output", "shape": [B, T, d], "entries": B * T * d},
-        {"tensor": "add & norm 2", "shape": [B, T, d], "entries": B * T * d},
-    ]
+        enc = [{**x, "tensor": "encoder " + x["tensor"]} for x in _layer_acts(a, batch, S, None)]
+        return enc + [{**x, "tensor": "decoder " + x["tensor"]} for x in _layer_acts(a, batch, seq, S)]
+    return _layer_acts(a, batch, seq, S if a.model == "decoder-layer" else None)
 
 
 def audit_cost(
-    d_model: int = 512,
-    heads: int = 8,
-    d_ff: int = 2048,
-    seq: int = 128,
-    batch: int = 1,
-    layers: int = 1,
-    kv_heads: int | None = None,
-    causal: bool = False,
-    window: int | None = None,
+    model="encoder-layer",
+    workload: Workload | None = None,
+    *,
     training: bool = False,
-    vocab: int | None = None,
     bytes_per_value: int = 4,
-    model: str = "encoder-layer",
-    max_len: int | None = None,
     measure: bool = False,
     path: str = "sdpa",
-    src_seq: int | None = None,
 ) -> dict:
     """Analytic cost of a stack of ``L`` self-attention layers (and the logits if ``vocab``).
 
     Per layer: projections B·T·d·(d + 2h_kv·d_k) + B·T·d² MACs, QKᵀ and AV B·h·A·d_k MACs each with
     A attended entries per head, FFN 2·B·T·d·f MACs; logits B·T·d·V. FLOPs = 2·MACs.
 
-    Args: sizes as in the notes; ``seq`` T, ``batch`` B; ``causal``; ``window`` W (a causal sliding
-    window, W ≤ T); ``training`` adds the training FLOPs; ``bytes_per_value`` for memory;
-    ``model`` "encoder-layer", "gpt" (causal, needs ``vocab``), "decoder-layer" (causal
+    Args: ``model`` (a :class:`~attnlab.audit.config.ModelSpec`, a ``BlockConfig``, a model config or
+    a preset name, as for :func:`~attnlab.audit.params.audit_params`); ``workload`` (a
+    :class:`~attnlab.audit.config.Workload`: ``seq`` T, ``batch`` B, ``causal``, ``window`` W, a causal
+    sliding window W ≤ T, ``src_seq`` S); ``training`` adds the training FLOPs; ``bytes_per_value``
+    for memory. Models: "encoder-layer", "gpt" (causal, needs ``vocab``), "decoder-layer" (causal
     self-attention + cross-attention over a memory of ``src_seq`` S tokens, default T, whose K/V are
     projected once per layer + FFN), "transformer" (``L`` encoder layers over S, ``L`` decoder
     layers over T, logits; needs ``vocab``) or "bert" (``L`` post-norm GELU encoder layers + the
@@ -233,43 +242,34 @@ def audit_cost(
     with ``measure`` also "measured": the reconciliation with FlopCounterMode on the attnlab module
     (``path`` "sdpa" or "explicit"), see :mod:`attnlab.audit.measure`.
     """
-    if model not in MODELS:
-        raise ValueError(f"model for the cost audit must be one of {', '.join(MODELS)}; got {model!r}")
-    seq, batch = positive_int("seq", seq), positive_int("batch", batch)
-    src_seq = seq if src_seq is None else positive_int("src_seq", src_seq)
-    if src_seq != seq and model not in CROSS_MODELS:
-        raise ValueError(f"src_seq applies to decoder-layer and transformer (cross-attention), not {model!r}")
-    if model == "bert" and (causal or window is not None):
+    a = model_spec(model)
+    w = Workload() if workload is None else workload
+    if not isinstance(w, Workload):
+        raise ValueError(f"workload must be an attnlab.audit.Workload, got {type(w).__name__}")
+    seq, batch, src_seq, causal, window = w.seq, w.batch, w.S, w.causal, w.window
+    name = a.model
+    if src_seq != seq and name not in CROSS_MODELS:
+        raise ValueError(f"src_seq applies to decoder-layer and transformer (cross-attention), not {name!r}")
+    if name == "bert" and (causal or window is not None):
         raise ValueError("model 'bert' is bidirectional; causal and window do not apply")
-    if model == "transformer" and window is not None:
+    if name == "transformer" and window is not None:
         raise ValueError(
             "model 'transformer' runs a plain causal decoder; window applies to encoder-layer, "
             "decoder-layer and gpt"
         )
-    if training and model in CROSS_MODELS:
+    if training and name in CROSS_MODELS:
         raise ValueError(
             f"training FLOPs per token (PaLM's 6N + 12·L·h·d_k·T) cover one token stream: "
-            f"encoder-layer, gpt and bert, not {model!r}"
+            f"encoder-layer, gpt and bert, not {name!r}"
         )
     bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
-    if window is not None:
-        window = positive_int("window", window)
-        if window > seq:
-            raise ValueError(f"window={window} is larger than the sequence seq={seq}")
+    if window is not None and window > seq:
+        raise ValueError(f"window={window} is larger than the sequence seq={seq}")
+    if a.max_len < max(seq, src_seq):  # a learned position table long enough for the input
+        a = dataclasses.replace(a, max_len=max(seq, src_seq))
     # GPT and every decoder self-attention are causal; the sliding window is a causal window
-    if model in ("gpt", *CROSS_MODELS) or window is not None:
+    if name in ("gpt", *CROSS_MODELS) or window is not None:
         causal = True
-    a = Arch(
-        model=model,
-        d_model=d_model,
-        heads=heads,
-        d_ff=d_ff,
-        layers=layers,
-        kv_heads=kv_heads,
-        vocab=vocab,
-        max_len=max_len or max(seq, src_seq, 1),
-        activation="gelu" if model == "bert" else "relu",
-    )
     terms = _terms(a, seq, batch, causal, window, src_seq)
     A = attended_entries(seq, causal, window)
     B, T, d, h, L = batch, seq, a.d_model, a.heads, a.layers
@@ -278,12 +278,12 @@ def audit_cost(
     acts = _activations(a, seq, batch, src_seq)
     per_layer = sum(x["entries"] for x in acts)
     fused = per_layer - sum(x["entries"] for x in acts if "scores" in x["tensor"] or "weights" in x["tensor"])
-    logits_entries = B * T * a.vocab if a.vocab and model != "bert" else 0  # bert: no LM head
+    logits_entries = B * T * a.vocab if a.vocab and a.model != "bert" else 0  # bert: no LM head
     cached = min(seq, window) if window else seq
     report = {
         "model": a.model,
         "config": {
-            **dataclasses.asdict(a),
+            **a.to_dict(),
             "seq": seq,
             "batch": batch,
             "causal": causal,
@@ -329,7 +329,9 @@ def audit_cost(
         "growth": _growth(a, seq, batch, causal, window, src_seq),
         "convention": CONVENTION,
     }
-    if model in CROSS_MODELS:
+    if preset_info(model) is not None:
+        report["preset"] = preset_info(model)
+    if name in CROSS_MODELS:
         report["config"]["src_seq"] = src_seq
         report["cross_score_entries"] = B * h * T * src_seq
         report["kv_cache"]["cross_attention"] = {
@@ -340,10 +342,10 @@ def audit_cost(
             "note": "the cross-attention K/V of the memory: computed once per layer from the S source "
             "tokens, then reused at every decoding step (fixed size, separate from the self-attention cache)",
         }
-    if model == "transformer":
+    if name == "transformer":
         report["encoder_score_entries"] = B * h * src_seq * src_seq
         report["activations"]["note"] += "; transformer: per layer = one encoder layer + one decoder layer"
-    if model == "bert":
+    if name == "bert":
         report["kv_cache"] = None  # an encoder: nothing is decoded token by token
         report["embeddings_note"] = (
             "word, position and token-type embeddings are table lookups and additions: 0 FLOPs; "
@@ -355,12 +357,12 @@ def audit_cost(
         from attnlab.audit.measure import measure_model, reconcile
 
         report["measured"] = reconcile(
-            report, measure_model(a, seq, batch, causal, window, path=path, src_seq=src_seq)
+            report, measure_model(a, Workload(seq, batch, src_seq, causal, window), path=path)
         )
     return report
 
 
-def _growth(a: Arch, seq: int, batch: int, causal: bool, window: int | None, src_seq: int) -> list[dict]:
+def _growth(a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None, src_seq: int) -> list[dict]:
     """How every term changes when T (and the source length S) doubles (the window stays fixed)."""
     now = _terms(a, seq, batch, causal, window, src_seq)
     doubled = _terms(a, 2 * seq, batch, causal, window, 2 * src_seq)
@@ -375,19 +377,9 @@ def _growth(a: Arch, seq: int, batch: int, causal: bool, window: int | None, src
     ]
 
 
-def _training(a: Arch, seq: int, forward_per_token: float) -> dict:
+def _training(a: ModelSpec, seq: int, forward_per_token: float) -> dict:
     """PaLM's training FLOPs per token, 6N + 12·L·h·d_k·T, beside 3 × our forward count."""
-    p = audit_params(
-        model=a.model,
-        d_model=a.d_model,
-        heads=a.heads,
-        d_ff=a.d_ff,
-        layers=a.layers,
-        kv_heads=a.kv_heads,
-        vocab=a.vocab,
-        max_len=a.max_len,
-        build_module=False,
-    )
+    p = audit_params(a, build_module=False)
     # non-embedding parameters (layers, final norm) + the logit matrix, which multiplies every token
     # bert: the pooler (its "head") runs once per sequence, and there is no logit matrix
     logits = a.d_model * a.vocab if a.vocab and a.model != "bert" else 0
@@ -404,31 +396,30 @@ def _training(a: Arch, seq: int, forward_per_token: float) -> dict:
     }
 
 
-def _f(x: float | int | None) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float) and not x.is_integer():
-        return f"{x:,.2f}"
-    return f"{int(x):,}"
+_f, _bytes = number, bytes_text
 
 
-def _bytes(n: int) -> str:
-    """``n`` bytes as ``"12.00 KiB (12,288 B)"``."""
-    x, unit = float(n), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            break
-        x /= 1024
-    return f"{n:,} B" if unit == "B" else f"{x:,.2f} {unit} ({n:,} B)"
-
-
-def table(header: tuple[str, ...], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> list[str]:
-    """Aligned text table lines (columns in ``left`` are left-aligned, the rest right-aligned)."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    fmt = lambda cells: "  ".join(
-        str(c).ljust(w) if i in left else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    ).rstrip()
-    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+def render_measured(rec: dict) -> list[str]:
+    """Lines of the ``--measure`` reconciliation table (analytic against measured) and its warnings."""
+    out = [f"measured with torch.utils.flop_counter.FlopCounterMode ({rec['path']} path):"]
+    out += table(
+        ("term", "analytic FLOPs", "measured FLOPs", "equal"),
+        [
+            [r["term"], f"{r['analytic']:,}", f"{r['measured']:,}", "yes" if r["equal"] else "NO"]
+            for r in rec["rows"]
+        ]
+        + [
+            [
+                "total",
+                f"{rec['analytic_total']:,}",
+                f"{rec['measured_total']:,}",
+                "yes" if rec["analytic_total"] == rec["measured_total"] else "NO",
+            ]
+        ],
+    )
+    out += [f"WARNING: {w}" for w in rec["warnings"]]
+    out.append(f"note: {rec['note']}")
+    return out
 
 
 def render_cost(report: dict) -> str:
@@ -524,8 +515,6 @@ def render_cost(report: dict) -> str:
             f"3 × forward = {_f(t['three_times_forward'])}",
         ]
     if "measured" in report:
-        from attnlab.audit.measure import render_measured
-
         out += ["", *render_measured(report["measured"])]
     out += ["", f"convention: {report['convention']}"]
     return "\n".join(out)

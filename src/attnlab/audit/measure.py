@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnlab.audit.config import Arch
+from attnlab.audit.config import ModelSpec, Workload
 from attnlab.nn.masks import causal_mask, sliding_window_mask
 
 # operators that do matmul-scale work; element-wise ops are not counted by design
@@ -62,7 +62,7 @@ def _prefix(model: str, module_name: str, attention: bool) -> str:
     return cross
 
 
-def _inputs(a: Arch, seq: int, batch: int, causal: bool, window: int | None, src_seq: int):
+def _inputs(a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None, src_seq: int):
     """Positional arguments and keyword arguments of the built model's forward pass."""
     low = 4 if a.vocab and a.vocab > 4 else 0  # ids above the special tokens (PAD id 0 would mask)
     if a.model == "gpt":
@@ -81,21 +81,12 @@ def _inputs(a: Arch, seq: int, batch: int, causal: bool, window: int | None, src
     return (x,), ({"mask": _mask(seq, window)} if (causal or window) else {})
 
 
-def measure_model(
-    a: Arch,
-    seq: int,
-    batch: int,
-    causal: bool,
-    window: int | None,
-    path: str = "sdpa",
-    seed: int = 0,
-    src_seq: int | None = None,
-) -> dict:
-    """Run the attnlab model for ``a`` under the counter and split its FLOPs by term.
+def measure_model(a: ModelSpec, workload: Workload, path: str = "sdpa", seed: int = 0) -> dict:
+    """Run the attnlab model for ``a`` on ``workload`` under the counter and split its FLOPs by term.
 
     ``path``: "sdpa" (the fast path, ``F.scaled_dot_product_attention``) or "explicit" (every
     :class:`~attnlab.nn.MultiHeadAttention` gets a no-op ``trace``, which selects the explicit path).
-    ``src_seq``: the memory length S of decoder-layer and transformer (default ``seq``).
+    ``workload.src_seq``: the memory length S of decoder-layer and transformer (default ``seq``).
     Returns {"terms": {term: measured FLOPs}, "total", "ops_run", "ops_counted", "missed"}; terms
     are split by :func:`blocks` (e.g. "cross QKᵀ + AV", "encoder FFN").
     """
@@ -112,7 +103,8 @@ def measure_model(
             model.get_submodule(name).trace = lambda _name, _tensor: None
     root = type(model).__name__
     with torch.no_grad():
-        args, kwargs = _inputs(a, seq, batch, causal, window, seq if src_seq is None else src_seq)
+        w = workload
+        args, kwargs = _inputs(a, w.seq, w.batch, w.causal, w.window, w.S)
         counter = FlopCounterMode(display=False)
         log = OpLog()
         with counter, log:
@@ -161,7 +153,7 @@ def reconcile(report: dict, measured: dict) -> dict:
     analytic = {}
     for kind, p in blocks(report["model"]):
         if kind == "ffn":
-            analytic[f"{p}FFN"] = dense[f"{p}FFN"]
+            analytic[f"{p}FFN"] = dense.get(f"{p}FFN", 0)
             continue
         analytic[f"{p}Q, K, V projections"] = sum(dense[f"{p}{x} projection"] for x in "QKV")
         analytic[f"{p}QKᵀ + AV"] = dense[f"{p}QKᵀ"] + dense[f"{p}AV"]
@@ -192,28 +184,3 @@ def reconcile(report: dict, measured: dict) -> dict:
         "note": "analytic counts the dense kernel (masked scores are computed, then discarded); "
         "softmax and element-wise ops are outside the counter's scope",
     }
-
-
-def render_measured(rec: dict) -> list[str]:
-    """Lines of the reconciliation table and its warnings."""
-    from attnlab.audit.cost import table
-
-    out = [f"measured with torch.utils.flop_counter.FlopCounterMode ({rec['path']} path):"]
-    out += table(
-        ("term", "analytic FLOPs", "measured FLOPs", "equal"),
-        [
-            [r["term"], f"{r['analytic']:,}", f"{r['measured']:,}", "yes" if r["equal"] else "NO"]
-            for r in rec["rows"]
-        ]
-        + [
-            [
-                "total",
-                f"{rec['analytic_total']:,}",
-                f"{rec['measured_total']:,}",
-                "yes" if rec["analytic_total"] == rec["measured_total"] else "NO",
-            ]
-        ],
-    )
-    out += [f"WARNING: {w}" for w in rec["warnings"]]
-    out.append(f"note: {rec['note']}")
-    return out

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlab.audit.config import Arch
+from attnlab.audit.config import ModelSpec, model_spec, preset_info
 from attnlab.audit.formula import Poly
+from attnlab.audit.render import describe, number, table
 
 GROUPS = ("attention", "cross_attention", "ffn", "norms", "embeddings", "positions", "head")
 EMBEDDING_GROUPS = ("embeddings", "positions")
 CONVENTION = (
     "one parameter = one learned scalar; weights and biases counted apart; tied weights count "
     "once; 'without embeddings' excludes token and learned-position tables; fixed sinusoidal "
-    "positions have no parameters; LayerNorm has a scale γ (weight) and a shift β (bias)"
+    "positions have no parameters; LayerNorm has a scale γ (weight) and a shift β (bias), RMSNorm "
+    "a scale only"
 )
 
 
@@ -41,47 +43,56 @@ class Row:
     stack: str | None = None
 
 
-def _attention(a: Arch, stack: str, group: str = "attention", label: str = "") -> list[Row]:
-    """W^Q [d, h·d_k], W^K and W^V [d, h_kv·d_k], W^O [h·d_k, d], each with an optional bias."""
+def _attention(a: ModelSpec, stack: str, group: str = "attention", label: str = "") -> list[Row]:
+    """W^Q [d, h·d_k], W^K and W^V [d, h_kv·d_k], W^O [h·d_k, d]; biases as the block says."""
     gqa = a.h_kv != a.heads
     kv_w = Poly.term(1, "d", "h_kv", "d_k") if gqa else Poly.term(1, "d", "d")
     kv_b = Poly.term(1, "h_kv", "d_k") if gqa else Poly.term(1, "d")
     d2, d1 = Poly.term(1, "d", "d"), Poly.term(1, "d")
-    b = (lambda p: p) if a.bias else (lambda p: Poly())
+    qkv = (lambda p: p) if a.block.qkv_bias else (lambda p: Poly())
+    out = d1 if a.block.out_bias else Poly()
     return [
-        Row(group, f"{label}W^Q", d2, b(d1), stack),
-        Row(group, f"{label}W^K", kv_w, b(kv_b), stack),
-        Row(group, f"{label}W^V", kv_w, b(kv_b), stack),
-        Row(group, f"{label}W^O", d2, b(d1), stack),
+        Row(group, f"{label}W^Q", d2, qkv(d1), stack),
+        Row(group, f"{label}W^K", kv_w, qkv(kv_b), stack),
+        Row(group, f"{label}W^V", kv_w, qkv(kv_b), stack),
+        Row(group, f"{label}W^O", d2, out, stack),
     ]
 
 
-def _ffn(a: Arch, stack: str) -> list[Row]:
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2 with W_1 [d, f], W_2 [f, d]."""
-    b = a.bias
-    return [
-        Row("ffn", "W_1", Poly.term(1, "d", "f"), Poly.term(1, "f") if b else Poly(), stack),
-        Row("ffn", "W_2", Poly.term(1, "d", "f"), Poly.term(1, "d") if b else Poly(), stack),
-    ]
+def _ffn(a: ModelSpec, stack: str) -> list[Row]:
+    """MLP: act(x W_1 + b_1) W_2 + b_2; GLU: (act(x W_1 + b_1) * (x W_3 + b_3)) W_2 + b_2; W_1, W_3 [d, f],
+    W_2 [f, d]; ``ffn="none"``: no rows."""
+    if a.block.ffn == "none":
+        return []
+    b = a.block.ffn_bias
+    rows = [Row("ffn", "W_1", Poly.term(1, "d", "f"), Poly.term(1, "f") if b else Poly(), stack)]
+    if a.block.ffn == "glu":
+        rows.append(Row("ffn", "W_3 (up; W_1 is the gate)", Poly.term(1, "d", "f"), rows[0].biases, stack))
+    rows.append(Row("ffn", "W_2", Poly.term(1, "d", "f"), Poly.term(1, "d") if b else Poly(), stack))
+    return rows
 
 
-def _norm(name: str, stack: str | None, bias: bool = True) -> Row:
-    """LayerNorm: scale γ [d] and (with a bias) shift β [d]."""
-    return Row("norms", name, Poly.term(1, "d"), Poly.term(1, "d") if bias else Poly(), stack)
+def _norm(a: ModelSpec, name: str, stack: str | None) -> Row:
+    """LayerNorm: scale γ [d] and shift β [d]; RMSNorm: scale γ [d] only."""
+    shift = Poly.term(1, "d") if a.block.norm == "layer" else Poly()
+    return Row("norms", name, Poly.term(1, "d"), shift, stack)
 
 
-def _encoder_layer(a: Arch, stack: str = "layer") -> list[Row]:
-    return [*_attention(a, stack), *_ffn(a, stack), _norm("LN_1", stack), _norm("LN_2", stack)]
+def _encoder_layer(a: ModelSpec, stack: str = "layer") -> list[Row]:
+    ffn = _ffn(a, stack)
+    norms = [_norm(a, "LN_1", stack)] + ([_norm(a, "LN_2", stack)] if ffn else [])
+    return [*_attention(a, stack), *ffn, *norms]
 
 
-def _decoder_layer(a: Arch, stack: str = "layer") -> list[Row]:
+def _decoder_layer(a: ModelSpec, stack: str = "layer") -> list[Row]:
+    ffn = _ffn(a, stack)
     return [
         *_attention(a, stack, label="self "),
         *_attention(a, stack, "cross_attention", "cross "),
-        *_ffn(a, stack),
-        _norm("LN_1", stack),
-        _norm("LN_2", stack),
-        _norm("LN_3", stack),
+        *ffn,
+        _norm(a, "LN_1", stack),
+        _norm(a, "LN_2", stack),
+        *([_norm(a, "LN_3", stack)] if ffn else []),
     ]
 
 
@@ -93,43 +104,70 @@ def _table(part: str, group: str, *symbols: str) -> Row:
     return Row(group, part, Poly.term(1, *symbols), Poly())
 
 
-def rows_for(a: Arch) -> list[Row]:
+def _positions(a: ModelSpec, label: str) -> Row:
+    """A learned table [n_ctx, d]; fixed (sinusoidal) or relative (RoPE, ALiBi) positions: none."""
+    if a.block.positions == "learned":
+        return _table(f"{label} [n_ctx, d]", "positions", "n_ctx", "d")
+    return Row("positions", f"{a.block.positions} (no parameters)", Poly(), Poly())
+
+
+def rows_for(a: ModelSpec) -> list[Row]:
     """The parts of the model ``a.model`` (the architecture of the module :func:`build` makes)."""
     if a.model == "encoder-layer":
         return _encoder_layer(a)
     if a.model == "decoder-layer":
         return _decoder_layer(a)
-    if a.model == "transformer":  # separate source/target tables, sinusoidal positions, untied head
+    final = a.norm == "pre"  # pre-norm stacks end with a final norm
+    if a.model == "transformer":  # sinusoidal positions; tables shared with the generator or not
+        shared = a.share_embeddings
         return [
-            _table("source token embedding E_src [V, d]", "embeddings", "V", "d"),
-            _table("target token embedding E_tgt [V, d]", "embeddings", "V", "d"),
-            Row("positions", "sinusoidal (fixed, no parameters)", Poly(), Poly()),
+            _table(
+                "shared embedding E [V, d] (source, target, generator)"
+                if shared
+                else "source token embedding E_src [V, d]",
+                "embeddings",
+                "V",
+                "d",
+            ),
+            *([] if shared else [_table("target token embedding E_tgt [V, d]", "embeddings", "V", "d")]),
+            _positions(a, "learned positions"),
             *_prefixed("encoder ", _encoder_layer(a, "encoder")),
-            *([_norm("encoder final LN", None)] if a.norm == "pre" else []),
+            *([_norm(a, "encoder final LN", None)] if final else []),
             *_prefixed("decoder ", _decoder_layer(a, "decoder")),
-            *([_norm("decoder final LN", None)] if a.norm == "pre" else []),
-            Row("head", "generator W [d, V] + b [V]", Poly.term(1, "d", "V"), Poly.term(1, "V")),
+            *([_norm(a, "decoder final LN", None)] if final else []),
+            Row(
+                "head",
+                "generator W = E (shared: counted once) + b [V]" if shared else "generator W [d, V] + b [V]",
+                Poly() if shared else Poly.term(1, "d", "V"),
+                Poly.term(1, "V"),
+            ),
         ]
-    if a.model == "gpt":  # pre-norm, learned positions, final LayerNorm, head tied to the embedding
+    if a.model == "gpt":  # pre-norm, learned positions, final norm, head tied to the embedding or not
         return [
             _table("token embedding E [V, d]", "embeddings", "V", "d"),
-            _table("learned positions P [n_ctx, d]", "positions", "n_ctx", "d"),
+            _positions(a, "learned positions P"),
             *_encoder_layer(a),
-            _norm("LN_f (final)", None),
-            Row("head", "logits W = Eᵀ (tied: counted once)", Poly(), Poly()),
+            *([_norm(a, "LN_f (final)", None)] if final else []),
+            Row("head", "logits W = Eᵀ (tied: counted once)", Poly(), Poly())
+            if a.tie_head
+            else Row("head", "logits W [d, V] (untied)", Poly.term(1, "d", "V"), Poly()),
         ]
-    # bert: word, position and token-type tables + embedding LayerNorm, post-norm layers, pooler
+    # bert: word, position and token-type tables + embedding norm, post-norm layers, pooler
     return [
         _table("word embedding [V, d]", "embeddings", "V", "d"),
-        _table("learned positions [n_ctx, d]", "positions", "n_ctx", "d"),
-        Row("embeddings", "token types [2, d]", Poly.term(2, "d"), Poly()),
-        _norm("LN_emb", None),
+        _positions(a, "learned positions"),
+        Row("embeddings", f"token types [{a.type_vocab}, d]", Poly.term(a.type_vocab, "d"), Poly()),
+        _norm(a, "LN_emb", None),
         *_encoder_layer(a),
-        Row("head", "pooler W [d, d] (tanh on [CLS])", Poly.term(1, "d", "d"), Poly.term(1, "d")),
+        *(
+            [Row("head", "pooler W [d, d] (tanh on [CLS])", Poly.term(1, "d", "d"), Poly.term(1, "d"))]
+            if a.pooler
+            else []
+        ),
     ]
 
 
-def sizes(a: Arch) -> dict[str, int]:
+def sizes(a: ModelSpec) -> dict[str, int]:
     """The symbols' values: ``d, f, h_kv, d_k, L, V, n_ctx``."""
     return {
         "d": a.d_model,
@@ -168,50 +206,31 @@ def closed_form(rows: list[Row], weights_only: bool = False) -> tuple[str, Poly]
     return " + ".join(texts) or "0", poly
 
 
-def audit_params(
-    model: str = "encoder-layer",
-    d_model: int = 512,
-    heads: int = 8,
-    d_ff: int = 2048,
-    layers: int = 1,
-    kv_heads: int | None = None,
-    norm: str = "post",
-    bias: bool = True,
-    activation: str = "relu",
-    vocab: int | None = None,
-    max_len: int = 512,
-    build_module: bool = True,
-) -> dict:
+def audit_params(model="encoder-layer", *, build_module: bool = True) -> dict:
     """Count the parameters of ``model`` three ways: row by row, by the closed form, and by building it.
 
+    ``model``: a :class:`~attnlab.audit.config.ModelSpec`, a :class:`~attnlab.nn.BlockConfig` (one
+    encoder layer), a model config (``GPTConfig``, ``BertConfig``, ``TransformerConfig``) or a preset
+    name (:data:`attnlab.audit.presets.PRESETS`, e.g. ``"gpt2"``); the bare string
+    ``"encoder-layer"`` is the notes' base layer (d 512, h 8, f 2048).
     Formula (encoder layer, PyTorch's convention): ``4d² + 2df + f + 9d``; L layers: ``L(...)``.
+    RMSNorm has no shift β, a GLU FFN has three matrices, each bias switch removes its biases.
 
     Returns a dict: "total" (sum of the rows), "formula" (the closed form in the notes' symbols),
     "formula_total" (its value), "module_total" (``sum(p.numel())`` over the module actually built,
     tied tensors once; ``None`` if ``build_module=False``), "module_by_group", "by_group"
     {group: count}, "rows" [{group, part, weights, biases, total, formula}], "total_without_embeddings",
-    "weights_total", "biases_total", "sizes", "convention", "config". Raises ``ValueError`` on bad sizes.
+    "weights_total", "biases_total", "sizes", "convention", "config" (and "preset" for a preset).
+    Raises ``ValueError`` on bad sizes.
     """
-    a = Arch(
-        model=model,
-        d_model=d_model,
-        heads=heads,
-        d_ff=d_ff,
-        layers=layers,
-        kv_heads=kv_heads,
-        norm=norm,
-        bias=bias,
-        activation=activation,
-        vocab=vocab,
-        max_len=max_len,
-    )
+    a = model_spec(model)
     s = sizes(a)
     rows = rows_for(a)
     out_rows = []
     for r in rows:
         mult = a.layers if r.stack else 1
         w, b = r.weights.value(s) * mult, r.biases.value(s) * mult
-        text = str(r.weights) + (f" + {r.biases}" if r.biases.terms else "")
+        text = " + ".join(str(x) for x in (r.weights, r.biases) if x.terms) or "0"
         out_rows.append(
             {
                 "group": r.group,
@@ -231,7 +250,7 @@ def audit_params(
     total = sum(r["total"] for r in out_rows)
     report = {
         "model": a.model,
-        "config": dataclasses.asdict(a),
+        "config": a.to_dict(),
         "sizes": s,
         "rows": out_rows,
         "by_group": by_group,
@@ -248,6 +267,8 @@ def audit_params(
         "module_by_group": None,
         "convention": CONVENTION,
     }
+    if preset_info(model) is not None:
+        report["preset"] = preset_info(model)
     if build_module:
         from attnlab.audit.build import build, count_by_group
 
@@ -257,62 +278,42 @@ def audit_params(
     return report
 
 
-def _n(x: int | None) -> str:
-    return "-" if x is None else f"{x:,}"
-
-
 def render_params(report: dict) -> str:
     """The parameter table: group, part, weights, biases, total and formula, then the totals."""
-    head = ("group", "part", "weights", "biases", "total", "formula")
-    lines = [
-        [r["group"], r["part"], _n(r["weights"]), _n(r["biases"]), _n(r["total"]), r["formula"]]
-        for r in report["rows"]
-    ]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
-    fmt = lambda cells: "  ".join(
-        c.ljust(w) if i in (0, 1, 5) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    ).rstrip()
-    out = [
-        f"parameters of {report['model']}  ({_describe(report['config'])})",
-        "",
-        fmt(head),
-        fmt(["-" * w for w in widths]),
-    ]
-    out += [fmt(line) for line in lines]
+    n = number
+    out = [f"parameters of {report['model']}  ({describe(report['config'])})"]
+    if "preset" in report:
+        p = report["preset"]
+        out.append(f"preset {p['name']}: {p['description']}; vocabulary: {p['vocab_note']}")
+    out.append("")
+    out += table(
+        ("group", "part", "weights", "biases", "total", "formula"),
+        [
+            [r["group"], r["part"], n(r["weights"]), n(r["biases"]), n(r["total"]), r["formula"]]
+            for r in report["rows"]
+        ],
+        left=(0, 1, 5),
+    )
+    published = report.get("preset", {}).get("published")
     out += [
         "",
         "by group:",
-        *[f"  {g:<16} {_n(v):>13}  {report['group_formulas'][g]}" for g, v in report["by_group"].items()],
-        f"total                      {_n(report['total'])}  "
-        f"(weights {_n(report['weights_total'])}, biases {_n(report['biases_total'])})",
-        f"total without embeddings   {_n(report['total_without_embeddings'])}",
-        f"formula  {report['formula']} = {_n(report['formula_total'])}  (L = {report['sizes']['L']})",
+        *[f"  {g:<16} {n(v):>13}  {report['group_formulas'][g]}" for g, v in report["by_group"].items()],
+        f"total                      {n(report['total'])}  "
+        f"(weights {n(report['weights_total'])}, biases {n(report['biases_total'])})"
+        + (f"; published: {published}" if published else ""),
+        f"total without embeddings   {n(report['total_without_embeddings'])}",
+        f"formula  {report['formula']} = {n(report['formula_total'])}  (L = {report['sizes']['L']})",
         f"weights only (norm scales γ are weights)  {report['formula_weights_only']} = "
-        f"{_n(report['weights_total'])}",
-        f"module built ({report['model']}): {_n(report['module_total'])} parameters"
+        f"{n(report['weights_total'])}",
+        f"module built ({report['model']}): {n(report['module_total'])} parameters"
         + (
             ""
             if report["module_total"] is None
             else f"; equal to formula: {report['module_total'] == report['formula_total']}"
         ),
-        f"one head's W^Q = d·d_k = {_n(report['per_head']['W_Q_one_head'])}; "
-        f"W^O = d² = {_n(report['per_head']['W_O'])}",
+        f"one head's W^Q = d·d_k = {n(report['per_head']['W_Q_one_head'])}; "
+        f"W^O = d² = {n(report['per_head']['W_O'])}",
         f"convention: {report['convention']}",
     ]
     return "\n".join(out)
-
-
-def _describe(cfg: dict) -> str:
-    keys = (
-        "d_model",
-        "heads",
-        "kv_heads",
-        "d_ff",
-        "layers",
-        "norm",
-        "bias",
-        "activation",
-        "vocab",
-        "max_len",
-    )
-    return ", ".join(f"{k}={cfg[k]}" for k in keys if cfg.get(k) is not None)

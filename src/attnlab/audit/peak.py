@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from attnlab.audit.config import positive_int
+from attnlab._checks import positive_int
 
 SIZES = (256, 512, 1024)
 

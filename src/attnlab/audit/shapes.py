@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from attnlab.audit.config import Arch, positive_int
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec
 
 # what each step of the attention trace is, in the notes' symbols
 TRACE_LABELS = {
@@ -80,49 +80,30 @@ def _norm_labels(norm: str, leaf: str, decoder: bool, cross: bool = True) -> tup
     return previous.get(index), f"norm LN_{index} (pre-norm, into {sub})"
 
 
-def audit_shapes(
-    model: str = "encoder-layer",
-    d_model: int = 512,
-    heads: int = 8,
-    d_ff: int = 2048,
-    seq: int = 50,
-    batch: int = 5,
-    layers: int = 1,
-    kv_heads: int | None = None,
-    norm: str = "post",
-    bias: bool = True,
-    activation: str = "relu",
-    vocab: int | None = None,
-    max_len: int | None = None,
-    seed: int = 0,
-    src_seq: int | None = None,
-) -> dict:
+def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, seed: int = 0) -> dict:
     """Run the attnlab module on random input ``[B, T]`` ids or ``[B, T, d]`` and record every shape.
+
+    ``model``: as for :func:`~attnlab.audit.params.audit_params` (a ``ModelSpec``, a ``BlockConfig``,
+    a model config or a preset name); ``workload``: batch B, sequence T and, for decoder-layer and
+    transformer, the source (memory) length ``src_seq`` S (default T), so cross-attention scores are
+    ``[B, h, T, S]`` (default: B = 5, T = 50).
 
     Returns a dict: "steps" [{layer, where, step, shape}] in the order they ran, "layer_outputs"
     (one shape per layer), "output" (the model's output shape), "output_numbers" (its entry count,
     e.g. B·T·d = 5·20·64 = 6,400), "per_sequence_output" (the output of one sequence, e.g.
-    [T, d] = [50, 512]), "config". ``src_seq`` S is the source (memory) length of decoder-layer and
-    transformer (default T), so cross-attention scores are ``[B, h, T, S]``. Raises ``ValueError``
-    on bad sizes.
+    [T, d] = [50, 512]), "config". Raises ``ValueError`` on bad sizes.
     """
-    seq, batch = positive_int("seq", seq), positive_int("batch", batch)
-    src_seq = seq if src_seq is None else positive_int("src_seq", src_seq)
-    if src_seq != seq and model not in ("decoder-layer", "transformer"):
-        raise ValueError(f"src_seq applies to decoder-layer and transformer (cross-attention), not {model!r}")
-    a = Arch(
-        model=model,
-        d_model=d_model,
-        heads=heads,
-        d_ff=d_ff,
-        layers=layers,
-        kv_heads=kv_heads,
-        norm=norm,
-        bias=bias,
-        activation=activation,
-        vocab=vocab,
-        max_len=max(max_len or seq, seq, src_seq),
-    )
+    a = model_spec(model)
+    w = Workload(seq=50, batch=5) if workload is None else workload
+    if not isinstance(w, Workload):
+        raise ValueError(f"workload must be an attnlab.audit.Workload, got {type(w).__name__}")
+    seq, batch, src_seq = w.seq, w.batch, w.S
+    if src_seq != seq and a.model not in CROSS_MODELS:
+        raise ValueError(
+            f"src_seq applies to decoder-layer and transformer (cross-attention), not {a.model!r}"
+        )
+    if a.max_len < max(seq, src_seq):  # a learned position table long enough for the input
+        a = dataclasses.replace(a, max_len=max(seq, src_seq))
     from attnlab.audit.build import build
 
     torch.manual_seed(seed)
@@ -156,7 +137,7 @@ def audit_shapes(
     shape = list(out.shape)
     return {
         "model": a.model,
-        "config": {**dataclasses.asdict(a), "seq": seq, "batch": batch, "src_seq": src_seq},
+        "config": {**a.to_dict(), "seq": seq, "batch": batch, "src_seq": src_seq},
         "steps": steps,
         "layer_outputs": [shape for _, shape in layer_outputs],
         "layer_output_names": [name for name, _ in layer_outputs],
@@ -186,7 +167,7 @@ def _trace_attention(module: nn.Module, attn_names: list[str], add) -> None:
         )
 
 
-def _hook_modules(module, a: Arch, layer_names, attn_names, where, add, layer_outputs) -> list:
+def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, layer_outputs) -> list:
     """Forward hooks on every layer (its output) and every leaf outside attention (norms: input too)."""
     handles = []
     for path, m in module.named_modules():
@@ -227,7 +208,7 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def _run(module: nn.Module, a: Arch, seq: int, batch: int, src_seq: int) -> torch.Tensor:
+def _run(module: nn.Module, a: ModelSpec, seq: int, batch: int, src_seq: int) -> torch.Tensor:
     """Random input of the right kind through ``module``; returns the output tensor."""
     if a.model == "encoder-layer":
         return module(torch.randn(batch, seq, a.d_model))  # [B, T, d]

@@ -47,17 +47,21 @@ def _lesson_sections() -> list[Callable[[], Section]]:
 
 
 def _audit_section() -> Section:
+    from attnlab.audit.config import ModelSpec, Workload
     from attnlab.audit.params import audit_params, render_params
     from attnlab.audit.shapes import audit_shapes, render_shapes
 
-    params = audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)
-    shapes = audit_shapes("encoder-layer", d_model=512, heads=8, d_ff=2048, seq=50, batch=5)
+    params = audit_params(ModelSpec.from_sizes("encoder-layer", d_model=512, heads=8, d_ff=2048))
+    shapes = audit_shapes(
+        ModelSpec.from_sizes("encoder-layer", d_model=512, heads=8, d_ff=2048), Workload(seq=50, batch=5)
+    )
     code = (
-        "from attnlab.audit.params import audit_params, render_params\n"
-        "from attnlab.audit.shapes import audit_shapes, render_shapes\n\n"
-        'print(render_params(audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)))\n'
-        'print(render_shapes(audit_shapes("encoder-layer", d_model=512, heads=8, d_ff=2048, '
-        "seq=50, batch=5)))\n# the same from the shell: attnlab audit params / attnlab audit shapes"
+        "from attnlab.audit import ModelSpec, Workload, audit_params, audit_shapes, render_params, "
+        "render_shapes\n\n"
+        'base = ModelSpec.from_sizes("encoder-layer", d_model=512, heads=8, d_ff=2048)\n'
+        "print(render_params(audit_params(base)))\n"
+        "print(render_shapes(audit_shapes(base, Workload(seq=50, batch=5))))\n"
+        "# the same from the shell: attnlab audit params / attnlab audit shapes"
     )
     interpretation = (
         f"One post-norm encoder layer of the base model holds {params['total']:,} parameters: "

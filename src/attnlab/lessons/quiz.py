@@ -233,6 +233,7 @@ def _q_shapes(rng: np.random.Generator) -> Question:
 
 
 def _q_params(rng: np.random.Generator) -> Question:
+    from attnlab.audit.config import ModelSpec
     from attnlab.audit.params import audit_params  # imports torch: only when a count is asked
 
     variant = _choice(rng, ["head_wq", "wo", "mha", "encoder"])
@@ -240,7 +241,9 @@ def _q_params(rng: np.random.Generator) -> Question:
     h = _choice(rng, [4, 8, 16])
     bias = bool(rng.integers(2))
     f = 4 * d
-    report = audit_params("encoder-layer", d_model=d, heads=h, d_ff=f, bias=bias, build_module=False)
+    report = audit_params(
+        ModelSpec.from_sizes("encoder-layer", d_model=d, heads=h, d_ff=f, bias=bias), build_module=False
+    )
     rows = {r["part"]: r for r in report["rows"]}
     if variant == "head_wq":
         n = report["per_head"]["W_Q_one_head"]
@@ -479,6 +482,7 @@ def _q_wo(rng: np.random.Generator) -> Question:
 
 
 def _q_flops(rng: np.random.Generator) -> Question:
+    from attnlab.audit.config import ModelSpec, Workload
     from attnlab.audit.cost import audit_cost  # imports torch: only when FLOPs are asked
 
     variant = _choice(rng, ["qk", "approx_attn", "approx_mlp", "projections"])
@@ -491,7 +495,9 @@ def _q_flops(rng: np.random.Generator) -> Question:
         )
         terms = {
             r["term"]: r
-            for r in audit_cost(d_model=h * d_k, heads=h, d_ff=4 * h * d_k, seq=t, batch=b)["terms"]
+            for r in audit_cost(
+                ModelSpec.from_sizes(d_model=h * d_k, heads=h, d_ff=4 * h * d_k), Workload(seq=t, batch=b)
+            )["terms"]
         }
         n = terms["QK\u1d40"]["flops"]
         text = (
@@ -504,7 +510,7 @@ def _q_flops(rng: np.random.Generator) -> Question:
         ]
         return Question("flops", variant, text, float(n), steps, {"B": b, "h": h, "T": t, "d_k": d_k}, True)
     n_tok, d = _choice(rng, [512, 1024, 2048, 4096]), _choice(rng, [512, 768, 1024])
-    report = audit_cost(d_model=d, heads=8, d_ff=4 * d, seq=n_tok, batch=1)
+    report = audit_cost(ModelSpec.from_sizes(d_model=d, heads=8, d_ff=4 * d), Workload(seq=n_tok, batch=1))
     if variant == "approx_attn":
         val = report["notes_check"]["attn_4n2d_per_layer_per_sequence"]
         text = (

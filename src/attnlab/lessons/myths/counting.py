@@ -82,10 +82,11 @@ def _linear_in_t():
 def _three_million():
     import torch
 
+    from attnlab.audit.config import ModelSpec
     from attnlab.audit.params import audit_params
     from attnlab.nn import BlockConfig, EncoderLayer
 
-    report = audit_params("encoder-layer", d_model=512, heads=8, d_ff=2048)
+    report = audit_params(ModelSpec.from_sizes("encoder-layer", d_model=512, heads=8, d_ff=2048))
     groups = {
         "MHA": report["by_group"]["attention"],
         "FFN": report["by_group"]["ffn"],
@@ -174,12 +175,16 @@ def _longer_more_weights():
     ),
 )
 def _heads_cost_more():
+    from attnlab.audit.config import ModelSpec, Workload
     from attnlab.audit.cost import audit_cost
 
     rows = {}
     for h in (1, 2, 4, 8):
         terms = {
-            r["term"]: r["flops"] for r in audit_cost(d_model=512, heads=h, d_ff=2048, seq=1024)["terms"]
+            r["term"]: r["flops"]
+            for r in audit_cost(ModelSpec.from_sizes(d_model=512, heads=h, d_ff=2048), Workload(seq=1024))[
+                "terms"
+            ]
         }
         rows[h] = {
             "qk": terms["QK\u1d40"],
