@@ -72,7 +72,7 @@ def test_formula_equals_module_for_random_configs(
     if model == "bert":
         norm = "post"
     if model == "gpt":
-        bias = True
+        bias, norm = True, None  # attnlab.models.GPT: pre-norm with biases (None: the model's placement)
     r = audit_params(
         ModelSpec.from_sizes(
             model=model,

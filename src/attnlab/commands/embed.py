@@ -8,6 +8,7 @@ import json
 import click
 
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import device_option
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -24,20 +25,24 @@ def _short(text: str, width: int = 60) -> str:
     help="A named pretrained encoder (minilm) or a BERT checkpoint directory.",
 )
 @click.option("--batch-size", default=32, show_default=True, type=int, help="Sentences per forward pass.")
+@device_option()
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the embeddings, their norms and the cosine matrix as JSON."
 )
 @usage_errors
-def embed(texts: tuple[str, ...], model_name: str, batch_size: int, as_json: bool) -> None:
+def embed(texts: tuple[str, ...], model_name: str, batch_size: int, device: str, as_json: bool) -> None:
     """Embed each TEXT with a pretrained encoder (mean pooling + L2 normalisation for MiniLM) and
     print every embedding's norm and the cosine similarity of every pair."""
     if batch_size <= 0:
         raise BadInput(f"--batch-size must be a positive integer, got {batch_size}")
+    from attnlab.devices import resolve_device
     from attnlab.models.pretrained import load_pretrained
     from attnlab.models.sentence import embed as embed_sentences
 
     model, tokenizer = load_pretrained(model_name)
+    model = model.to(resolve_device(device))
     vectors = embed_sentences(model, tokenizer, list(texts), batch_size=batch_size)  # [N, d]
+    vectors = vectors.cpu()  # [N, d]
     norms = vectors.norm(dim=-1)  # [N]
     unit = vectors / norms.clamp_min(1e-12)[:, None]  # [N, d]
     cosine = unit @ unit.T  # [N, N]

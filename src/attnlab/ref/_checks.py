@@ -1,8 +1,25 @@
-"""Input checks shared by the reference: every bad input becomes a ``ValueError`` naming the argument."""
+"""Input checks shared by the reference: every bad input becomes a ``ValueError`` naming the argument.
+
+The array checks (dtype, rank, finiteness, mask broadcasting) live here; the scalar checks are
+attnlab's one set (:mod:`attnlab._checks`, pure Python), re-exported so ``ref`` and ``nn`` raise the
+same messages (``"<name> must be a positive integer, got 0"``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
+
+from attnlab._checks import non_negative_float, positive_float, positive_int
+
+__all__ = [
+    "as_float",
+    "as_mask",
+    "check_fits",
+    "non_negative_float",
+    "positive_float",
+    "positive_int",
+    "result_dtype",
+]
 
 
 def as_float(name: str, x, *, min_ndim: int = 0, ndim: int | None = None) -> np.ndarray:
@@ -43,32 +60,6 @@ def as_mask(name: str, mask, target_shape: tuple[int, ...]) -> np.ndarray:
 def result_dtype(*arrays: np.ndarray) -> np.dtype:
     """float32 only if every input is float32; float64 otherwise."""
     return np.result_type(*arrays)
-
-
-def non_negative_float(name: str, value) -> float:
-    """Return ``value`` as a float, or raise ``ValueError`` if it is not a finite number >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not np.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def positive_float(name: str, value) -> float:
-    """Return ``value`` as a float, or raise ``ValueError`` if it is not a finite number > 0."""
-    if non_negative_float(name, value) == 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def positive_int(name: str, value) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` if it is not a positive integer."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def check_fits(what: str, n_elements: int, itemsize: int = 8) -> None:

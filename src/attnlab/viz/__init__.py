@@ -36,3 +36,8 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'attnlab.viz' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names (imported lazily) next to the module's own, so ``dir(attnlab.viz)`` lists them."""
+    return sorted({*globals(), *_EXPORTS})

@@ -1,0 +1,32 @@
+"""``--device auto|cpu|cuda``: CUDA when present, one clear line when asked for and absent."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+from attnlab.devices import DEVICES, resolve_device
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match=r"device must be one of auto, cpu, cuda; got 'tpu'"):
+        resolve_device("tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is absent")
+def test_cuda_absent_is_one_line(monkeypatch):
+    with pytest.raises(ValueError, match="PyTorch sees no CUDA device"):
+        resolve_device("cuda")
+    r = CliRunner().invoke(cli, ["embed", "--device", "cuda", "hello"])
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: device 'cuda' was asked for")
+
+
+def test_embed_help_lists_the_registry():
+    r = CliRunner().invoke(cli, ["embed", "--help"])
+    assert r.exit_code == 0 and "--device [" + "|".join(DEVICES) + "]" in r.output
