@@ -27,3 +27,20 @@ def test_example_prints_what_the_doc_says(args, expected):
     result = CliRunner().invoke(cli, shlex.split(args))
     assert result.exit_code == 0, result.output
     assert result.output == expected
+
+
+def test_python_example_prints_what_the_doc_says(doc_examples):
+    examples = doc_examples(DOC)
+    assert len(examples.pairs) == examples.python_blocks >= 1
+    examples.assert_each_prints_its_output()
+
+
+def test_preset_table_is_the_registry():
+    from attnlab.audit import PRESETS, audit_params
+
+    rows = re.findall(r"^\| `([\w-]+)` \| (.*?) \| ([\d,]+) \| (.*?) \| (.*?) \|$", DOC.read_text(), re.M)
+    assert [r[0] for r in rows] == list(PRESETS)
+    for name, description, total, published, vocab in rows:
+        p = PRESETS[name]
+        assert (description, published, vocab) == (p.description, p.published, p.vocab_note)
+        assert int(total.replace(",", "")) == audit_params(name, build_module=False)["total"]

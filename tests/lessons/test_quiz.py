@@ -245,7 +245,7 @@ def test_cli_answers_json():
     "args,message",
     [
         (["--json"], "--json prints the answers"),
-        (["--topic", "nope"], "unknown topic 'nope'"),
+        (["--topic", "nope"], "--topic must be one of shapes, params, scores"),
         (["--count", "x"], "--count must be an integer"),
         (["--count", "0"], "--count must be >= 1"),
         (["--seed", "-1"], "--seed must be >= 0"),

@@ -73,8 +73,14 @@ def test_evaluate_and_translate(trained):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["train", "--task", "nope", "--steps", "5"], "unknown task 'nope'"),
-        (["train", "--task", "reverse", "--model", "lstm9", "--steps", "5"], "unknown model 'lstm9'"),
+        (
+            ["train", "--task", "nope", "--steps", "5"],
+            "--task must be one of reverse, copy, sort, dates; got 'nope'",
+        ),
+        (
+            ["train", "--task", "reverse", "--model", "lstm9", "--steps", "5"],
+            "--model must be one of seq2seq-rnn",
+        ),
         (["train", "--task", "reverse", "--steps", "0"], "steps must be a positive integer, got 0"),
         (["train", "--task", "reverse", "--steps", "-3"], "steps must be a positive integer, got -3"),
         (

@@ -8,6 +8,7 @@ its keys, so a task, model or topic added to the library appears in the help by 
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Iterable
 
@@ -17,7 +18,21 @@ from attnlab.commands._errors import BadInput
 
 
 def _flag(param) -> str:
-    return param.opts[0] if param is not None and param.opts else "value"
+    """How the user wrote the parameter: ``--heads`` for an option, ``NAME`` for an argument."""
+    if param is None:
+        return "value"
+    if isinstance(param, click.Argument):
+        return param.human_readable_name
+    return param.opts[0] if param.opts else "value"
+
+
+def _as_int(value) -> int | None:
+    """``value`` as an int if it is one or is written as one in ASCII digits (``"-3"``), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    return int(text) if digits.isascii() and digits.isdigit() else None
 
 
 class Positive(click.ParamType):
@@ -26,12 +41,52 @@ class Positive(click.ParamType):
     name = "N"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        text = str(value).strip()
-        if text.isascii() and text.isdigit() and int(text) > 0:
-            return int(text)
-        raise BadInput(f"{_flag(param)} must be a positive integer, got {value!r}")
+        n = _as_int(value)
+        if n is not None and n > 0:
+            return n
+        raise BadInput(
+            f"{_flag(param)} must be a positive integer, got {value if n is not None else repr(value)}"
+        )
+
+
+class NonNegative(click.ParamType):
+    """An integer >= 0 (0 usually means "off" or "only at the end")."""
+
+    name = "N"
+
+    def convert(self, value, param, ctx):
+        n = _as_int(value)
+        if n is not None and n >= 0:
+            return n
+        raise BadInput(
+            f"{_flag(param)} must be an integer >= 0, got {value if n is not None else repr(value)}"
+        )
+
+
+class Number(click.ParamType):
+    """A finite number in ``[low, high)`` (``low`` excluded when ``strict``); NaN and inf are refused."""
+
+    name = "X"
+
+    def __init__(self, low: float = -math.inf, high: float = math.inf, strict: bool = False):
+        self.low, self.high, self.strict = low, high, strict
+
+    def _what(self) -> str:
+        if self.high != math.inf:
+            return f"a number in [{self.low:g}, {self.high:g})"
+        if self.low == -math.inf:
+            return "a finite number"
+        return f"a finite number {'>' if self.strict else '>='} {self.low:g}"
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        ok = math.isfinite(x) and (x > self.low if self.strict else x >= self.low) and x < self.high
+        if not ok:
+            raise BadInput(f"{_flag(param)} must be {self._what()}, got {value!r}")
+        return x
 
 
 class PositiveNumber(click.ParamType):
@@ -49,17 +104,27 @@ class PositiveNumber(click.ParamType):
         return x
 
 
+Registry = Iterable[str] | Callable[[], Iterable[str]] | str
+
+
 class Choice(click.ParamType):
-    """One of a registry's names (read when used, so the registry may live in a heavy module)."""
+    """One of a registry's names. The registry is a tuple or dict, a function returning one, or
+    ``"module:NAME"`` (imported when the choice is first checked or listed, so a command's module
+    stays light)."""
 
     name = "CHOICE"
 
-    def __init__(self, registry: Iterable[str] | Callable[[], Iterable[str]]):
+    def __init__(self, registry: Registry):
         self._registry = registry
 
     @property
     def choices(self) -> tuple[str, ...]:
-        reg = self._registry() if callable(self._registry) else self._registry
+        reg = self._registry
+        if isinstance(reg, str):
+            module, _, attr = reg.partition(":")
+            reg = getattr(importlib.import_module(module), attr)
+        elif callable(reg):
+            reg = reg()
         return tuple(reg)
 
     def get_metavar(self, param, ctx=None) -> str:
@@ -72,11 +137,16 @@ class Choice(click.ParamType):
 
 
 POSITIVE = Positive()
+NON_NEGATIVE = NonNegative()
 POSITIVE_NUMBER = PositiveNumber()
+NON_NEGATIVE_NUMBER = Number(0.0)
+RATE = Number(0.0, 1.0)  # dropout, label smoothing: [0, 1)
+SEED = NonNegative()
 
 
-def choice(registry: Iterable[str] | Callable[[], Iterable[str]]) -> Choice:
-    """A :class:`Choice` over ``registry`` (a tuple, a dict's keys, or a function returning them)."""
+def choice(registry: Registry) -> Choice:
+    """A :class:`Choice` over ``registry`` (a tuple, a dict's keys, a function returning them, or
+    ``"module:NAME"``)."""
     return Choice(registry)
 
 

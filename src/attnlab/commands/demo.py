@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import POSITIVE
 
 
 @click.command()
@@ -15,7 +16,9 @@ from attnlab.commands._errors import usage_errors
     show_default=True,
     help="Folder for index.html, explorer pages and experiment files.",
 )
-@click.option("--steps", type=int, default=None, help="Training steps per model of the quick experiment.")
+@click.option(
+    "--steps", type=POSITIVE, default=None, help="Training steps per model of the quick experiment."
+)
 @click.option("--no-explorer", is_flag=True, help="Skip the attention explorer pages (MiniLM).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @usage_errors

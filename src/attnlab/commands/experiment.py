@@ -8,6 +8,7 @@ import json
 import click
 
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import POSITIVE, SEED, choice
 
 
 @click.group()
@@ -16,11 +17,17 @@ def experiment() -> None:
 
 
 @experiment.command()
-@click.option("--task", type=str, default="reverse", show_default=True, help="reverse | dates.")
+@click.option(
+    "--task",
+    type=choice("attnlab.tasks:TASKS"),
+    default="reverse",
+    show_default=True,
+    help="The built-in task the models learn.",
+)
 @click.option("--quick", is_flag=True, help="The demo's small run (about 2-3 minutes on 2 cores).")
 @click.option("--out", type=str, required=True, help="Folder for the results.")
-@click.option("--steps", type=int, default=None, help="Training steps per model (overrides the preset).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--steps", type=POSITIVE, default=None, help="Training steps per model (overrides the preset).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed (data and models).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
 @usage_errors

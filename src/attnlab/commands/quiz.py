@@ -14,6 +14,7 @@ import sys
 import click
 
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import choice
 
 
 def _int_option(name: str, value: str | None, minimum: int) -> int | None:
@@ -51,9 +52,8 @@ def _score(right: int, asked: int, total: int, topic: str | None = None, seed: i
     "--topic",
     "topic",
     default=None,
-    metavar="T",
-    help="One of: shapes, params, scores, additive, softmax, context, wo, flops, kvcache "
-    "(default: all, mixed).",
+    type=choice("attnlab.lessons.quiz:TOPICS"),
+    help="Ask about one topic only (default: all, mixed).",
 )
 @click.option(
     "--seed", "seed", default=None, metavar="S", help="Random seed (default: a fresh one, printed)."

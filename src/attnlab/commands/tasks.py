@@ -8,6 +8,7 @@ import json
 import click
 
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import POSITIVE, SEED, choice
 
 
 @click.group()
@@ -50,14 +51,18 @@ def _params_text(params: dict) -> str:
 
 
 @tasks.command("show")
-@click.argument("name")
-@click.option("--n", "n", default=5, show_default=True, type=int, help="Examples to print.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.argument("name", type=choice("attnlab.tasks:TASKS"))
+@click.option("--n", "n", default=5, show_default=True, type=POSITIVE, help="Examples to print.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Random seed of the examples.")
 @click.option(
-    "--split", default="train", show_default=True, type=click.Choice(["train", "validation", "test"])
+    "--split",
+    default="train",
+    show_default=True,
+    type=choice("attnlab.tasks.base:SPLITS"),
+    help="Which deterministic split the examples come from.",
 )
-@click.option("--min-len", type=int, default=None, help="Shortest source (symbol tasks, dates filter).")
-@click.option("--max-len", type=int, default=None, help="Longest source.")
+@click.option("--min-len", type=POSITIVE, default=None, help="Shortest source (symbol tasks, dates filter).")
+@click.option("--max-len", type=POSITIVE, default=None, help="Longest source.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @usage_errors
 def show(

@@ -10,6 +10,15 @@ import click
 from click.core import ParameterSource
 
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import (
+    NON_NEGATIVE,
+    NON_NEGATIVE_NUMBER,
+    POSITIVE,
+    POSITIVE_NUMBER,
+    RATE,
+    SEED,
+    choice,
+)
 
 # CLI option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
 _ROUTES = {
@@ -91,41 +100,71 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 
 
 @click.command()
-@click.option("--task", type=str, default=None, help="reverse | copy | sort | dates.")
+@click.option(
+    "--task",
+    type=choice("attnlab.tasks:TASKS"),
+    default=None,
+    help="The built-in task to train on. Required (unless --resume, which reads it from --out).",
+)
 @click.option(
     "--model",
-    type=str,
+    type=choice("attnlab.training.config:MODEL_KINDS"),
     default="transformer",
     show_default=True,
-    help="seq2seq-rnn | attention-rnn | transformer | gpt.",
+    help="The model to train.",
 )
-@click.option("--steps", type=int, default=1000, show_default=True, help="Optimisation steps in total.")
-@click.option("--batch", type=int, default=64, show_default=True, help="Global batch size.")
-@click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (noam: factor).")
-@click.option("--schedule", type=str, default="cosine", help="cosine | noam | constant.", show_default=True)
-@click.option("--warmup", type=int, default=50, show_default=True)
-@click.option("--label-smoothing", type=float, default=0.0, show_default=True)
-@click.option("--clip", type=float, default=1.0, show_default=True, help="Max gradient norm (0 = off).")
-@click.option("--weight-decay", type=float, default=0.01, show_default=True)
-@click.option("--eval-every", type=int, default=0, show_default=True, help="0 = only at the end.")
-@click.option("--eval-size", type=int, default=200, show_default=True)
-@click.option("--decode", type=str, default="greedy", show_default=True, help="greedy | beam.")
-@click.option("--beam-size", type=int, default=4, show_default=True)
-@click.option("--ckpt-every", type=int, default=0, show_default=True, help="0 = only at the end.")
-@click.option("--train-size", type=int, default=10000, show_default=True, help="Training examples.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--min-len", type=int, default=None, help="Task: shortest source.")
-@click.option("--max-len", type=int, default=None, help="Task: longest source.")
-@click.option("--num-symbols", type=int, default=None, help="Symbol tasks: alphabet size.")
-@click.option("--d-model", type=int, default=None, help="transformer/gpt width (default 64).")
-@click.option("--heads", type=int, default=None, help="transformer/gpt heads (default 4).")
-@click.option("--d-ff", type=int, default=None, help="transformer/gpt FFN width (default 4 d_model).")
-@click.option("--layers", type=int, default=None, help="Layers (default 2 transformer/gpt, 1 RNN).")
-@click.option("--hidden", type=int, default=None, help="RNN state width (default 64).")
-@click.option("--emb", type=int, default=None, help="RNN embedding width (default 32).")
-@click.option("--cell", type=str, default=None, help="RNN cell (default gru).")
-@click.option("--attention", type=str, default=None, help="attention-rnn score (default bahdanau).")
-@click.option("--dropout", type=float, default=None)
+@click.option("--steps", type=POSITIVE, default=1000, show_default=True, help="Optimisation steps in total.")
+@click.option("--batch", type=POSITIVE, default=64, show_default=True, help="Global batch size.")
+@click.option(
+    "--lr", type=POSITIVE_NUMBER, default=1e-3, show_default=True, help="Peak learning rate (noam: factor)."
+)
+@click.option(
+    "--schedule",
+    type=choice("attnlab.training.schedule:SCHEDULES"),
+    default="cosine",
+    show_default=True,
+    help="Learning-rate schedule.",
+)
+@click.option("--warmup", type=NON_NEGATIVE, default=50, show_default=True, help="Warm-up steps.")
+@click.option(
+    "--label-smoothing", type=RATE, default=0.0, show_default=True, help="Label smoothing epsilon in [0, 1)."
+)
+@click.option(
+    "--clip", type=NON_NEGATIVE_NUMBER, default=1.0, show_default=True, help="Max gradient norm (0 = off)."
+)
+@click.option(
+    "--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.01, show_default=True, help="AdamW weight decay."
+)
+@click.option("--eval-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
+@click.option("--eval-size", type=POSITIVE, default=200, show_default=True, help="Validation examples.")
+@click.option(
+    "--decode",
+    type=choice("attnlab.training.config:DECODERS"),
+    default="greedy",
+    show_default=True,
+    help="Decoding for evaluation.",
+)
+@click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@click.option("--ckpt-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
+@click.option("--train-size", type=POSITIVE, default=10000, show_default=True, help="Training examples.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed (data, init, dropout).")
+@click.option("--min-len", type=POSITIVE, default=None, help="Task: shortest source.")
+@click.option("--max-len", type=POSITIVE, default=None, help="Task: longest source.")
+@click.option("--num-symbols", type=POSITIVE, default=None, help="Symbol tasks: alphabet size.")
+@click.option("--d-model", type=POSITIVE, default=None, help="transformer/gpt width (default 64).")
+@click.option("--heads", type=POSITIVE, default=None, help="transformer/gpt heads (default 4).")
+@click.option("--d-ff", type=POSITIVE, default=None, help="transformer/gpt FFN width (default 4 d_model).")
+@click.option("--layers", type=POSITIVE, default=None, help="Layers (default 2 transformer/gpt, 1 RNN).")
+@click.option("--hidden", type=POSITIVE, default=None, help="RNN state width (default 64).")
+@click.option("--emb", type=POSITIVE, default=None, help="RNN embedding width (default 32).")
+@click.option("--cell", type=choice("attnlab.models.rnn:CELLS"), default=None, help="RNN cell (default gru).")
+@click.option(
+    "--attention",
+    type=choice("attnlab.models.rnn:ATTENTIONS"),
+    default=None,
+    help="attention-rnn score (default bahdanau).",
+)
+@click.option("--dropout", type=RATE, default=None, help="Dropout rate in [0, 1) (default: the model's).")
 @click.option(
     "--out",
     type=str,
@@ -136,7 +175,7 @@ def _config_from_options(ctx: click.Context, opts: dict, base=None):
 @click.option(
     "--overwrite", is_flag=True, help="Replace the run already in --out (an attnlab run folder only)."
 )
-@click.option("--nproc", type=int, default=1, show_default=True, help="DDP processes (gloo on CPU).")
+@click.option("--nproc", type=POSITIVE, default=1, show_default=True, help="DDP processes (gloo on CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final metrics as JSON.")
 @click.pass_context
@@ -235,15 +274,32 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
 
 @click.command()
 @click.argument("directory", type=str)
-@click.option("--task", type=str, default=None, help="Must match the checkpoint's task (default: it).")
-@click.option("--split", type=str, default="test", help="train | validation | test.", show_default=True)
-@click.option("--n", "n", type=int, default=500, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--min-len", type=int, default=None, help="Override the task's shortest source.")
-@click.option("--max-len", type=int, default=None, help="Override the task's longest source.")
-@click.option("--decode", type=str, default="greedy", show_default=True, help="greedy | beam.")
-@click.option("--beam-size", type=int, default=4, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--task",
+    type=choice("attnlab.tasks:TASKS"),
+    default=None,
+    help="Must match the checkpoint's task (default: it).",
+)
+@click.option(
+    "--split",
+    type=choice("attnlab.tasks.base:SPLITS"),
+    default="test",
+    show_default=True,
+    help="Which examples to score.",
+)
+@click.option("--n", "n", type=POSITIVE, default=500, show_default=True, help="Examples to score.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed of the examples.")
+@click.option("--min-len", type=POSITIVE, default=None, help="Override the task's shortest source.")
+@click.option("--max-len", type=POSITIVE, default=None, help="Override the task's longest source.")
+@click.option(
+    "--decode",
+    type=choice("attnlab.training.config:DECODERS"),
+    default="greedy",
+    show_default=True,
+    help="Decoding.",
+)
+@click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
 @usage_errors
 def evaluate(
     directory: str,
@@ -292,9 +348,15 @@ def evaluate(
 @click.command()
 @click.argument("directory", type=str)
 @click.argument("text", nargs=-1, required=True)
-@click.option("--decode", type=str, default="greedy", show_default=True, help="greedy | beam.")
-@click.option("--beam-size", type=int, default=4, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--decode",
+    type=choice("attnlab.training.config:DECODERS"),
+    default="greedy",
+    show_default=True,
+    help="Decoding.",
+)
+@click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outputs as JSON.")
 @usage_errors
 def translate(directory: str, text: tuple[str, ...], decode: str, beam_size: int, as_json: bool) -> None:
     """Run the model trained in DIRECTORY on TEXT (one or more inputs)."""

@@ -7,14 +7,22 @@ import json
 import click
 
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import RATE, choice
 
 
 @click.command()
 @click.option(
-    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="folder for fig1..fig5"
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder for fig1..fig5."
 )
-@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="print the plotted numbers as JSON")
+@click.option(
+    "--format",
+    "fmt",
+    type=choice("attnlab.viz.figures:FORMATS"),
+    default="png",
+    show_default=True,
+    help="Image format of the figures.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plotted numbers as JSON.")
 @usage_errors
 def figures(out_dir: str, fmt: str, as_json: bool) -> None:
     """Draw the five figures of the Week 1 notes, computed by attnlab, into OUT."""
@@ -86,13 +94,18 @@ def _plain(x):
     default="minilm",
     show_default=True,
     help="'minilm', a Hugging Face checkpoint directory (GPT-2, Llama, Mistral, Qwen2, BERT) "
-    "or a folder saved by attnlab train",
+    "or a folder saved by attnlab train.",
 )
 @click.option(
-    "--out", "out_path", default="explorer.html", show_default=True, type=click.Path(dir_okay=False)
+    "--out",
+    "out_path",
+    default="explorer.html",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The HTML page to write.",
 )
 @click.option(
-    "--min-weight", default=0.01, show_default=True, type=float, help="lightest edge drawn as a line"
+    "--min-weight", default=0.01, show_default=True, type=RATE, help="Lightest edge drawn as a line."
 )
 @usage_errors
 def explore(sentence: str, model: str, out_path: str, min_weight: float) -> None:

@@ -1,4 +1,10 @@
-"""The engine: PyTorch building blocks that mirror :mod:`attnlab.ref` file by file."""
+"""The engine: PyTorch building blocks that mirror :mod:`attnlab.ref` file by file.
+
+Where a file of both implements the same thing it has the same name in both (``causal_mask``,
+``sinusoidal_positions``, ``split_heads``, ``apply_rope``, ``flash_attention``, ...; see
+``tests/test_mirror.py``); :func:`attnlab.ref.params_from_attnlab` reads these modules back into
+the reference's parameter dicts.
+"""
 
 from attnlab.nn.attention import AdditiveAttention, LuongAttention
 from attnlab.nn.config import BlockConfig
@@ -27,7 +33,7 @@ from attnlab.nn.layers import (
     make_norm,
 )
 from attnlab.nn.masks import causal_mask, padding_mask, padding_mask_from_ids, sliding_window_mask
-from attnlab.nn.multihead import KVCache, MultiHeadAttention
+from attnlab.nn.multihead import KVCache, MultiHeadAttention, merge_heads, split_heads
 from attnlab.nn.positions import (
     LearnedPositions,
     SinusoidalPositions,
@@ -35,7 +41,7 @@ from attnlab.nn.positions import (
     alibi_slopes,
     apply_rope,
     rope_cos_sin,
-    sinusoidal_table,
+    sinusoidal_positions,
 )
 
 __all__ = [
@@ -67,13 +73,15 @@ __all__ = [
     "from_torch",
     "make_norm",
     "mha_from_torch",
+    "merge_heads",
     "mha_to_torch",
     "padding_mask",
     "patch",
     "padding_mask_from_ids",
     "rope_cos_sin",
-    "sinusoidal_table",
+    "sinusoidal_positions",
     "sliding_window_mask",
+    "split_heads",
     "to_torch",
     "transformer_from_torch",
     "transformer_to_torch",

@@ -344,3 +344,35 @@ class MultiHeadAttention(HookPoints, nn.Module):
             for point, hook in hooks:
                 add_hook(self, point, hook)
             self.__dict__["_trace_hooks"] = hooks
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Split projected features into heads, as :func:`attnlab.ref.split_heads`: Q = [Q_1 | ... | Q_h],
+    head ``i`` owning columns ``i*d_h .. (i+1)*d_h - 1``.
+
+    Args:
+        x: ``[..., T, h*d_h]`` (e.g. ``X W^Q``). num_heads: h; must divide the width.
+    Returns:
+        ``[..., h, T, d_h]`` (a view when ``x`` is contiguous).
+    """
+    num_heads = positive_int("num_heads", num_heads)
+    if x.dim() < 2 or x.shape[-1] % num_heads:
+        raise ValueError(
+            f"x {list(x.shape)} must be [..., T, h*d_h] with a width divisible by num_heads={num_heads}"
+        )
+    *lead, t, width = x.shape
+    return x.view(*lead, t, num_heads, width // num_heads).transpose(-2, -3)  # [..., h, T, d_h]
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Concat(H_1, ..., H_h), the inverse of :func:`split_heads` (as :func:`attnlab.ref.merge_heads`).
+
+    Args:
+        x: head outputs ``[..., h, T, d_h]``.
+    Returns:
+        ``[..., T, h*d_h]``, ready for ``@ W^O``.
+    """
+    if x.dim() < 3:
+        raise ValueError(f"x {list(x.shape)} must be head outputs [..., h, T, d_h]")
+    *lead, h, t, d_h = x.shape
+    return x.transpose(-2, -3).reshape(*lead, t, h * d_h)  # [..., T, h*d_h]

@@ -26,7 +26,7 @@ def _check_range(
         )
 
 
-def sinusoidal_table(max_len: int, d: int) -> torch.Tensor:
+def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): ``[max_len, d]``
     float64 (odd ``d`` drops the last cosine)."""
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # [max_len, 1]
@@ -48,14 +48,14 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, max_len: int, d: int):
         super().__init__()
         self.max_len, self.d = max_len, d
-        self.register_buffer("pe", sinusoidal_table(max_len, d).float(), persistent=False)  # [max_len, d]
+        self.register_buffer("pe", sinusoidal_positions(max_len, d).float(), persistent=False)  # [max_len, d]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x [B, T, d] -> x + PE[offset:offset+T] [B, T, d]``; positions beyond ``max_len`` raise."""
         t = x.shape[-2]
         _check_range("SinusoidalPositions", offset, t, self.max_len, x, self.d)
         if x.dtype == torch.float64:
-            return x + sinusoidal_table(offset + t, self.d)[offset:].to(x.device)  # [B, T, d]
+            return x + sinusoidal_positions(offset + t, self.d)[offset:].to(x.device)  # [B, T, d]
         return x + self.pe[offset : offset + t].to(x.dtype)  # [B, T, d]
 
 

@@ -10,7 +10,7 @@ from attnlab.ref.attention import (
     masked_softmax,
     scaled_dot_product_attention,
 )
-from attnlab.ref.convert import params_from_torch
+from attnlab.ref.convert import params_from_attnlab, params_from_torch
 from attnlab.ref.flash import flash_attention as flash_attention  # re-export (issue 7)
 from attnlab.ref.layers import decoder_layer, encoder_layer, feed_forward, gelu, layer_norm, relu, rms_norm
 from attnlab.ref.masks import causal_mask, padding_mask, sliding_window_mask
@@ -36,6 +36,7 @@ __all__ = [
     "multi_head_attention",
     "online_softmax",
     "padding_mask",
+    "params_from_attnlab",
     "params_from_torch",
     "relu",
     "rms_norm",
