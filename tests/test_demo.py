@@ -80,7 +80,7 @@ def test_page_is_self_contained(demo):
 def test_bad_demo_arguments_exit_2(tmp_path):
     result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "d"), "--steps", "0", "--quiet"])
     assert result.exit_code == 2
-    assert result.output.strip().splitlines() == ["Error: steps must be a positive integer, got 0"]
+    assert result.output.strip().splitlines() == ["Error: --steps must be a positive integer, got 0"]
     (tmp_path / "file").write_text("x")
     result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "file"), "--quiet"])
     assert result.exit_code == 2 and "is not a folder" in result.output

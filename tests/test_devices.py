@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -21,12 +22,26 @@ def test_resolve_device():
 def test_cuda_absent_is_one_line(monkeypatch):
     with pytest.raises(ValueError, match="PyTorch sees no CUDA device"):
         resolve_device("cuda")
-    r = CliRunner().invoke(cli, ["embed", "--device", "cuda", "hello"])
-    assert r.exit_code == 2
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: device 'cuda' was asked for")
+    for args in (
+        ["embed", "--device", "cuda", "hello"],
+        ["explore", "--device", "cuda", "hello", "--out", "x.html"],
+    ):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2
+        lines = r.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: device 'cuda' was asked for"), args
 
 
-def test_embed_help_lists_the_registry():
-    r = CliRunner().invoke(cli, ["embed", "--help"])
+@pytest.mark.parametrize("command", ["embed", "explore"])
+def test_help_lists_the_registry(command):
+    r = CliRunner().invoke(cli, [command, "--help"])
     assert r.exit_code == 0 and "--device [" + "|".join(DEVICES) + "]" in r.output
+
+
+def test_explore_on_the_auto_device_equals_cpu():
+    """``auto`` picks CUDA when present; on this machine it runs where cpu does, with the same weights."""
+    from attnlab.viz.explorer import attention_views
+
+    cpu, _ = attention_views("The animal was tired.", "minilm", "cpu")
+    auto, _ = attention_views("The animal was tired.", "minilm", "auto")
+    np.testing.assert_allclose(auto[0].weights, cpu[0].weights, atol=1e-5)

@@ -116,5 +116,5 @@ def test_cli_bad_steps_is_one_line_exit_2(tmp_path):
         cli, ["experiment", "bottleneck", "--quick", "--steps", "0", "--out", str(tmp_path / "x")]
     )
     assert result.exit_code == 2
-    assert result.output.strip().splitlines() == ["Error: steps must be a positive integer, got 0"]
+    assert result.output.strip().splitlines() == ["Error: --steps must be a positive integer, got 0"]
     assert not (tmp_path / "x").exists()

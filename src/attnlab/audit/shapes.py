@@ -42,6 +42,8 @@ def _leaf_label(path: str, module: nn.Module) -> str | None:
         return f"embedding lookup, table [{module.num_embeddings}, {module.embedding_dim}]"
     if "linear1" in leaf or leaf in ("fc1", "w1", "c_fc"):
         return "FFN x W_1 + b_1" if getattr(module, "bias", None) is not None else "FFN x W_1"
+    if "linear3" in leaf or leaf in ("w3", "up_proj"):  # a GLU's up projection
+        return "FFN up x W_3 + b_3" if getattr(module, "bias", None) is not None else "FFN up x W_3"
     if "linear2" in leaf or leaf in ("fc2", "w2", "c_proj"):
         return (
             "FFN output (· W_2 + b_2)" if getattr(module, "bias", None) is not None else "FFN output (· W_2)"

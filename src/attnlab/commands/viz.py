@@ -7,7 +7,7 @@ import json
 import click
 
 from attnlab.commands._errors import usage_errors
-from attnlab.commands._types import RATE, choice
+from attnlab.commands._types import RATE, choice, device_option
 
 
 @click.command()
@@ -107,14 +107,15 @@ def _plain(x):
 @click.option(
     "--min-weight", default=0.01, show_default=True, type=RATE, help="Lightest edge drawn as a line."
 )
+@device_option()
 @usage_errors
-def explore(sentence: str, model: str, out_path: str, min_weight: float) -> None:
+def explore(sentence: str, model: str, out_path: str, min_weight: float, device: str) -> None:
     """Write ONE self-contained HTML page exploring MODEL's attention on SENTENCE."""
     from attnlab._io import check_out_path
     from attnlab.viz.explorer import explore as explore_page
 
     check_out_path(out_path, "--out", folder=False)  # before the model runs
-    page = explore_page(sentence, model, min_weight=min_weight)
+    page = explore_page(sentence, model, min_weight=min_weight, device=device)
     path = page.save(out_path)
     shapes = ", ".join(f"{v.name} {list(v.weights.shape)}" for v in page.views)
     click.echo(f"wrote {path} ({path.stat().st_size:,} bytes): {page.model_label}; {shapes}")

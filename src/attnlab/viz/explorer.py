@@ -107,11 +107,11 @@ def _stack(per_layer) -> np.ndarray:
     return np.stack([np.asarray(a.detach().float().cpu())[0] for a in per_layer])  # [L, h, T_q, T_k]
 
 
-def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionView]:
+def minilm_views(sentence: str, model_name: str = "minilm", device: str = "cpu") -> list[AttentionView]:
     """Encoder self-attention of the pretrained MiniLM (6 layers x 12 heads) for one sentence.
 
-    Runs ``BertEncoder.forward(ids, output_attentions=True)``; ``attentions`` is a list of
-    ``[1, h, T, T]``, T counting ``[CLS]`` and ``[SEP]``.
+    Runs ``BertEncoder.forward(ids, output_attentions=True)`` on ``device``; ``attentions`` is a list
+    of ``[1, h, T, T]``, T counting ``[CLS]`` and ``[SEP]``.
     """
     import torch
 
@@ -127,7 +127,8 @@ def minilm_views(sentence: str, model_name: str = "minilm") -> list[AttentionVie
         raise ValueError(
             f"sentence has {len(enc.ids)} tokens but {model_name} has {max_len} positions; shorten it"
         )
-    ids = torch.tensor([enc.ids])  # [1, T]
+    model = model.to(device)
+    ids = torch.tensor([enc.ids], device=device)  # [1, T]
     model.eval()
     with torch.no_grad():
         out = model(ids, attention_mask=torch.ones_like(ids), output_attentions=True)
@@ -161,7 +162,8 @@ def trained_views(
     if len(src_ids) != len(src_tokens):
         raise ValueError(f"src_ids has {len(src_ids)} ids but src_tokens has {len(src_tokens)} texts")
     model.eval()
-    src = torch.tensor([src_ids], dtype=torch.long)  # [1, S]
+    device = next(model.parameters()).device  # inputs go where the model is
+    src = torch.tensor([src_ids], dtype=torch.long, device=device)  # [1, S]
     if kind == "gpt":
         with torch.no_grad():
             _, attn = model(src, return_attention=True)  # list over layers of [1, h, S, S]
@@ -175,7 +177,7 @@ def trained_views(
         )
     if tgt_ids is None or tgt_tokens is None or len(tgt_ids) != len(tgt_tokens):
         raise ValueError("a sequence-to-sequence model needs tgt_ids and tgt_tokens of equal length")
-    tgt = torch.tensor([tgt_ids], dtype=torch.long)  # [1, T]
+    tgt = torch.tensor([tgt_ids], dtype=torch.long, device=device)  # [1, T]
     with torch.no_grad():
         _, attn = model(src, tgt, return_attention=True)
     if kind == "attention-rnn":
@@ -192,7 +194,9 @@ def trained_views(
     ]
 
 
-def trained_dir_views(sentence: str, directory: str | Path) -> tuple[list[AttentionView], str]:
+def trained_dir_views(
+    sentence: str, directory: str | Path, device: str = "cpu"
+) -> tuple[list[AttentionView], str]:
     """Views of a model trained by ``attnlab train`` (folder with ``latest.json``) on ``sentence``.
 
     The task saved with the checkpoint gives the tokenizer; the model's own greedy output is the
@@ -211,7 +215,8 @@ def trained_dir_views(sentence: str, directory: str | Path) -> tuple[list[Attent
     task = get_task(spec["name"], **spec.get("params", {}))
     tok = task.tokenizer
     tok.check_text(sentence, task.name)  # as translate does: never a silent <unk>
-    pred = predict(model, task, [sentence])[0]
+    pred = predict(model, task, [sentence])[0]  # decoded on the CPU (short), attention on ``device``
+    model = model.to(device)
     if model.kind == "gpt":
         ids = [BOS] + tok.encode(sentence) + [SEP] + tok.encode(pred)
         views = trained_views(model, ids, [tok.token(i) for i in ids])
@@ -222,7 +227,7 @@ def trained_dir_views(sentence: str, directory: str | Path) -> tuple[list[Attent
     return views, f"{model.kind} trained on {spec['name']} ({directory.name}); output {pred!r}"
 
 
-def hf_views(sentence: str, directory: str | Path) -> tuple[list[AttentionView], str]:
+def hf_views(sentence: str, directory: str | Path, device: str = "cpu") -> tuple[list[AttentionView], str]:
     """Attention of a Hugging Face checkpoint directory (GPT-2, Llama, Mistral, Qwen2: causal
     self-attention ``[L, h, T, T]``; BERT: self-attention) on ``sentence``, tokenised with the
     checkpoint's own ``tokenizer.json``; each token shown as the text it decodes to."""
@@ -230,7 +235,7 @@ def hf_views(sentence: str, directory: str | Path) -> tuple[list[AttentionView],
 
     from attnlab.models.hf import load_hf, load_hf_tokenizer
 
-    model = load_hf(directory)
+    model = load_hf(directory).to(device)
     c = model.config
     tokenizer = load_hf_tokenizer(directory, vocab_size=c.vocab_size)
     ids = tokenizer.encode(sentence).ids
@@ -245,22 +250,28 @@ def hf_views(sentence: str, directory: str | Path) -> tuple[list[AttentionView],
         window = f", window {c.window}" if c.window else ""
         return trained_views(model, ids, texts), f"{label} ({kv} key/value heads{window}), causal"
     with torch.no_grad():
-        x = torch.tensor([ids])  # [1, T]
+        x = torch.tensor([ids], device=device)  # [1, T]
         out = model(x, attention_mask=torch.ones_like(x), output_attentions=True)
     return [AttentionView("encoder self-attention", "self", texts, texts, _stack(out["attentions"]))], label
 
 
-def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[AttentionView], str]:
-    """Run ``sentence`` through ``model``: ``"minilm"``, a Hugging Face checkpoint directory
-    (``config.json`` with a ``model_type``: see :func:`hf_views`) or a folder written by ``attnlab train``.
+def attention_views(
+    sentence: str, model: str | Path = "minilm", device: str = "cpu"
+) -> tuple[list[AttentionView], str]:
+    """Run ``sentence`` through ``model`` on ``device`` (``"cpu"``, ``"cuda"``, or ``"auto"``: CUDA
+    when present): ``"minilm"``, a Hugging Face checkpoint directory (``config.json`` with a
+    ``model_type``: see :func:`hf_views`) or a folder written by ``attnlab train``.
 
     Returns:
         ``(views, model_label)``.
     """
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError("sentence must be a non-empty string")
+    from attnlab.devices import resolve_device
+
+    device = resolve_device(device)
     if str(model) == "minilm":
-        views = minilm_views(sentence)
+        views = minilm_views(sentence, device=device)
         layers, heads = views[0].weights.shape[:2]
         return views, f"MiniLM (all-MiniLM-L6-v2), {layers} layers x {heads} heads"
     directory = Path(model)
@@ -270,8 +281,8 @@ def attention_views(sentence: str, model: str | Path = "minilm") -> tuple[list[A
             f"attnlab train; {directory} is not a folder"
         )
     if (directory / "config.json").is_file() and "model_type" in (directory / "config.json").read_text():
-        return hf_views(sentence, directory)
-    return trained_dir_views(sentence, directory)
+        return hf_views(sentence, directory, device)
+    return trained_dir_views(sentence, directory, device)
 
 
 # --- the page ------------------------------------------------------------------------------------
@@ -478,9 +489,12 @@ class Explorer:
         )
 
 
-def explore(sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT) -> Explorer:
-    """Run ``sentence`` through ``model`` (``"minilm"`` or a saved folder) and return an :class:`Explorer`."""
-    views, label = attention_views(sentence, model)
+def explore(
+    sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT, device: str = "cpu"
+) -> Explorer:
+    """Run ``sentence`` through ``model`` (``"minilm"`` or a saved folder) on ``device`` and return an
+    :class:`Explorer`."""
+    views, label = attention_views(sentence, model, device)
     return Explorer(views, model_label=label, sentence=sentence, min_weight=min_weight)
 
 
