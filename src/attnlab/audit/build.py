@@ -52,7 +52,10 @@ def _flags(a: ModelSpec, what: str) -> dict:
     expressible = {"norm": plain.norm, "ffn": plain.ffn, "qkv_bias": b.ffn_bias, "out_bias": b.ffn_bias}
     differ = {k: v for k, v in wanted.items() if v != expressible[k]}
     if differ:
-        raise ValueError(f"{what} cannot be built with {differ} (its constructor has no such option)")
+        raise ValueError(
+            f"{what} cannot build a block with {differ} (no such option); "
+            f"audit_params(..., build_module=False) still counts it"
+        )
     activation = "gelu" if b.activation == "gelu_tanh" else b.activation  # same parameters
     return {"norm": b.norm_place, "activation": activation, "bias": b.ffn_bias}
 

@@ -20,83 +20,7 @@ from attnlab.commands._types import (
     choice,
 )
 
-# CLI option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
-_ROUTES = {
-    "min_len": ("task", "min_len"),
-    "max_len": ("task", "max_len"),
-    "num_symbols": ("task", "num_symbols"),
-    "d_model": ("model", "d_model"),
-    "heads": ("model", "heads"),
-    "d_ff": ("model", "d_ff"),
-    "layers": ("model", "layers"),
-    "hidden": ("model", "hidden"),
-    "emb": ("model", "emb"),
-    "cell": ("model", "cell"),
-    "attention": ("model", "attention"),
-    "dropout": ("model", "dropout"),
-    "steps": ("train", "steps"),
-    "batch": ("train", "batch_size"),
-    "lr": ("train", "lr"),
-    "schedule": ("train", "schedule"),
-    "warmup": ("train", "warmup"),
-    "label_smoothing": ("train", "label_smoothing"),
-    "clip": ("train", "clip"),
-    "weight_decay": ("train", "weight_decay"),
-    "eval_every": ("train", "eval_every"),
-    "eval_size": ("train", "eval_size"),
-    "decode": ("train", "decode"),
-    "beam_size": ("train", "beam_size"),
-    "ckpt_every": ("train", "ckpt_every"),
-    "train_size": ("train", "train_size"),
-    "seed": ("train", "seed"),
-    "task": ("train", "task"),
-    "model": ("train", "model"),
-}
-_MODEL_OPTS = {
-    "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
-    "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
-    "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
-    "gpt": {"d_model", "heads", "d_ff", "layers", "dropout"},
-}
-
-
-def _config_from_options(ctx: click.Context, opts: dict, base=None):
-    """A TrainConfig from the options; with ``base`` (resuming) only the options given on the
-    command line override the checkpoint's values."""
-    from attnlab.training import TrainConfig
-
-    def given(name: str) -> bool:
-        return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
-
-    if base is None:
-        if opts["task"] is None:
-            raise ValueError("--task is required (e.g. --task reverse)")
-        model = opts["model"]
-        fields = {"task": opts["task"], "model": model, "task_params": {}, "model_params": {}}
-        for name, (where, key) in _ROUTES.items():
-            value = opts[name]
-            if where == "task" and value is not None:
-                fields["task_params"][key] = value
-            elif where == "model" and value is not None:
-                if name not in _MODEL_OPTS.get(model, set()):
-                    if given(name):
-                        raise ValueError(f"--{name.replace('_', '-')} does not apply to model {model!r}")
-                    continue
-                fields["model_params"][key] = value
-            elif where == "train":
-                fields[key] = value
-        return TrainConfig(**fields)
-    fields = base.to_dict()
-    for name, (where, key) in _ROUTES.items():
-        if not given(name):
-            continue
-        if where == "task":
-            fields["task_params"] = {**fields["task_params"], key: opts[name]}
-        elif where == "model":
-            fields["model_params"] = {**fields["model_params"], key: opts[name]}
-        else:
-            fields[key] = opts[name]
-    return TrainConfig(**fields)
+_FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
 @click.command()
@@ -198,7 +122,10 @@ def train(
     if resume and out is None:
         raise ValueError("--resume needs --out DIR")
     base = load_checkpoint(out).config if resume else None
-    config = _config_from_options(ctx, opts, base)
+    from attnlab.training.config import config_from_options
+
+    given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
+    config = config_from_options(opts, given, base)
     chosen_out = out is None
     if chosen_out:
         out = _default_out(config.task, config.model)  # named in the last line: never thrown away

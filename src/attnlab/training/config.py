@@ -97,3 +97,81 @@ def resume_conflicts(saved: TrainConfig, new: TrainConfig) -> list[str]:
         if a != b:
             out.append(f"{f.name} {a!r} (checkpoint) vs {b!r} (requested)")
     return out
+
+
+# train option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
+OPTION_ROUTES = {
+    "min_len": ("task", "min_len"),
+    "max_len": ("task", "max_len"),
+    "num_symbols": ("task", "num_symbols"),
+    "d_model": ("model", "d_model"),
+    "heads": ("model", "heads"),
+    "d_ff": ("model", "d_ff"),
+    "layers": ("model", "layers"),
+    "hidden": ("model", "hidden"),
+    "emb": ("model", "emb"),
+    "cell": ("model", "cell"),
+    "attention": ("model", "attention"),
+    "dropout": ("model", "dropout"),
+    "steps": ("train", "steps"),
+    "batch": ("train", "batch_size"),
+    "lr": ("train", "lr"),
+    "schedule": ("train", "schedule"),
+    "warmup": ("train", "warmup"),
+    "label_smoothing": ("train", "label_smoothing"),
+    "clip": ("train", "clip"),
+    "weight_decay": ("train", "weight_decay"),
+    "eval_every": ("train", "eval_every"),
+    "eval_size": ("train", "eval_size"),
+    "decode": ("train", "decode"),
+    "beam_size": ("train", "beam_size"),
+    "ckpt_every": ("train", "ckpt_every"),
+    "train_size": ("train", "train_size"),
+    "seed": ("train", "seed"),
+    "task": ("train", "task"),
+    "model": ("train", "model"),
+}
+MODEL_OPTIONS = {
+    "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
+    "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
+    "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
+    "gpt": {"d_model", "heads", "d_ff", "layers", "dropout"},
+}
+
+
+def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = None) -> TrainConfig:
+    """A :class:`TrainConfig` from ``attnlab train``'s options (``opts``: option name -> value; ``given``:
+    the names the user set). Each option goes where :data:`OPTION_ROUTES` says: the task's
+    parameters, the model's (only the ones :data:`MODEL_OPTIONS` lists for that model; setting
+    another is an error) or a TrainConfig field. With ``base`` (resuming) only the given options
+    override the checkpoint's values."""
+
+    if base is None:
+        if opts["task"] is None:
+            raise ValueError("--task is required (e.g. --task reverse)")
+        model = opts["model"]
+        fields = {"task": opts["task"], "model": model, "task_params": {}, "model_params": {}}
+        for name, (where, key) in OPTION_ROUTES.items():
+            value = opts[name]
+            if where == "task" and value is not None:
+                fields["task_params"][key] = value
+            elif where == "model" and value is not None:
+                if name not in MODEL_OPTIONS.get(model, set()):
+                    if name in given:
+                        raise ValueError(f"--{name.replace('_', '-')} does not apply to model {model!r}")
+                    continue
+                fields["model_params"][key] = value
+            elif where == "train":
+                fields[key] = value
+        return TrainConfig(**fields)
+    fields = base.to_dict()
+    for name, (where, key) in OPTION_ROUTES.items():
+        if name not in given:
+            continue
+        if where == "task":
+            fields["task_params"] = {**fields["task_params"], key: opts[name]}
+        elif where == "model":
+            fields["model_params"] = {**fields["model_params"], key: opts[name]}
+        else:
+            fields[key] = opts[name]
+    return TrainConfig(**fields)
