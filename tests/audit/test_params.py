@@ -72,7 +72,7 @@ def test_formula_equals_module_for_random_configs(
     if model == "bert":
         norm = "post"
     if model == "gpt":
-        bias, norm = True, None  # attnlab.models.GPT: pre-norm with biases (None: the model's placement)
+        bias, norm, activation = True, None, None  # attnlab.models.GPT: pre-norm GELU with biases
     r = audit_params(
         ModelSpec.from_sizes(
             model=model,

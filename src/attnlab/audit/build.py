@@ -89,6 +89,8 @@ def _model_config(cls, a: ModelSpec, **fields):
             raise ValueError(f"{cls.__name__} has biases in every linear layer; bias=False does not apply")
         if a.model == "gpt" and a.norm != "pre":
             raise ValueError("attnlab.models.GPT is pre-norm; norm='post' does not apply")
+        if a.model == "gpt" and a.activation not in ("gelu", "gelu_tanh"):
+            raise ValueError(f"attnlab.models.GPT uses GELU; activation={a.activation!r} does not apply")
         if a.model != "gpt" and a.h_kv != a.heads:
             raise ValueError(f"{cls.__name__} has standard multi-head attention; kv_heads does not apply")
     return cls(**{k: v for k, v in fields.items() if k in names})
