@@ -467,20 +467,6 @@ class Explorer:
         atomic_write_bytes(path, self.html.encode("utf-8"))
         return path
 
-    def __repr__(self) -> str:
-        """``Explorer(model='minilm', sentence='...', views=[encoder self-attention: 6 layers x 12 heads,
-        11 x 11 tokens], 48,213 chars of HTML)``: what the page shows, without the page."""
-        views = ", ".join(
-            f"{v.name}: {v.weights.shape[0]} layers x {v.weights.shape[1]} heads, "
-            f"{v.weights.shape[2]} x {v.weights.shape[3]} tokens"
-            for v in self.views
-        )
-        sentence = self.sentence if len(self.sentence) <= 60 else self.sentence[:57] + "..."
-        return (
-            f"Explorer(model={self.model_label!r}, sentence={sentence!r}, views=[{views}], "
-            f"{len(self.html):,} chars of HTML; .save(path) writes it)"
-        )
-
     def _repr_html_(self) -> str:
         # an iframe keeps the page's CSP and script isolated from the notebook around it
         return (
