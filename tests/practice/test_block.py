@@ -48,13 +48,13 @@ def test_correct_drawings_pass_when_declared():
 def test_expected_shapes_are_the_real_modules():
     """The MLP's hidden width and the block output: audit_shapes against the GPT block run directly."""
     from attnlab.audit.build import build
-    from attnlab.audit.config import Arch
+    from attnlab.audit.config import ModelSpec
 
     sizes = {"B": 3, "T": 7, "d": 24, "h": 2, "d_ff": 40}
     exp = expected_block("pre-norm", sizes)
     torch.manual_seed(0)
     gpt = build(
-        Arch(
+        ModelSpec.from_sizes(
             model="gpt",
             d_model=24,
             heads=2,

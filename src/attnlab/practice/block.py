@@ -217,15 +217,18 @@ def parse_block(text: str) -> Drawing:
 
 def expected_block(norm: str, sizes: dict[str, int]) -> list[Expected]:
     """The real block's arrows, measured by :func:`attnlab.audit.shapes.audit_shapes`."""
+    from attnlab.audit.config import ModelSpec, Workload
     from attnlab.audit.shapes import audit_shapes
 
-    common = dict(d_model=sizes["d"], heads=sizes["h"], d_ff=sizes["d_ff"], seq=sizes["T"], batch=sizes["B"])
+    common = dict(d_model=sizes["d"], heads=sizes["h"], d_ff=sizes["d_ff"])
+    workload = Workload(seq=sizes["T"], batch=sizes["B"])
     if norm == "pre-norm":
-        report = audit_shapes("gpt", vocab=16, norm="pre", activation="gelu", **common)
+        spec = ModelSpec.from_sizes("gpt", vocab=16, norm="pre", activation="gelu", **common)
         act = "GELU"
     else:
-        report = audit_shapes("encoder-layer", norm="post", activation="relu", **common)
+        spec = ModelSpec.from_sizes("encoder-layer", norm="post", activation="relu", **common)
         act = "ReLU"
+    report = audit_shapes(spec, workload)
     layer = report["layer_output_names"][0]
     steps = [s for s in report["steps"] if s["layer"] == layer]
     out: list[Expected] = []
