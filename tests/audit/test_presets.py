@@ -108,8 +108,8 @@ def test_rmsnorm_swiglu_gqa_no_bias_equal_llama():
     )  # fmt: skip
     with torch.device("meta"):
         oracle = _count(transformers.LlamaForCausalLM(c))
-    r = audit_params(_llama_like(c), build_module=False)
-    assert r["total"] == r["formula_total"] == oracle
+    r = audit_params(_llama_like(c))  # also builds attnlab's GPT with this block
+    assert r["total"] == r["formula_total"] == r["module_total"] == oracle
     assert r["by_group"]["positions"] == 0 and r["biases_total"] == 0
 
 
@@ -123,24 +123,28 @@ def test_qkv_bias_only_equals_qwen2():
         oracle = _count(transformers.Qwen2ForCausalLM(c))
     spec = _llama_like(c)
     spec = dataclasses.replace(spec, block=spec.block.replace(qkv_bias=True))
-    r = audit_params(spec, build_module=False)
-    assert r["total"] == oracle
+    r = audit_params(spec)
+    assert r["total"] == r["module_total"] == oracle
     assert r["biases_total"] == 2 * (256 + 2 * 4 * 32)  # b_Q [d] and b_K, b_V [h_kv·d_k] per layer
 
 
+def _count_both(**kw) -> dict:
+    """audit_params of an encoder layer, checked against the attnlab module it builds."""
+    r = audit_params(ModelSpec.from_sizes(d_model=64, heads=4, d_ff=128, **kw))
+    assert r["total"] == r["formula_total"] == r["module_total"], kw
+    assert {g: v for g, v in r["by_group"].items() if v} == r["module_by_group"], kw
+    return r
+
+
 def test_block_options_change_the_count_as_the_formula_says():
-    base = ModelSpec.from_sizes(d_model=64, heads=4, d_ff=128)
-    n = audit_params(base, build_module=False)["total"]
-    rms = audit_params(
-        ModelSpec.from_sizes(d_model=64, heads=4, d_ff=128, norm_kind="rms"), build_module=False
-    )
-    assert rms["total"] == n - 2 * 64  # two norms lose β
-    glu = audit_params(ModelSpec.from_sizes(d_model=64, heads=4, d_ff=128, ffn="glu"), build_module=False)
-    assert glu["total"] == n + 64 * 128 + 128  # W_3 and b_3
-    no_ffn = audit_params(ModelSpec.from_sizes(d_model=64, heads=4, d_ff=128, ffn="none"), build_module=False)
-    assert no_ffn["total"] == 4 * 64 * 64 + 4 * 64 + 2 * 64  # attention + one LayerNorm
-    out_only = ModelSpec.from_sizes(d_model=64, heads=4, d_ff=128, qkv_bias=False, ffn_bias=False)
-    assert audit_params(out_only, build_module=False)["biases_total"] == 64 + 2 * 64  # b_O + two β
+    n = _count_both()["total"]
+    assert _count_both(norm_kind="rms")["total"] == n - 2 * 64  # two norms lose β
+    assert _count_both(ffn="glu", activation="silu")["total"] == n + 64 * 128 + 128  # W_3 and b_3
+    assert _count_both(ffn="none")["total"] == 4 * 64 * 64 + 4 * 64 + 2 * 64  # attention + one LayerNorm
+    assert _count_both(qkv_bias=False, ffn_bias=False)["biases_total"] == 64 + 2 * 64  # b_O + two β
+    assert _count_both(kv_heads=1, bias=False)["total"] == n - 2 * 64 * 48 - (
+        4 * 64 + 128 + 64
+    )  # GQA K, V; no biases
 
 
 def test_model_configs_are_accepted():
@@ -209,3 +213,15 @@ def test_untie_and_share_options():
     apart = audit_params(ModelSpec.from_sizes("transformer", **kw))
     shared = audit_params(ModelSpec.from_sizes("transformer", share_embeddings=True, **kw))
     assert shared["total"] == shared["module_total"] == apart["total"] - 2 * 32 * 100
+
+
+def test_glu_cost_reconciles_with_the_counter():
+    """A GLU FFN is 3·d·f MACs per token (gate, up, down), equal to FlopCounterMode on the built block."""
+    from attnlab.audit import Workload, audit_cost
+
+    spec = ModelSpec.from_sizes(
+        d_model=32, heads=4, kv_heads=2, d_ff=64, ffn="glu", activation="silu", norm_kind="rms", bias=False
+    )
+    r = audit_cost(spec, Workload(seq=9, causal=True), measure=True, path="explicit")
+    assert r["measured"]["warnings"] == [] and all(row["equal"] for row in r["measured"]["rows"])
+    assert next(t for t in r["terms"] if t["term"] == "FFN")["macs"] == 3 * 9 * 32 * 64

@@ -9,7 +9,6 @@ audit. Building on the ``meta`` device allocates no memory, so counting a large 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 
 import torch
 from torch import nn
@@ -39,61 +38,31 @@ def build(a: ModelSpec, device: str | torch.device | None = None) -> nn.Module:
     return module.eval()
 
 
-def _takes_config(cls) -> bool:
-    """Whether a layer class is constructed from a BlockConfig (``cls(config)``)."""
-    return next(iter(inspect.signature(cls).parameters), None) == "config"
-
-
-def _flags(a: ModelSpec, what: str) -> dict:
-    """A constructor that takes flags, not a BlockConfig, builds only the blocks its flags express."""
-    b = a.block
-    plain = BlockConfig(b.d_model, b.num_heads, b.d_ff, b.num_kv_heads)
-    wanted = {"norm": b.norm, "ffn": b.ffn, "qkv_bias": b.qkv_bias, "out_bias": b.out_bias}
-    expressible = {"norm": plain.norm, "ffn": plain.ffn, "qkv_bias": b.ffn_bias, "out_bias": b.ffn_bias}
-    differ = {k: v for k, v in wanted.items() if v != expressible[k]}
-    if differ:
-        raise ValueError(
-            f"{what} cannot build a block with {differ} (no such option); "
-            f"audit_params(..., build_module=False) still counts it"
-        )
-    activation = "gelu" if b.activation == "gelu_tanh" else b.activation  # same parameters
-    return {"norm": b.norm_place, "activation": activation, "bias": b.ffn_bias}
-
-
 def _layer(cls, a: ModelSpec, **structural) -> nn.Module:
-    block = a.block.replace(dropout=0.0)
-    if _takes_config(cls):
-        return cls(block, **structural)
-    f = _flags(a, cls.__name__)
-    return cls(
-        block.d_model,
-        block.num_heads,
-        block.d_ff,
-        norm=f["norm"],
-        activation=f["activation"],
-        dropout=0.0,
-        bias=f["bias"],
-        num_kv_heads=block.num_kv_heads,
-    )
+    """One ``EncoderLayer`` / ``DecoderLayer`` of the spec's block (dropout off: only shapes and counts)."""
+    return cls(a.block.replace(dropout=0.0), **structural)
 
 
 def _model_config(cls, a: ModelSpec, **fields):
-    """``cls(**fields)``, with the block when the config takes one (else only what its fields say)."""
+    """``cls(**fields)`` plus every :class:`BlockConfig` field the model config has under the same name;
+    the config's own ``block`` must then be the spec's, else the model cannot build what the audit
+    counts (a ``ValueError`` naming the fields that differ)."""
     names = {f.name for f in dataclasses.fields(cls)}
-    if "block" in names:
-        fields["block"] = a.block.replace(dropout=0.0)
-    else:
-        f = _flags(a, cls.__name__)
-        fields.update({k: f[k] for k in ("norm", "activation") if k in names})
-        if not f["bias"]:
-            raise ValueError(f"{cls.__name__} has biases in every linear layer; bias=False does not apply")
-        if a.model == "gpt" and a.norm != "pre":
-            raise ValueError("attnlab.models.GPT is pre-norm; norm='post' does not apply")
-        if a.model == "gpt" and a.activation not in ("gelu", "gelu_tanh"):
-            raise ValueError(f"attnlab.models.GPT uses GELU; activation={a.activation!r} does not apply")
-        if a.model != "gpt" and a.h_kv != a.heads:
-            raise ValueError(f"{cls.__name__} has standard multi-head attention; kv_heads does not apply")
-    return cls(**{k: v for k, v in fields.items() if k in names})
+    block = a.block.replace(dropout=0.0)
+    for f in dataclasses.fields(BlockConfig):
+        if f.name in names and f.name not in fields and f.name not in ("norm", "dropout"):
+            fields[f.name] = getattr(block, f.name)
+    if "norm" in names and "norm" not in fields:  # GPTConfig.norm is the kind; TransformerConfig's the place
+        fields["norm"] = block.norm
+    config = cls(**{k: v for k, v in fields.items() if k in names})
+    got = config.block.replace(dropout=0.0).to_dict()
+    differ = {k: v for k, v in block.to_dict().items() if got[k] != v}
+    if differ:
+        raise ValueError(
+            f"attnlab.models cannot build this {a.model} block: {cls.__name__} has no option for {differ}; "
+            f"audit_params(..., build_module=False) still counts it"
+        )
+    return config
 
 
 def _build(a: ModelSpec) -> nn.Module:
@@ -117,6 +86,7 @@ def _build(a: ModelSpec) -> nn.Module:
                 num_encoder_layers=a.layers,
                 num_decoder_layers=a.layers,
                 max_len=a.max_len,
+                norm=a.block.norm_place,  # TransformerConfig.norm is the norm's place
                 dropout=0.0,
                 share_embeddings=a.share_embeddings,
             )
@@ -124,8 +94,6 @@ def _build(a: ModelSpec) -> nn.Module:
     if a.model == "gpt":
         from attnlab.models import GPT, GPTConfig
 
-        if a.block.positions not in ("learned", "rope"):
-            raise ValueError(f"attnlab.models.GPT has learned or rope positions, not {a.block.positions!r}")
         return GPT(
             _model_config(
                 GPTConfig,

@@ -164,6 +164,7 @@ def shapes(ctx, as_json, preset, **flags):
     type=choice(("sdpa", "explicit")),
     help="Attention path run by --measure: sdpa (fused) or explicit (step by step).",
 )
+@_block
 @click.pass_context
 @usage_errors
 def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags):
