@@ -32,7 +32,7 @@ def test_cuda_absent_is_one_line(monkeypatch):
         assert len(lines) == 1 and lines[0].startswith("Error: device 'cuda' was asked for"), args
 
 
-@pytest.mark.parametrize("command", ["embed", "explore"])
+@pytest.mark.parametrize("command", ["embed", "explore", "generate"])
 def test_help_lists_the_registry(command):
     r = CliRunner().invoke(cli, [command, "--help"])
     assert r.exit_code == 0 and "--device [" + "|".join(DEVICES) + "]" in r.output

@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands.audit import POS, PositiveNumber
+from attnlab.commands._types import POSITIVE as POS
+from attnlab.commands._types import PositiveNumber, device_option
 
 
 def _prompt_text(prompt: str) -> str:
@@ -44,9 +45,10 @@ def _prompt_text(prompt: str) -> str:
 @click.option("--no-cache", is_flag=True, help="Re-run the whole sequence every step (same tokens, slower).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (tokens, text, timing, cache).")
 @click.option("--quiet", is_flag=True, help="Print the generated text only, no timing line.")
+@device_option()
 @usage_errors
 def generate(
-    directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, as_json, quiet
+    directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, as_json, quiet, device
 ) -> None:
     """Continue PROMPT (text, a file, or - for stdin) with the checkpoint in DIR (config.json,
     model.safetensors, tokenizer.json), printing each piece of text as it is produced."""
@@ -68,6 +70,7 @@ def generate(
         seed=seed,
         beam=beam,
         use_cache=not no_cache,
+        device=device,
     )
 
     def show(piece: str) -> None:

@@ -157,7 +157,7 @@ def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
         "tensors that do not match the config": "missing tensor(s) ['transformer.h.2.",
         "a tokenizer that does not fit the vocabulary": "has token ids up to 299 but the model's vocab_size",
         "a prompt longer than the context": "exceeds max_len=64",
-        "--max-new 0": "--max-new must be a positive integer, got '0'",
+        "--max-new 0": "--max-new must be a positive integer, got 0",
         "--top-k without --temperature": "give --temperature too",
         "--beam with --temperature": "--beam searches deterministically",
     }

@@ -30,6 +30,7 @@ class GenerationRequest:
     seed: int | None = None
     beam: int | None = None
     use_cache: bool = True
+    device: str = "cpu"  # "auto" | "cpu" | "cuda" (attnlab.devices.resolve_device)
 
 
 def eos_ids(directory: str | Path) -> list[int]:
@@ -69,16 +70,18 @@ def run_generation(
     "stopped_at_eos", "seconds", "tokens_per_s" (new tokens over the decoding time, prompt included),
     "strategy", "cache" ({"positions_held", "bytes", "rolling_window"} or None)."""
     from attnlab.decoding import beam_search, stream
+    from attnlab.devices import resolve_device
     from attnlab.models.gpt import GPT
 
-    model = load_hf(directory)
+    device = resolve_device(request.device)
+    model = load_hf(directory).to(device)
     if not isinstance(model, GPT):
         raise ValueError(f"{directory} holds an encoder (BERT); attnlab generate needs a decoder checkpoint")
     tokenizer = load_hf_tokenizer(directory, vocab_size=model.config.vocab_size)
     ids = tokenizer.encode(request.prompt).ids
     if not ids:
         raise ValueError("the prompt is empty: it encodes to no tokens")
-    prompt = torch.tensor([ids])  # [1, P]
+    prompt = torch.tensor([ids], device=device)  # [1, P]
     eos = eos_ids(directory)
     out = _TextStream(tokenizer, on_text)
     start = time.perf_counter()
