@@ -90,11 +90,11 @@ def test_task_is_marked_required():
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["train", "--task", "reverse", "--lr", "inf"], "--lr must be a positive number, got 'inf'"),
-        (["train", "--task", "reverse", "--clip", "nan"], "--clip must be a finite number >= 0, got 'nan'"),
+        (["train", "--task", "reverse", "--lr", "inf"], "lr must be a finite number > 0, got inf"),
+        (["train", "--task", "reverse", "--clip", "nan"], "clip must be a finite number >= 0, got nan"),
         (
             ["train", "--task", "reverse", "--weight-decay", "inf"],
-            "--weight-decay must be a finite number >= 0",
+            "weight_decay must be a finite number >= 0",
         ),
         (["train", "--task", "reverse", "--d-model", "²"], "--d-model must be a positive integer, got '²'"),
         (

@@ -36,7 +36,11 @@ def test_files_mirror():
     only_ref = _files(attnlab.ref) - _files(attnlab.nn)
     only_nn = _files(attnlab.nn) - _files(attnlab.ref)
     assert only_ref == {"softmax"}  # the engine uses PyTorch's softmax
-    assert only_nn <= {"config", "hooks"}  # the block config (and hook points) exist for modules only
+    assert only_nn <= {
+        "config",
+        "hooks",
+        "rolling_cache",
+    }  # modules only: block config, hooks, rolling KV cache
 
 
 def test_same_names_in_same_files():

@@ -12,9 +12,7 @@ from click.core import ParameterSource
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import (
     NON_NEGATIVE,
-    NON_NEGATIVE_NUMBER,
     POSITIVE,
-    POSITIVE_NUMBER,
     RATE,
     SEED,
     choice,
@@ -39,9 +37,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 )
 @click.option("--steps", type=POSITIVE, default=1000, show_default=True, help="Optimisation steps in total.")
 @click.option("--batch", type=POSITIVE, default=64, show_default=True, help="Global batch size.")
-@click.option(
-    "--lr", type=POSITIVE_NUMBER, default=1e-3, show_default=True, help="Peak learning rate (noam: factor)."
-)
+@click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (noam: factor).")
 @click.option(
     "--schedule",
     type=choice("attnlab.training.schedule:SCHEDULES"),
@@ -51,14 +47,10 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 )
 @click.option("--warmup", type=NON_NEGATIVE, default=50, show_default=True, help="Warm-up steps.")
 @click.option(
-    "--label-smoothing", type=RATE, default=0.0, show_default=True, help="Label smoothing epsilon in [0, 1)."
+    "--label-smoothing", type=float, default=0.0, show_default=True, help="Label smoothing epsilon in [0, 1)."
 )
-@click.option(
-    "--clip", type=NON_NEGATIVE_NUMBER, default=1.0, show_default=True, help="Max gradient norm (0 = off)."
-)
-@click.option(
-    "--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.01, show_default=True, help="AdamW weight decay."
-)
+@click.option("--clip", type=float, default=1.0, show_default=True, help="Max gradient norm (0 = off).")
+@click.option("--weight-decay", type=float, default=0.01, show_default=True, help="AdamW weight decay.")
 @click.option("--eval-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
 @click.option("--eval-size", type=POSITIVE, default=200, show_default=True, help="Validation examples.")
 @click.option(
