@@ -43,6 +43,7 @@ from attnlab.nn.positions import (
     rope_cos_sin,
     sinusoidal_positions,
 )
+from attnlab.nn.rope_scaling import rope_frequencies
 
 __all__ = [
     "AdditiveAttention",
@@ -79,6 +80,7 @@ __all__ = [
     "patch",
     "padding_mask_from_ids",
     "rope_cos_sin",
+    "rope_frequencies",
     "sinusoidal_positions",
     "sliding_window_mask",
     "split_heads",

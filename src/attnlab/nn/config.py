@@ -30,6 +30,7 @@ from attnlab._checks import (
     positive_int,
     probability,
 )
+from attnlab._rope_scaling import check_head_dim, check_rope_scaling
 
 NORMS = ("layer", "rms")
 NORM_PLACES = ("post", "pre")
@@ -106,13 +107,9 @@ class BlockConfig:
         positive_float(f"{n}.rope_base", self.rope_base)
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"{n}: RoPE needs an even head width, got d_model/num_heads = {self.head_dim}")
-        if self.rope_scaling is not None:
-            if not isinstance(self.rope_scaling, dict) or not isinstance(
-                self.rope_scaling.get("rope_type", self.rope_scaling.get("type")), str
-            ):
-                raise ValueError(
-                    f"{n}.rope_scaling must be None or a dict with a 'rope_type', got {self.rope_scaling!r}"
-                )
+        cfg = check_rope_scaling(self.rope_scaling, f"{n}.rope_scaling")
+        if self.positions == "rope" and cfg is not None:
+            check_head_dim(self.head_dim, cfg)
         optional_positive_int(f"{n}.window", self.window)
         choice(f"{n}.attention", self.attention, ATTENTION_KINDS)
         if self.attention == "flash" and self.positions == "alibi":

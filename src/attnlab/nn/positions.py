@@ -13,6 +13,8 @@ import numbers
 import torch
 from torch import nn
 
+from attnlab.nn.rope_scaling import rope_frequencies
+
 
 def _check_range(
     name: str, offset: int, t: int, max_len: int, x: torch.Tensor | None = None, d: int | None = None
@@ -74,18 +76,34 @@ class LearnedPositions(nn.Module):
         return x + self.weight[offset : offset + t]  # [B, T, d]
 
 
-def rope_cos_sin(positions: torch.Tensor, d: int, base: float = 10000.0, dtype=torch.float32):
-    """cos and sin of theta_{p,i} = p * base^(-2i/d) for each position p and pair i.
+def rope_cos_sin(
+    positions: torch.Tensor,
+    d: int,
+    base: float = 10000.0,
+    dtype=torch.float32,
+    *,
+    scaling: dict | None = None,
+    seq_len: int | None = None,
+):
+    """cos and sin of theta_{p,i} = p * w_i for each position p and pair i, times the attention factor.
+
+    ``w_i = base^(-2i/d)`` after ``scaling`` (:func:`attnlab.nn.rope_frequencies`); the attention
+    factor is 1 except for YaRN, whose factor multiplies both (so the logits by its square).
 
     Args:
         positions: ``[T]`` integer positions. d: even feature width of one head.
+        scaling: a Hugging Face ``rope_scaling`` dict or ``None``. seq_len: the current length for
+            dynamic NTK (default ``max(positions) + 1``).
     Returns:
         ``(cos, sin)``, each ``[T, d/2]`` in ``dtype`` (computed in float64, except on Apple's MPS,
         which has no float64).
     """
-    work = torch.float32 if positions.device.type == "mps" else torch.float64
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=work, device=positions.device) / d)  # [d/2]
-    ang = positions.to(work)[:, None] * inv_freq[None, :]  # [T, d/2]
+    if seq_len is None and scaling is not None and positions.numel():
+        seq_len = int(positions.max()) + 1
+    inv_freq, factor = rope_frequencies(d, base, scaling, seq_len=seq_len, device=positions.device)  # [d/2]
+    ang = positions.to(inv_freq.dtype)[:, None] * inv_freq[None, :]  # [T, d/2]
+    if factor != 1.0:
+        return (ang.cos() * factor).to(dtype), (ang.sin() * factor).to(dtype)
     return ang.cos().to(dtype), ang.sin().to(dtype)
 
 

@@ -16,6 +16,7 @@ from attnlab.ref.layers import decoder_layer, encoder_layer, feed_forward, gelu,
 from attnlab.ref.masks import causal_mask, padding_mask, sliding_window_mask
 from attnlab.ref.multihead import merge_heads, multi_head_attention, split_heads
 from attnlab.ref.positions import alibi_bias, alibi_slopes, apply_rope, sinusoidal_positions
+from attnlab.ref.rope_scaling import rope_frequencies
 from attnlab.ref.softmax import log_softmax, online_softmax, softmax
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "params_from_torch",
     "relu",
     "rms_norm",
+    "rope_frequencies",
     "scaled_dot_product_attention",
     "sinusoidal_positions",
     "sliding_window_mask",

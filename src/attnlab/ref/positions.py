@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.ref._checks import as_float, check_fits, positive_float, positive_int
+from attnlab.ref._checks import as_float, check_fits, positive_int
+from attnlab.ref.rope_scaling import rope_frequencies
 
 
 def sinusoidal_positions(t: int, d: int) -> np.ndarray:
@@ -30,16 +31,26 @@ def sinusoidal_positions(t: int, d: int) -> np.ndarray:
     return pe
 
 
-def rope_angles(positions, d: int, base: float = 10000.0) -> np.ndarray:
-    """theta_{p,i} = p * base^(-2i/d) for each position p and pair i: ``[T, d/2]``."""
-    base = positive_float("base", base)  # base <= 0 gives inf/NaN angles
+def rope_angles(
+    positions, d: int, base: float = 10000.0, *, scaling: dict | None = None, seq_len: int | None = None
+) -> np.ndarray:
+    """theta_{p,i} = p * w_i for each position p and pair i: ``[T, d/2]``, with ``w_i = base^(-2i/d)``
+    after ``scaling`` (:func:`attnlab.ref.rope_frequencies`; its attention factor is not applied here)."""
     positions = np.asarray(positions, dtype=np.float64)
-    inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
+    inv_freq, _ = rope_frequencies(d, base, scaling, seq_len=seq_len)  # [d/2]
     return positions[:, None] * inv_freq[None, :]  # [T, d/2]
 
 
-def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
-    """Rotate each pair of features (a, b) by the angle theta = p * base^(-2i/d).
+def apply_rope(
+    x,
+    positions,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    *,
+    scaling: dict | None = None,
+    seq_len: int | None = None,
+) -> np.ndarray:
+    """Rotate each pair of features (a, b) by the angle theta = p * w_i, w_i = base^(-2i/d).
 
     [a', b'] = [a cos theta - b sin theta, a sin theta + b cos theta]
 
@@ -51,6 +62,9 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
     Args:
         x: ``[..., T, d]`` with ``d`` even (queries or keys of one or more heads).
         positions: ``[T]`` integer positions. layout: ``"interleaved"`` or ``"half"``.
+        scaling: a RoPE scaling dict (:func:`attnlab.ref.rope_frequencies`): it changes ``w_i``, and
+            YaRN multiplies the result by its attention factor. seq_len: the current length for
+            dynamic NTK (default ``max(positions) + 1``).
     Returns:
         ``[..., T, d]``, same dtype as ``x``.
     """
@@ -67,8 +81,12 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
         raise ValueError("positions contains NaN or infinite values")
     if positions.shape != (x.shape[-2],):
         raise ValueError(f"positions has shape {list(positions.shape)} but x has T={x.shape[-2]}")
-    ang = rope_angles(positions, d, base)  # [T, d/2]
-    cos, sin = np.cos(ang).astype(x.dtype), np.sin(ang).astype(x.dtype)  # [T, d/2], x's precision
+    if seq_len is None and positions.size:
+        seq_len = int(positions.max()) + 1
+    inv_freq, factor = rope_frequencies(d, base, scaling, seq_len=seq_len)  # [d/2]
+    ang = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
+    cos = (np.cos(ang) * factor).astype(x.dtype)  # [T, d/2], x's precision
+    sin = (np.sin(ang) * factor).astype(x.dtype)  # [T, d/2]
     first, second = (
         (slice(0, d // 2), slice(d // 2, d)) if layout == "half" else (slice(0, d, 2), slice(1, d, 2))
     )
