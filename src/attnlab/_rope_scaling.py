@@ -55,7 +55,7 @@ def check_rope_scaling(scaling, name: str = "rope_scaling") -> dict | None:
     """
     if scaling is None:
         return None
-    if not isinstance(scaling, dict):
+    if not isinstance(scaling, dict) or not ({"rope_type", "type"} & set(scaling)):
         raise ValueError(f"{name} must be None or a dict with a 'rope_type', got {scaling!r}")
     given = dict(scaling)
     if "type" in given and "rope_type" not in given:

@@ -74,6 +74,15 @@ def expected(q: Question):
         return 8 * d["n"] * d["d"] ** 2
     if q.topic == "kvcache":
         return 2 * d["layers"] * d["kv_heads"] * d["d_head"] * d["bytes"] * d["tokens"] * d["batch"]
+    if v in (("positions", "angle"), ("positions", "pi_angle")):
+        return d["p"] * d["base"] ** (-2 * d["i"] / d["d"]) / d["s"]
+    if q.topic == "positions" and q.variant.startswith("alibi"):
+        n = 2 ** int(math.log2(d["H"]))  # Press et al.: a power of two, plus every other slope of 2n
+        slopes = [2 ** (-8 * k / n) for k in range(1, n + 1)]
+        slopes += [2 ** (-8 * k / (2 * n)) for k in range(1, 2 * n + 1, 2)][: d["H"] - n]
+        return slopes[d["h"] - 1] * (-d["dist"] if q.variant == "alibi_bias" else 1)
+    if v == ("positions", "yarn"):
+        return 0.1 * math.log(d["s"]) + 1
     raise AssertionError(f"no independent formula for {v}")
 
 
@@ -170,7 +179,7 @@ def test_printed_answer_is_graded_right(seed, topic):
 
 
 def test_same_seed_same_questions_and_bad_arguments():
-    a, b = make_quiz(None, seed=7, count=9), make_quiz(None, seed=7, count=9)
+    a, b = make_quiz(None, seed=7, count=len(TOPICS)), make_quiz(None, seed=7, count=len(TOPICS))
     assert [q.text for q in a] == [q.text for q in b]
     assert {q.topic for q in a} == set(TOPICS)  # one full round over the topics
     with pytest.raises(ValueError, match="unknown topic"):

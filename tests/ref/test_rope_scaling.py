@@ -233,6 +233,10 @@ LLAMA3 = {"factor": 8.0, "original_max_position_embeddings": 64, "low_freq_facto
 BAD = {
     "unknown type": ({"rope_type": "longest"}, ["rope_scaling['rope_type']", "'longest'", "linear"]),
     "not a dict": ("linear", ["rope_scaling must be None or a dict", "'linear'"]),
+    "no type": (
+        {"factor": 2.0},
+        ["rope_scaling must be None or a dict with a 'rope_type'", "{'factor': 2.0}"],
+    ),
     "zero factor": ({"rope_type": "linear", "factor": 0.0}, ["rope_scaling['factor']", "> 0", "0.0"]),
     "negative factor": ({"rope_type": "linear", "factor": -2}, ["rope_scaling['factor']", "-2"]),
     "infinite factor": ({"rope_type": "linear", "factor": math.inf}, ["rope_scaling['factor']", "inf"]),

@@ -3,7 +3,8 @@
 Every question is drawn by a topic generator from a NumPy ``Generator``; its correct answer is
 computed by attnlab's own functions and never stored: shapes by running :mod:`attnlab.ref`'s
 layers, weights and contexts with ``softmax`` / ``additive_attention`` /
-``scaled_dot_product_attention`` / ``merge_heads``, parameter counts with
+``scaled_dot_product_attention`` / ``merge_heads``, RoPE angles and YaRN's factor with
+``rope_frequencies``, ALiBi slopes with ``alibi_slopes``, parameter counts with
 :func:`attnlab.audit.params.audit_params`, FLOPs and KV-cache bytes with
 :mod:`attnlab.audit.cost`. Each question
 carries a worked solution, step by step.
@@ -575,6 +576,62 @@ def _q_kvcache(rng: np.random.Generator) -> Question:
     )
 
 
+def _q_positions(rng: np.random.Generator) -> Question:
+    variant = _choice(rng, ["angle", "pi_angle", "alibi", "alibi_bias", "yarn"])
+    if variant in ("angle", "pi_angle"):
+        d, base = _choice(rng, [64, 128]), _choice(rng, [10000.0, 500000.0])
+        i, p = _choice(rng, [0, 1, 2, 4, 8, d // 8, d // 4]), int(rng.integers(1, 4097))
+        scaling, train_len, s = None, None, 1.0
+        if variant == "pi_angle":
+            train_len, s = _choice(rng, [2048, 4096, 8192]), float(_choice(rng, [2, 4, 8]))
+            scaling = {"rope_type": "linear", "factor": s}
+        inv_freq, _ = ref.rope_frequencies(d, base, scaling)  # [d/2]
+        theta = p * float(inv_freq[i])
+        text = f"RoPE with d = {d} per head and base {base:g}: through what angle (radians, not reduced mod 2 pi) is pair i = {i} rotated at position p = {p}"
+        steps = [f"w_i = base^(-2i/d) = {base:g}^(-{2 * i}/{d}) = {base ** (-2 * i / d):.6g}"]
+        if variant == "pi_angle":
+            text += f", after position interpolation from L = {train_len} to {int(s * train_len)} tokens"
+            steps.append(f"PI divides every frequency by s = {int(s * train_len)} / {train_len} = {s:g}")
+        steps.append(f"theta = p * w_i{' / s' if scaling else ''} = {theta:.4f}")
+        return Question(
+            "positions", variant, text + "?", theta, steps, {"d": d, "base": base, "i": i, "p": p, "s": s}
+        )
+    if variant in ("alibi", "alibi_bias"):
+        heads = _choice(rng, [4, 8, 12, 16])
+        slopes = ref.alibi_slopes(heads)  # [H]
+        h = int(rng.integers(1, int(np.sum(slopes >= 1 / 32)) + 1))  # 1-based, a slope >= 1/32
+        m = float(slopes[h - 1])
+        steps = [
+            f"the slopes start at 2^(-8/n) and are its powers, n = {heads} rounded down to a power of 2"
+            + (
+                ""
+                if heads & (heads - 1) == 0
+                else f" ({2 ** int(math.log2(heads))}), then every other slope of 2n"
+            ),
+            f"m_{h} = {m:.6g}",
+        ]
+        data = {"H": heads, "h": h}
+        if variant == "alibi":
+            text = (
+                f"ALiBi with H = {heads} heads: what is the slope m_h of head h = {h} (heads counted from 1)?"
+            )
+            return Question("positions", variant, text, m, steps, data)
+        dist = int(rng.integers(2, 65))
+        steps.append(f"bias = -m_h * (i - j) = -{m:.6g} * {dist} = {-m * dist:.4f}")
+        text = (
+            f"ALiBi with H = {heads} heads: what bias does head h = {h} (counted from 1) add to the score "
+            f"of a query at position i for the key {dist} positions before it?"
+        )
+        return Question("positions", variant, text, -m * dist, steps, {**data, "dist": dist})
+    s = float(_choice(rng, [2, 4, 8, 16, 32]))
+    _, factor = ref.rope_frequencies(
+        64, 10000.0, {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": 4096}
+    )
+    text = f"YaRN extends a RoPE model's context by s = {s:g}: what attention factor multiplies cos and sin?"
+    steps = [f"factor = 0.1 ln(s) + 1 = 0.1 * ln({s:g}) + 1 = {factor:.4f} (the logits grow by its square)"]
+    return Question("positions", variant, text, factor, steps, {"s": s})
+
+
 TOPICS: dict[str, tuple[str, Callable[[np.random.Generator], Question]]] = {
     "shapes": ("shapes through a layer", _q_shapes),
     "params": ("parameter counts with and without biases", _q_params),
@@ -585,6 +642,10 @@ TOPICS: dict[str, tuple[str, Callable[[np.random.Generator], Question]]] = {
     "wo": ("the W^O projection", _q_wo),
     "flops": ("FLOPs of attention, MLP and projections", _q_flops),
     "kvcache": ("KV-cache bytes (MHA, GQA, MQA)", _q_kvcache),
+    "positions": (
+        "RoPE angles (plain and interpolated), ALiBi slopes and biases, YaRN's factor",
+        _q_positions,
+    ),
 }
 
 

@@ -232,7 +232,9 @@ class MultiHeadAttention(HookPoints, nn.Module):
         t_q, t_new = q.shape[-2], k.shape[-2]
         n = max(t_q, t_new)
         positions = torch.arange(t_k - n, t_k, device=q.device)  # [n]
-        cos, sin = rope_cos_sin(positions, self.d_k, self.config.rope_base, q.dtype)  # [n, d_k/2] x2
+        cos, sin = rope_cos_sin(  # [n, d_k/2] x2; scaled (and YaRN's factor) per config.rope_scaling
+            positions, self.d_k, self.config.rope_base, q.dtype, scaling=self.config.rope_scaling
+        )
         layout = self.config.rope_layout
         q = apply_rope(q, cos[n - t_q :], sin[n - t_q :], layout)
         return q, apply_rope(k, cos[n - t_new :], sin[n - t_new :], layout)

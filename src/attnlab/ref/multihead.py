@@ -104,6 +104,7 @@ def multi_head_attention(
     positions: str | None = None,
     rope_base: float = 10000.0,
     rope_layout: str = "interleaved",
+    rope_scaling: dict | None = None,
     empty_rows: str = "error",
 ):
     """MultiHead(X_q, X_kv) = Concat(H_1, ..., H_h) W^O with H_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i.
@@ -115,8 +116,9 @@ def multi_head_attention(
         mask: bool broadcastable to ``[B, T_q, T_k]`` (shared by every head; a 3-D mask gets a head
             axis inserted) or 4-D ``[B, h, T_q, T_k]``. True = may attend.
         positions: None, ``"rope"`` (rotate queries at positions ``T_k-T_q .. T_k-1`` and keys at
-            ``0 .. T_k-1``; ``rope_base`` and ``rope_layout`` as :func:`apply_rope`'s ``base`` and
-            ``layout``) or ``"alibi"`` (add :func:`alibi_bias`).
+            ``0 .. T_k-1``; ``rope_base``, ``rope_layout`` and ``rope_scaling`` as :func:`apply_rope`'s
+            ``base``, ``layout`` and ``scaling``, dynamic NTK scaling for ``T_k``) or ``"alibi"``
+            (add :func:`alibi_bias`).
     Returns:
         ``(out, weights)``: ``out [B, T_q, d_model]``, ``weights [B, h, T_q, T_k]``.
     """
@@ -140,8 +142,8 @@ def multi_head_attention(
 
     bias = None
     if positions == "rope":
-        q = apply_rope(q, np.arange(t_k - t_q, t_k), rope_base, rope_layout)
-        k = apply_rope(k, np.arange(t_k), rope_base, rope_layout)
+        q = apply_rope(q, np.arange(t_k - t_q, t_k), rope_base, rope_layout, scaling=rope_scaling)
+        k = apply_rope(k, np.arange(t_k), rope_base, rope_layout, scaling=rope_scaling)
     elif positions == "alibi":
         bias = alibi_bias(num_heads, t_q, t_k)[None]  # [1, h, T_q, T_k]
     elif positions is not None:

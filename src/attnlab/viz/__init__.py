@@ -2,6 +2,8 @@
 
 * :func:`heatmap` -- draw ``A [T_q, T_k]`` with query labels down the side and key labels on top.
 * :func:`draw_figures` and ``fig1_*`` .. ``fig5_*`` -- the five figures of the Week 1 notes.
+* :func:`scaled_frequencies` (RoPE's frequencies under each scaling) and :func:`accuracy_vs_length`
+  (the extrapolation experiment's curves).
 * :func:`explorer_html`, :func:`explore`, :func:`write_explorer`, :class:`AttentionView`,
   :func:`render_html` -- one self-contained HTML page per sentence and model.
 
@@ -28,6 +30,8 @@ _EXPORTS = {
     "explorer_html": "attnlab.viz.explorer",
     "render_html": "attnlab.viz.explorer",
     "write_explorer": "attnlab.viz.explorer",
+    "scaled_frequencies": "attnlab.viz.positions",
+    "accuracy_vs_length": "attnlab.viz.positions",
 }
 __all__ = sorted(_EXPORTS)
 
