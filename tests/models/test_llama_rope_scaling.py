@@ -1,5 +1,6 @@
 """A Llama-shaped attnlab GPT with each RoPE scaling gives transformers' LlamaForCausalLM logits
-(float32, <= 1e-4), through a state dict converted here (rotate-half layout, GQA, SwiGLU, RMSNorm)."""
+(float32, <= 1e-4), through a state dict converted here (rotate-half layout, GQA, SwiGLU, RMSNorm)
+and through the checkpoint loader (``attnlab.models.hf.load_hf`` of ``save_pretrained``'s folder)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers import logging as hf_logging
 
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.hf import load_hf
 
 SCALINGS = {
     "default": None,
     "linear": {"rope_type": "linear", "factor": 4.0},
-    "dynamic": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 16},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 16},
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
     "llama3": {
         "rope_type": "llama3",
@@ -103,7 +105,7 @@ def _attnlab(hf: LlamaForCausalLM, scaling: dict | None) -> GPT:
 
 
 @pytest.mark.parametrize("kind", SCALINGS)
-def test_llama_logits_match_transformers(kind):
+def test_llama_logits_match_transformers(kind, tmp_path):
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -116,6 +118,11 @@ def test_llama_logits_match_transformers(kind):
         want = hf(ids).logits  # [B, T, V]
         got = ours(ids)  # [B, T, V]
     assert (got - want).abs().max().item() <= 1e-4
+    hf.save_pretrained(tmp_path)
+    loaded = load_hf(tmp_path)
+    assert loaded.config.rope_scaling == ours.config.rope_scaling or kind == "default"
+    with torch.no_grad():
+        assert (loaded(ids) - want).abs().max().item() <= 1e-4
     if kind != "default":  # the scaling matters at this length: plain RoPE gives other logits
         plain = _attnlab(hf, None)
         with torch.no_grad():

@@ -143,8 +143,15 @@ def test_bad_directories_are_one_line_errors(hf_dirs, tmp_path):
         ValueError, match="model_type 't5' is not supported; supported: bert, gpt2, llama, mistral, qwen2"
     ):
         load_hf(path)
-    _edit_config(path, model_type="llama", rope_scaling={"rope_type": "yarn", "factor": 4.0})
-    with pytest.raises(ValueError, match="rope_scaling type 'yarn' is not supported; supported: null"):
+    _edit_config(path, model_type="llama", rope_scaling={"rope_type": "longrope", "factor": 4.0})
+    with pytest.raises(
+        ValueError, match="rope_scaling type 'longrope' is not supported; supported: null, default, linear"
+    ):
+        load_hf(path)
+    _edit_config(path, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0})
+    with pytest.raises(
+        ValueError, match=r"config.json: rope_scaling of rope_type 'llama3' needs \['high_freq"
+    ):
         load_hf(path)
     _edit_config(path, rope_scaling=None, head_dim=16)
     with pytest.raises(ValueError, match="head_dim=16"):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnlab._rope_scaling import ROPE_TYPES, check_rope_scaling
+
 # Hugging Face ``hidden_act`` / ``activation_function`` -> attnlab's activation (BlockConfig names).
 ACTIVATIONS = {
     "gelu": "gelu",
@@ -14,8 +16,6 @@ ACTIVATIONS = {
     "silu": "silu",
     "swish": "silu",
 }
-# RoPE scaling types attnlab implements (the ``rope_type`` of ``rope_scaling``); "default" = none.
-ROPE_TYPES = ("default",)
 
 
 def need(hf: dict[str, Any], key: str, source: str) -> Any:
@@ -62,4 +62,15 @@ def rope(hf: dict[str, Any], source: str) -> tuple[float, dict | None]:
         raise ValueError(
             f"{source}: rope_scaling type {kind!r} is not supported; supported: null, {', '.join(ROPE_TYPES)}"
         )
-    return float(theta), dict(scaling)
+    scaling = {k: v for k, v in scaling.items() if k != "rope_theta"}  # 5.x keeps theta in the dict
+    if scaling.pop("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"{source}: partial_rotary_factor != 1 (RoPE on part of a head) is not supported")
+    length = hf.get("max_position_embeddings")
+    if kind == "dynamic" and length is not None:  # transformers scales dynamic NTK from this length
+        scaling["original_max_position_embeddings"] = length
+    elif kind in ("yarn", "llama3") and scaling.get("original_max_position_embeddings") is None:
+        scaling["original_max_position_embeddings"] = length  # transformers' default
+    if kind == "yarn" and scaling.get("factor") is None and length and hf.get("max_position_embeddings"):
+        scaling["factor"] = hf["max_position_embeddings"] / scaling["original_max_position_embeddings"]
+    check_rope_scaling(scaling, f"{source}: rope_scaling")
+    return float(theta), scaling

@@ -50,6 +50,9 @@ def config_from_hf(hf: dict[str, Any], source: str) -> GPTConfig:
     if layer_types:
         raise ValueError(f"{source}: layer_types {sorted(layer_types)} are not supported")
     theta, scaling = rope(hf, source)
+    max_len = need(hf, "max_position_embeddings", source)
+    if scaling is not None and scaling["rope_type"] == "dynamic":  # it is the trained length there:
+        max_len = int(max_len * scaling["factor"])  # dynamic NTK is meant to reach factor times it
     attention_bias = bool(hf.get("attention_bias", False))
     return GPTConfig(
         vocab_size=need(hf, "vocab_size", source),
@@ -58,7 +61,7 @@ def config_from_hf(hf: dict[str, Any], source: str) -> GPTConfig:
         num_kv_heads=hf.get("num_key_value_heads") or heads,
         num_layers=need(hf, "num_hidden_layers", source),
         d_ff=need(hf, "intermediate_size", source),
-        max_len=need(hf, "max_position_embeddings", source),
+        max_len=max_len,
         positions="rope",
         rope_layout="half",
         rope_base=theta,
