@@ -51,6 +51,7 @@ def test_task_answer_is_the_latest_needle():
         assert sum(task.needle0 <= token < task.filler0 for token in row) == 3
 
 
+@pytest.mark.slow
 def test_reduced_run_table_json_and_rerun(tmp_path):
     first = run(TINY, tmp_path, progress=False, log=lambda *_: None)
     names = [r.name for r in first.rows]
@@ -124,6 +125,7 @@ def test_cli_json_and_bad_input(tmp_path):
     assert data["undertrained"] == ["NoPE"]  # 3 steps: the check flags it
     r = runner.invoke(cli, [*args, "--quiet"])
     assert r.exit_code == 0 and "no --out" in r.output and "Below 95%" in r.output
-    for bad in (["--models", "rope,relative"], ["--steps", "0"]):
+    (tmp_path / "file").write_text("x")
+    for bad in (["--models", "rope,relative"], ["--steps", "0"], ["--out", str(tmp_path / "file")]):
         r = runner.invoke(cli, ["experiment", "extrapolation", "--quick", *bad])
         assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.startswith("Error: ")

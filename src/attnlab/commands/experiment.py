@@ -111,6 +111,10 @@ def extrapolation(
     if models is not None:
         changes["models"] = tuple(m.strip() for m in models.split(",") if m.strip())
     settings = dataclasses.replace(QUICK if quick else Settings(), **changes)
+    if out is not None:
+        from attnlab._io import check_out_path
+
+        check_out_path(out, "--out")  # before minutes of training
     log = (lambda *_: None) if (as_json or quiet) else click.echo
     result = run(settings, out, progress=not quiet, log=log)
     if as_json:

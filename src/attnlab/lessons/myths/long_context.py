@@ -14,7 +14,8 @@ from attnlab.lessons.myths.registry import COURSE, myth
     source=f"{COURSE}, FlashAttention lesson, Common pitfalls",
     why_false=(
         "Fitting in the window is not the same as being attended to: with more distractors the weight "
-        "on any one relevant token dilutes."
+        "on any one relevant token dilutes, and a model trained on shorter texts meets positions it never "
+        "saw (the extrapolation experiment: RoPE perfect at its training length, near chance at 8x)."
     ),
 )
 def _long_window():
@@ -26,8 +27,32 @@ def _long_window():
         rows[t] = float(ref.softmax(logits)[0])
     lines = ["One relevant key with a logit 3 above each of the T - 1 distractors:"]
     lines += [f"  T = {t:7,}: weight on the relevant key = {w:.4f}" for t, w in rows.items()]
-    lines.append("A window that fits the text does not mean the text is used as well: the weight dilutes.")
-    return lines, {"weights": rows}
+    from dataclasses import replace
+
+    from attnlab.experiments.extrapolation import QUICK, run
+
+    # the quick extrapolation experiment's RoPE model (the same seed, data and numbers), no fine-tunes
+    settings = replace(QUICK, models=("rope",), finetune_steps=0)
+    result = run(settings, progress=False, log=lambda *_: None)
+    plain, pi = result.rows[0], result.rows[1]
+    lengths = settings.lengths
+    accuracy = {
+        name: {t: row.at(t)["accuracy"] for t in lengths} for name, row in (("rope", plain), ("pi", pi))
+    }
+    lines.append(
+        f"A RoPE model trained at T = {lengths[0]} on the latest-passkey task, its window {lengths[-1]} "
+        "(attnlab experiment extrapolation --quick):"
+    )
+    lines += [
+        f"  T = {t:4d}: accuracy {accuracy['rope'][t]:.3f}; "
+        f"with position interpolation (s = {t // lengths[0]}) {accuracy['pi'][t]:.3f}"
+        for t in lengths
+    ]
+    lines.append(
+        "A window that fits the text does not mean the text is used as well: weights dilute, and "
+        "positions never seen in training break a model that was perfect at its training length."
+    )
+    return lines, {"weights": rows, "accuracy": accuracy}
 
 
 @myth(
