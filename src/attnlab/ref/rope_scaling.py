@@ -32,6 +32,7 @@ import numpy as np
 
 from attnlab._checks import positive_float
 from attnlab._rope_scaling import check_head_dim, check_rope_scaling, check_seq_len
+from attnlab.ref._checks import check_fits
 
 
 def _yarn_ramp(d: int, base: float, cfg: dict) -> np.ndarray:
@@ -72,6 +73,7 @@ def rope_frequencies(
     """
     cfg = check_rope_scaling(scaling)
     d = check_head_dim(head_dim, cfg)
+    check_fits(f"rope_frequencies({d})", 4 * d, 8)  # a few [d/2] float64 arrays
     base = positive_float("base", base)
     seq_len = check_seq_len(seq_len)
     inv_freq = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
