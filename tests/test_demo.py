@@ -27,6 +27,7 @@ SECTIONS = [
     "lesson-04",
     "lesson-05",
     "audit",
+    "practice",
     "bottleneck",
     "heatmaps",
     "explorer",
@@ -54,7 +55,7 @@ def test_every_section_is_built_in_order(demo):
 @pytest.mark.slow
 def test_sections_read_concept_code_output_interpretation(demo):
     _, _, page = demo
-    for key in SECTIONS[:7]:
+    for key in SECTIONS[:8]:
         body = page.split(f'<section id="{key}">')[1].split("</section>")[0]
         heads = re.findall(r"<h3>(\w+)</h3>", body)
         assert heads == ["Concept", "Code", "Output", "Interpretation"], (key, heads)

@@ -83,6 +83,44 @@ def _audit_section() -> Section:
     )
 
 
+# a drawing of the block from memory with two classic slips: the norm after the sublayer, no residual
+# around the MLP (graded as `attnlab practice check block` does)
+_DRAWING = """block: pre-norm
+sizes: B=2 T=5 d=48 h=4 d_ff=192
+x -> [B, T, d]
+LayerNorm -> [B, T, d]
+attention -> [B, T, d]
+residual -> [B, T, d]
+MLP -> [B, T, d]
+LayerNorm -> [B, T, d]
+"""
+
+
+def _practice_section() -> Section:
+    from attnlab.practice.block import grade_block
+    from attnlab.practice.cases import attention_checks
+
+    graded = grade_block(_DRAWING, "block.txt")
+    lines = [f"{'pass' if r.passed else 'FAIL'}  {r.title}" + ("" if r.passed else f"\n      {r.message}")
+             for r in graded.results]  # fmt: skip
+    lines.append(f"score: {graded.score}/{graded.total}")
+    return Section(
+        "practice",
+        "Practice: your own attention code and your drawing of the block, graded",
+        "The Week 19 course page ends with practice: implement attention, a causal mask and multi-head "
+        "splitting in NumPy and verify them against torch's scaled_dot_product_attention; draw the "
+        "decoder-only block from memory with a shape on every arrow. attnlab grades both "
+        f"('attnlab practice check attention FILE' runs {len(attention_checks())} checks in a separate, "
+        "limited process and names the likely mistake of each failure) and keeps the week's seven "
+        "lessons as a study path ('attnlab study'). The session is shown in docs/practice.md.",
+        _DRAWING,
+        report.pre("\n".join(lines), "output"),
+        "The drawing is graded against the shapes 'attnlab audit shapes' measures on attnlab's GPT "
+        "block: the missing LayerNorm before the MLP, the norm left after it and the missing residual "
+        "around the MLP are each named, with their line.",
+    )
+
+
 def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tuple[Section, Section]:
     from attnlab.experiments.bottleneck import run
 
@@ -286,6 +324,7 @@ def build_demo(
         for i, b in enumerate(lesson_builders)
     ]
     steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
+    steps.append(("practice", "practice", "Practice", _practice_section))
     steps.append(
         (
             "bottleneck experiment",

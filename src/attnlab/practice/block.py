@@ -351,19 +351,28 @@ def grade_block(text: str, file: str = "<block>") -> Report:
 
 
 def _misplaced(norm: str, got: list[Arrow]) -> dict[int, str]:
-    """Lines whose norm sits on the wrong side of the residual for the declared placement."""
+    """Lines whose LayerNorm sits on the wrong side of the residual for the declared placement.
+
+    Pre-norm: every LayerNorm feeds a sublayer (the next arrow is attention or the MLP). Post-norm:
+    every LayerNorm follows a residual add.
+    """
     out = {}
-    for prev, a in zip(got, got[1:]):
-        if norm == "pre-norm" and a.kind == "layernorm" and prev.kind == "residual":
+    for i, a in enumerate(got):
+        if a.kind != "layernorm":
+            continue
+        after = got[i + 1].kind if i + 1 < len(got) else None
+        before = got[i - 1].kind if i else None
+        if norm == "pre-norm" and after not in ("attention", "mlp", "linear"):
             out[a.line] = (
-                f"line {a.line}: LayerNorm after the residual: in a pre-norm block the norm comes "
-                f"before each sublayer, inside the residual branch: x = x + Sublayer(LN(x)) "
-                f"(declare 'block: post-norm' for x = LN(x + Sublayer(x)))"
+                f"line {a.line}: LayerNorm after the "
+                + ("residual" if before == "residual" else "sublayer")
+                + ", feeding no sublayer: in a pre-norm block each norm comes before attention or the MLP, "
+                "inside the residual branch: x = x + Sublayer(LN(x))"
             )
-        if norm == "post-norm" and a.kind == "layernorm" and prev.kind == "input":
+        if norm == "post-norm" and before != "residual":
             out[a.line] = (
-                f"line {a.line}: LayerNorm before the sublayer: in a post-norm block the norm follows "
-                f"the residual: x = LN(x + Sublayer(x)) (declare 'block: pre-norm' for x + Sublayer(LN(x)))"
+                f"line {a.line}: LayerNorm not after a residual add: in a post-norm block the norm follows "
+                "the residual: x = LN(x + Sublayer(x))"
             )
     return out
 
