@@ -91,6 +91,25 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
         .endswith(f"latest {report['total']}/{report['total']}, passed")
     )
 
+    r = run(
+        "practice",
+        "check",
+        "block",
+        "-",
+        "--quiet",
+        input="block: post-norm\nsizes: B=2 T=3 d=8 h=2 d_ff=32\n"
+        "x -> [B, T, d]\nattention -> [B, T, d]\nresidual -> [B, T, d]\nLayerNorm -> [B, T, d]\n"
+        "MLP -> [B, T, d]\nresidual -> [B, T, d]\n",
+    )
+    assert r.returncode == 1 and r.stdout.splitlines() == [
+        "  FAIL  LayerNorm after the residual around the MLP",
+        "        missing: LayerNorm after the residual around the MLP [2, 3, 8]",
+        "score: 6/7 checks passed; fix the first FAIL and run it again",
+    ]
+    page = tmp_path / "week.html"
+    assert run("study", "--html", str(page)).returncode == 0
+    assert "latest 6/7" in page.read_text() and "<script" not in page.read_text()
+
     r = run("study", "--reset", input="n\n")
     assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])
     r = run("study", "--reset", input="yes\n")

@@ -126,7 +126,9 @@ def start(exercise: str, directory: str, seed: str | None) -> None:
     click.echo(f"then run: attnlab practice check block {path}")
 
 
-def _print_result(r) -> None:
+def _print_result(r, quiet: bool = False) -> None:
+    if quiet and r.passed:
+        return
     click.echo(f"  {'pass' if r.passed else 'FAIL'}  {r.title}")
     if not r.passed and r.message:
         click.echo(f"        {r.message}")
@@ -140,6 +142,7 @@ def _print_result(r) -> None:
 @click.argument("exercise")
 @click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print every check's verdict as JSON.")
+@click.option("--quiet", is_flag=True, help="Print only the failed checks and the score.")
 @click.option(
     "--seed", default="0", show_default=True, metavar="S", help="attention: seed of the random cases."
 )
@@ -161,26 +164,31 @@ def _print_result(r) -> None:
 @click.option("--data-dir", default=None, metavar="DIR", help=DATA_DIR_HELP)
 @usage_errors
 def check(
-    exercise: str, file: str, as_json: bool, seed: str, timeout_s: str, memory_mb: str, data_dir: str | None
+    exercise: str,
+    file: str,
+    as_json: bool,
+    quiet: bool,
+    seed: str,
+    timeout_s: str,
+    memory_mb: str,
+    data_dir: str | None,
 ) -> None:
     exercise = _exercise(exercise)
+    show = None if as_json else lambda r: _print_result(r, quiet)
     if exercise == "attention":
         from attnlab.practice.grade import grade_attention
+        from attnlab.practice.starter import check_file
 
         seed_n = _number("--seed", seed, int, 0, 2**32 - 1)
         limit = _number("--timeout", timeout_s, float, 0.1, 600)
         memory = _number("--memory-mb", memory_mb, int, 256, 1 << 20)
-        if not as_json:
-            from attnlab.practice.starter import check_file
-
-            check_file(file)  # bad input exits 2 before the header is printed
+        check_file(file)  # bad input exits 2 before anything is printed
+        if show is not None and not quiet:
             click.echo(
                 f"attnlab practice check attention {file}: each check runs your code in a separate "
                 f"process ({limit:g} s, {memory} MiB at most)"
             )
-        report = grade_attention(
-            file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=None if as_json else _print_result
-        )
+        report = grade_attention(file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=show)
     else:
         from attnlab.practice.block import grade_block
 
@@ -193,13 +201,14 @@ def check(
                 raise ValueError(f"block file {file!r} does not exist")
             text = Path(file).read_text(encoding="utf-8", errors="replace")
         report = grade_block(text, file)
-        if not as_json:
-            click.echo(
-                f"attnlab practice check block {file}: graded against 'attnlab audit shapes' of the "
-                "real module"
-            )
+        if show is not None:
+            if not quiet:
+                click.echo(
+                    f"attnlab practice check block {file}: graded against 'attnlab audit shapes' of the "
+                    "real module"
+                )
             for r in report.results:
-                _print_result(r)
+                show(r)
     _record(data_dir, exercise, file, report)
     if as_json:
         click.echo(json.dumps({"exercise": exercise, **report.to_json()}, indent=2))
