@@ -80,4 +80,18 @@ def test_returning_objects_and_import_time_loops_are_reported(learner_file, tmp_
     )
     with Sandbox(str(looping), timeout_s=1.0, import_timeout_s=2.0) as box:
         box_error = box.call("causal_mask", 2, 2).error
+        assert box.call("softmax", 1.0).error == box_error and box.starts == 1  # not retried per check
     assert box_error.startswith("importing your file failed") and "did not finish" in box_error
+
+
+def test_a_hang_restarts_the_worker_for_the_next_call(learner_file):
+    text = learner_file.CORRECT.replace(
+        "def merge_heads(x):\n", "def merge_heads(x):\n    while True:\n        pass\n"
+    )
+    with Sandbox(str(learner_file(text)), timeout_s=1.0) as box:
+        assert (
+            "did not finish within 1 s"
+            in box.call("merge_heads", __import__("numpy").zeros((1, 2, 1, 2))).error
+        )
+        assert box.call("causal_mask", 2, 2).value.tolist() == [[True, False], [True, True]]
+        assert box.restarts == 1

@@ -260,6 +260,8 @@ NEXT_STEPS = (
     ),
     ("Myths", "attnlab myths", "the misconceptions the notes warn about, each refuted by a computation"),
     ("Quiz", "attnlab quiz", "worked checks with fresh numbers, answers shown step by step"),
+    ("Study path", "attnlab study", "the week's seven lessons, your progress and what to do next"),
+    ("Practice", "docs/practice.md", "your own NumPy attention and your drawing of the block, graded"),
     ("Lessons", "attnlab lesson --list", "the Week 1 notes' five code blocks, run beside attnlab's"),
     ("Explorer", 'attnlab explore "your sentence"', "MiniLM's attention (or --model DIR) on your own text"),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),

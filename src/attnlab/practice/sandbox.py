@@ -48,7 +48,8 @@ class Sandbox:
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
         self.proc: subprocess.Popen | None = None
-        self.restarts = 0
+        self.starts = 0
+        self.import_error: str | None = None  # once the file fails to import, every call fails with it
 
     def __enter__(self) -> Sandbox:
         return self
@@ -69,6 +70,7 @@ class Sandbox:
     def start(self) -> str | None:
         """Start a worker and import the file; ``None`` when ready, else why the import failed."""
         self.close()
+        self.starts += 1
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "attnlab.practice.worker", self.path, str(self.memory_mb)],
@@ -85,13 +87,20 @@ class Sandbox:
             return str(reply["__error__"])
         return None
 
+    @property
+    def restarts(self) -> int:
+        """How many times a worker was started again (after a time-out or a crash)."""
+        return max(self.starts - 1, 0)
+
     def call(self, name: str, *args, **kwargs) -> Outcome:
         """Run ``name(*args, **kwargs)`` in the worker within the time limit."""
+        if self.import_error is not None:
+            return Outcome(error=self.import_error)
         if self.proc is None or self.proc.poll() is not None:
-            self.restarts += self.proc is not None
             why = self.start()
             if why is not None:
-                return Outcome(error=f"importing your file failed: {why}")
+                self.import_error = f"importing your file failed: {why}"
+                return Outcome(error=self.import_error)
         try:
             wire.send(self.proc.stdin, wire.pack_call(name, args, kwargs))
         except (BrokenPipeError, OSError):
