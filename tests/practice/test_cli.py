@@ -11,10 +11,25 @@ import sys
 import pytest
 
 
-def run(*args: str, input: str | None = None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "attnlab", *args], capture_output=True, text=True, input=input, cwd=cwd
+def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    """``attnlab ARGS`` in-process (click's runner: no interpreter and torch start-up per call)."""
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    r = CliRunner().invoke(cli, list(args), input=input)
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
+
+
+def test_the_real_entry_point_exits_2_with_one_line(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "attnlab", "practice", "check", "attention", str(tmp_path / "nope.py")],
+        capture_output=True,
+        text=True,
     )
+    _one_error_line(r, "does not exist")
 
 
 def _one_error_line(r: subprocess.CompletedProcess, *needles: str) -> None:
