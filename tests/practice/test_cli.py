@@ -65,6 +65,7 @@ def test_practice_bad_inputs(tmp_path, learner_file):
 def test_study_bad_inputs(tmp_path):
     _one_error_line(run("study", "tick", "8"), "unknown lesson '8'")
     _one_error_line(run("study", "untick", "two"), "unknown lesson 'two'")
+    _one_error_line(run("study", "--html", str(tmp_path)), "--html")  # a folder, not a file
     (tmp_path / "study.sqlite3").write_bytes(b"garbage" * 500)
     r = run("study", "--data-dir", str(tmp_path))
     _one_error_line(r, "corrupt")

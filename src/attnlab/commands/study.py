@@ -64,6 +64,10 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
         delete(data_dir)
         click.echo(f"deleted {path}")
         return
+    if html_out is not None:
+        from attnlab._io import check_out_path
+
+        check_out_path(html_out, "--html", folder=False)  # before the database is opened
     with Study(data_dir) as s:
         state, latest, path = _state(s), s.latest_practice(), s.path
     if html_out:
