@@ -135,3 +135,74 @@ def test_published_counts_are_transformers_and_attnlab(name, config_dirs):
     with torch.device("meta"):
         model = cls(config)
     assert sum(p.numel() for p in model.parameters()) == published
+
+
+def _cli_json(capsys, *args: str) -> dict:
+    from attnlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--json"])
+    out = capsys.readouterr()
+    assert exc.value.code == 0, out.err
+    return json.loads(out.out)
+
+
+@pytest.mark.parametrize("name", ["gpt2-xl", "bert-large", "llama-2-7b", "tinyllama-1.1b", "mistral-7b"])
+def test_audit_params_config_reproduces_the_published_count(name, config_dirs, capsys):
+    report = _cli_json(capsys, "audit", "params", "--config", str(config_dirs[name] / "config.json"))
+    assert report["total"] == report["module_total"] == CONFIGS[name][1]
+
+
+def test_audit_cost_config_gives_the_kv_cache_of_gqa_and_the_window(config_dirs, capsys):
+    """bf16 (2 bytes): Llama-2-7B 2·32·32·128·2 = 524,288 bytes per token; Mistral-7B's 8 KV heads
+    a quarter of that, and at 8,192 tokens its window keeps 4,096 positions (512 MiB, not 1 GiB)."""
+    llama = _cli_json(capsys, "audit", "cost", "--config", str(config_dirs["llama-2-7b"]), "--bytes", "2")
+    assert llama["kv_cache"]["bytes_per_token"] == 2 * 32 * 32 * 128 * 2 == 524_288
+    mistral = _cli_json(
+        capsys, "audit", "cost", "--config", str(config_dirs["mistral-7b"]), "--bytes", "2", "--seq", "8192"
+    )
+    assert mistral["kv_cache"]["bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert mistral["kv_cache"]["tokens_cached"] == 4096
+    assert mistral["kv_cache"]["bytes_per_sequence"] == 131_072 * 4096 == 512 * 2**20
+
+
+def test_audit_config_errors_are_one_line(config_dirs, tmp_path, capsys):
+    from attnlab.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5", "d_model": 512}))
+    for args, message in [
+        (
+            ["--config", str(tmp_path / "config.json")],
+            "model_type 't5' is not supported; supported: bert, gpt2",
+        ),
+        (["--config", str(tmp_path / "nothing.json")], "no such file"),
+        (["--config", str(config_dirs["gpt2"]), "--preset", "gpt2"], "--config"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            main(["audit", "params", *args])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_audit_cost_config_measure_reconciles_on_a_mistral_shaped_model(tmp_path, capsys):
+    """RMSNorm, SwiGLU (3 matrices), GQA 4:1 and a window of 8 at T = 32: the analytic FLOPs equal
+    what FlopCounterMode counts on the model built from the config (explicit path)."""
+    config = {
+        "model_type": "mistral",
+        "vocab_size": 311,
+        "hidden_size": 48,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "sliding_window": 8,
+        "max_position_embeddings": 128,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    report = _cli_json(
+        capsys, "audit", "cost", "--config", str(tmp_path), "--seq", "32", "--measure", "--path", "explicit"
+    )
+    measured = report["measured"]
+    assert measured["analytic_total"] == measured["measured_total"] > 0
+    assert not measured["warnings"]
+    assert report["kv_cache"]["tokens_cached"] == 8

@@ -6,6 +6,7 @@ comes from a library registry (models, presets, norms, FFNs, activations, attent
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
@@ -23,6 +24,14 @@ _PRESET_HELP = "A published model (fixes every size and option of the model): " 
 # The model: a preset, or the kind and its sizes (flags named like the audit's keyword arguments).
 _model = options(
     click.option("--preset", default=None, type=choice(PRESETS), help=_PRESET_HELP),
+    click.option(
+        "--config",
+        "hf_config",
+        default=None,
+        type=click.Path(),
+        help="A Hugging Face config.json (or its checkpoint directory): audit that exact architecture "
+        "(model_type gpt2, llama, mistral, qwen2 or bert) without its weights.",
+    ),
     click.option(
         "--model",
         default="encoder-layer",
@@ -70,13 +79,20 @@ _block = options(
 )
 
 
-def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, **sizes):
+def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, hf_config=None, **sizes):
     """The audited model from the flags (the library checks them); ``as_json`` passes through."""
     given = tuple(
         "--" + k.replace("_", "-")
         for k in (*sizes, "no_bias", "untie_head")
         if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE
     )
+    if hf_config is not None:  # the checkpoint's own config: attnlab's GPTConfig or BertConfig of it
+        from attnlab.models.hf import model_config_from_hf
+
+        if preset is not None or given:
+            extra = ("--preset",) * (preset is not None) + given
+            raise ValueError(f"--config fixes the model; leave out {', '.join(extra)}")
+        return model_config_from_hf(hf_config)
     if no_bias:
         sizes["bias"] = False
     if untie_head:
@@ -173,6 +189,9 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags
 
     w = _workload(flags)
     spec = _spec(ctx, preset, as_json, **flags)
+    window = getattr(spec, "window", None)  # a checkpoint's sliding window applies when T exceeds it
+    if window is not None and w.window is None and window < w.seq:
+        w = dataclasses.replace(w, window=window)
     report = audit_cost(
         spec, w, training=training, bytes_per_value=bytes_per_value, measure=measure, path=path
     )
