@@ -1,5 +1,6 @@
 """``attnlab demo`` on a tiny budget: one self-contained page with every section, in the notes' order."""
 
+import dataclasses
 import re
 
 import pytest
@@ -8,6 +9,7 @@ from click.testing import CliRunner
 from attnlab.cli import cli
 from attnlab.experiments.bottleneck import Settings
 from attnlab.experiments.demo import build_demo
+from attnlab.experiments.induction import DEMO
 
 TINY = Settings(
     min_len=3,
@@ -20,6 +22,7 @@ TINY = Settings(
     eval_per_bucket=4,
     warmup=3,
 )
+TINY_INDUCTION = dataclasses.replace(DEMO, steps=20, eval_every=10, eval_size=16)
 SECTIONS = [
     "lesson-01",
     "lesson-02",
@@ -30,6 +33,7 @@ SECTIONS = [
     "practice",
     "bottleneck",
     "heatmaps",
+    "heads",
     "explorer",
     "next",
 ]
@@ -38,7 +42,7 @@ SECTIONS = [
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    result = build_demo(out, settings=TINY, progress=False)
+    result = build_demo(out, settings=TINY, progress=False, induction=TINY_INDUCTION)
     return out, result, (out / "index.html").read_text(encoding="utf-8")
 
 
@@ -70,7 +74,7 @@ def test_page_is_self_contained(demo):
         assert ref.startswith(("data:image/png;base64,", "#", "explorer")), ref
     assert not re.search(r"https?://", page)
     assert "<script" not in page
-    assert page.count('<img src="data:image/png;base64,') == 1 + 3  # the plot and three heatmaps
+    assert page.count('<img src="data:image/png;base64,') == 1 + 3 + 1  # the plot, three heatmaps, induction
     # the report shows real numbers: the encoder layer's 3,152,384 parameters (4d^2 + 2df + f + 9d)
     assert "3,152,384" in page
     assert (out / "explorer.html").is_file() and (out / "explorer-trained.html").is_file()

@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("viz", "explore"),
     "myths": ("myths", "myths"),
     "quiz": ("quiz", "quiz"),
+    "heads": ("heads", "heads"),
+    "prune": ("heads", "prune"),
     "practice": ("practice", "practice"),
     "study": ("study", "study"),
 }

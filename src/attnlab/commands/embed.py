@@ -1,5 +1,6 @@
 """``attnlab embed TEXT... [--model minilm|DIR] [--json]``: sentence embeddings of a real encoder,
-their norms and the pairwise cosine similarity table."""
+their norms and the pairwise cosine similarity table; ``--explain A B`` splits the cosine of two
+sentences into token-pair terms (:mod:`attnlab.interp.similarity`)."""
 
 from __future__ import annotations
 
@@ -29,13 +30,37 @@ def _short(text: str, width: int = 60) -> str:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the embeddings, their norms and the cosine matrix as JSON."
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="With exactly two TEXTs: split their cosine into token-pair terms (mean pooling only).",
+)
+@click.option("--top", default=10, show_default=True, type=int, help="Token pairs to list with --explain.")
+@click.option(
+    "--heatmap", default=None, metavar="FILE.png", help="With --explain: draw the n x m pair terms."
+)
 @usage_errors
-def embed(texts: tuple[str, ...], model_name: str, batch_size: int, device: str, as_json: bool) -> None:
+def embed(
+    texts: tuple[str, ...],
+    model_name: str,
+    batch_size: int,
+    device: str,
+    as_json: bool,
+    explain: bool,
+    top: int,
+    heatmap: str | None,
+) -> None:
     """Embed each TEXT with a pretrained encoder (mean pooling + L2 normalisation for MiniLM) and
     print every embedding's norm and the cosine similarity of every pair."""
     if batch_size <= 0:
         raise BadInput(f"--batch-size must be a positive integer, got {batch_size}")
     from attnlab.devices import resolve_device
+
+    if explain:
+        _explain(texts, model_name, top, as_json, heatmap)
+        return
+    if heatmap is not None:
+        raise BadInput("--heatmap goes with --explain")
     from attnlab.models.pretrained import load_pretrained
     from attnlab.models.sentence import embed as embed_sentences
 
@@ -76,3 +101,65 @@ def embed(texts: tuple[str, ...], model_name: str, batch_size: int, device: str,
     click.echo("   " + "".join(f"{j:>8}" for j in range(1, len(texts) + 1)))
     for i, row in enumerate(cosine.tolist(), start=1):
         click.echo(f"{i:>3}" + "".join(f"{v:8.4f}" for v in row))
+
+
+def _explain(texts: tuple[str, ...], model_name: str, top: int, as_json: bool, heatmap: str | None) -> None:
+    """``--explain``: the top token pairs of cos(A, B) = Σ_ij C_ij and their share of it."""
+    if len(texts) != 2:
+        raise BadInput(f"--explain takes exactly two TEXTs, got {len(texts)}")
+    if top <= 0:
+        raise BadInput(f"--top must be a positive integer, got {top}")
+    from attnlab.interp.similarity import explain_similarity
+    from attnlab.models.pretrained import load_pretrained
+
+    model, tokenizer = load_pretrained(model_name)
+    pairs = explain_similarity(model, tokenizer, *texts)
+    rows = pairs.top(top)
+    if heatmap is not None:
+        _draw(pairs, heatmap)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "model": model_name,
+                    "texts": list(texts),
+                    "tokens_a": pairs.tokens_a,
+                    "tokens_b": pairs.tokens_b,
+                    "cosine": pairs.cosine,
+                    "terms": pairs.terms.tolist(),
+                    "top": [{"a": a, "b": b, "term": t, "share": s} for a, b, t, s in rows],
+                }
+            )
+        )
+        return
+    n, m = pairs.terms.shape
+    click.echo(f"cosine {pairs.cosine:.6f} = the sum of {n} x {m} token-pair terms a_i.b_j / (n m |a| |b|)")
+    click.echo(f"A: {_short(texts[0])}\nB: {_short(texts[1])}\n")
+    click.echo(f"{'token of A':<14}  {'token of B':<14}  {'term':>9}  {'share':>7}")
+    for a, b, term, share in rows:
+        click.echo(f"{a:<14}  {b:<14}  {term:9.5f}  {share:7.1%}")
+    rest = pairs.cosine - sum(r[2] for r in rows)
+    click.echo(
+        f"{'(the other ' + str(n * m - len(rows)) + ' pairs)':<30}  {rest:9.5f}  {rest / pairs.cosine:7.1%}"
+    )
+
+
+def _draw(pairs, path: str) -> None:
+    """The pair terms C_ij as a heatmap: rows are A's tokens, columns B's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnlab.viz import heatmap
+    from attnlab.viz.legends import save_figure
+
+    ax = heatmap(
+        pairs.terms.numpy(),
+        pairs.tokens_b,
+        pairs.tokens_a,
+        title=f"cos = {pairs.cosine:.4f} = sum of the terms",
+        fmt="{:.3f}",
+    )
+    save_figure(ax.figure, path)
+    plt.close(ax.figure)

@@ -1,5 +1,6 @@
-"""``attnlab experiment bottleneck`` (fixed context vs attention, accuracy by source length) and
-``attnlab experiment extrapolation`` (positions trained at L, scored at L..8L)."""
+"""``attnlab experiment bottleneck`` (fixed context vs attention, accuracy by source length),
+``attnlab experiment extrapolation`` (positions trained at L, scored at L..8L) and
+``attnlab experiment induction`` (induction heads forming in small GPTs)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,35 @@ def extrapolation(
         click.echo(f"wrote {result.files['json']} and {result.files['plot']}")
     else:
         click.echo("no --out: the table only (no JSON or plot files written)")
+
+
+@experiment.command()
+@click.option(
+    "--quick", is_flag=True, help="The two attention-only models, 1000 steps (about 2 minutes on 2 cores)."
+)
+@click.option("--out", type=str, required=True, help="Folder for results.json, results.md and induction.png.")
+@click.option("--steps", type=int, default=None, help="Training steps per model (overrides the preset).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the weights and the data.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
+@usage_errors
+def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, as_json: bool) -> None:
+    """Train 1- and 2-layer attention-only GPTs (and, without --quick, a 2-layer GPT with MLPs) on
+    sequences with repeated random segments; log the loss on first occurrences and on repeats and
+    every head's previous-token and induction score; ablate the induction heads at the end."""
+    from attnlab.experiments.induction import QUICK, Settings, run
+
+    settings = QUICK if quick else Settings()
+    changes = {"seed": seed}
+    if steps is not None:
+        changes["steps"] = steps
+    settings = dataclasses.replace(settings, **changes)
+    log = (lambda *_: None) if as_json or quiet else click.echo
+    result = run(settings, out, show_progress=not quiet and not as_json, log=log)
+    if as_json:
+        with open(result.files["json"]) as f:
+            click.echo(json.dumps(json.load(f), indent=2))
+        return
+    click.echo("")
+    click.echo(result.table())
+    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")

@@ -219,7 +219,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
         if self.q_proj.bias is not None:
             b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # [d + 2 kv]
         kv = self.num_kv_heads * self.d_k
-        return F.linear(x, w, b).split([self.d_model, kv, kv], dim=-1)  # [B, T, d], [B, T, kv] x2
+        hd = self.num_heads * self.d_k  # = d_model, except after attnlab.interp.prune_heads
+        return F.linear(x, w, b).split([hd, kv, kv], dim=-1)  # [B, T, h d_k], [B, T, kv] x2
 
     def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         """``[B, T, heads*d_k] -> [B, heads, T, d_k]``."""
@@ -327,7 +328,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
         """Per-head outputs ``[B, h, T_q, d_k]`` -> ``Concat(H_1..H_h) W^O [B, T_q, d_model]``."""
         z = self._at("z", z.transpose(1, 2))  # [B, T_q, h, d_k]
         b, t_q = z.shape[:2]
-        concat = self._at("concat", z.reshape(b, t_q, self.d_model))  # [B, T_q, h*d_k]
+        # h*d_k = d_model, except after attnlab.interp.prune_heads removed heads
+        concat = self._at("concat", z.reshape(b, t_q, self.num_heads * self.d_k))  # [B, T_q, h*d_k]
         return self._at("out", self.out_proj(concat))  # [B, T_q, d_model]
 
     # ----------------------------------------------------------------------------- trace

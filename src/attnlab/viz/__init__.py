@@ -6,6 +6,8 @@
   (the extrapolation experiment's curves).
 * :func:`explorer_html`, :func:`explore`, :func:`write_explorer`, :class:`AttentionView`,
   :func:`render_html` -- one self-contained HTML page per sentence and model.
+* :func:`logit_lens_figure`, :func:`residual_norms_figure` -- the logit lens and the residual
+  stream's writes (:mod:`attnlab.interp.lens`).
 
 Names are imported on first use, so the explorer does not pay for matplotlib and the figures do not
 pay for the model code.
@@ -32,6 +34,8 @@ _EXPORTS = {
     "write_explorer": "attnlab.viz.explorer",
     "scaled_frequencies": "attnlab.viz.positions",
     "accuracy_vs_length": "attnlab.viz.positions",
+    "logit_lens_figure": "attnlab.viz.lens",
+    "residual_norms_figure": "attnlab.viz.lens",
 }
 __all__ = sorted(_EXPORTS)
 

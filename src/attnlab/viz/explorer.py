@@ -96,7 +96,22 @@ class AttentionView:
             "tk": t_k,
             "dtype": "float32" if dtype == "<f4" else "float16",
             "weights": base64.b64encode(raw).decode("ascii"),
+            "badges": self.badges(),
         }
+
+    def badges(self) -> list[list[str]]:
+        """Per layer and head, its detector scores above 0.4 (``"prev 0.93"``, from
+        :func:`attnlab.interp.scan.badges`); empty unless queries and keys are the same tokens."""
+        layers, heads, t_q, t_k = self.weights.shape
+        none = [[""] * heads for _ in range(layers)]
+        if self.kind == "cross" or t_q != t_k or self.query_tokens != self.key_tokens:
+            return none  # the patterns relate positions of one sequence
+        from attnlab.interp.scan import badges
+
+        try:
+            return badges(self.weights, list(self.query_tokens))
+        except ValueError:  # e.g. all-zero weights: no attention to score, so no badge
+            return none
 
 
 # --- gathering attention from models -------------------------------------------------------------

@@ -34,6 +34,8 @@
   var state = { view: 0, layer: 0, head: -1, query: null };
 
   function view() { return DATA.views[state.view]; }
+  // the head's detector scores above 0.4 ("prev 0.93"), after a separator; "" when none
+  function badge(v, l, h, sep) { var b = v.badges && v.badges[l][h]; return b ? sep + b : ""; }
   function weight(v, l, h, i, j) { return v.w[((l * v.heads + h) * v.tq + i) * v.tk + j]; }
   function headColour(h, n, alpha) {
     var hue = Math.round(360 * h / Math.max(n, 1));
@@ -69,16 +71,21 @@
     sel.value = String(value);
   }
 
+  // the head menu names each head's detector scores for the current layer ("head 3 · prev 0.93")
+  function fillHeads(v) {
+    var heads = [[-1, "all " + v.heads + " heads"]];
+    for (var h = 0; h < v.heads; h++) heads.push([h, "head " + (h + 1) + badge(v, state.layer, h, " · ")]);
+    fillSelect($("head-select"), heads, state.head);
+  }
+
   function buildControls() {
     var v = view();
     fillSelect($("view-select"), DATA.views.map(function (x, i) { return [i, x.name]; }), state.view);
     var layers = [];
     for (var l = 0; l < v.layers; l++) layers.push([l, "layer " + (l + 1) + " of " + v.layers]);
     fillSelect($("layer-select"), layers, state.layer);
-    var heads = [[-1, "all " + v.heads + " heads"]];
-    for (var h = 0; h < v.heads; h++) heads.push([h, "head " + (h + 1)]);
-    fillSelect($("head-select"), heads, state.head);
-    var legend = $("legend");
+    fillHeads(v);
+    var h, legend = $("legend");
     while (legend.firstChild) legend.removeChild(legend.firstChild);
     for (h = 0; h < v.heads; h++) {
       var s = document.createElement("span");
@@ -308,7 +315,8 @@
         cv.className = "thumb";
         cv.dataset.layer = String(l);
         cv.dataset.head = String(h);
-        cv.title = "layer " + (l + 1) + ", head " + (h + 1) + ": click to enlarge";
+        cv.title = "layer " + (l + 1) + ", head " + (h + 1) + badge(v, l, h, ": ") + ": click to enlarge";
+        if (badge(v, l, h, "")) cv.classList.add("badged");
         paint(cv.getContext("2d"), matrix(v, l, h), v.tq, v.tk, 0, 0, size, size);
         cv.addEventListener("click", enlarge);
         grid.appendChild(cv);
@@ -320,7 +328,7 @@
     state.layer = Number(ev.currentTarget.dataset.layer);
     state.head = Number(ev.currentTarget.dataset.head);
     $("layer-select").value = String(state.layer);
-    $("head-select").value = String(state.head);
+    fillHeads(view());
     render();
     $("heatmap-section").scrollIntoView({ block: "start" });
   }
@@ -351,7 +359,11 @@
   }
 
   $("view-select").addEventListener("change", function (e) { setView(Number(e.target.value)); });
-  $("layer-select").addEventListener("change", function (e) { state.layer = Number(e.target.value); render(); });
+  $("layer-select").addEventListener("change", function (e) {
+    state.layer = Number(e.target.value);
+    fillHeads(view());
+    render();
+  });
   $("head-select").addEventListener("change", function (e) { state.head = Number(e.target.value); render(); });
   $("heatmap").addEventListener("mousemove", hover);
   $("heatmap").addEventListener("mouseleave", function () { $("tooltip").hidden = true; });

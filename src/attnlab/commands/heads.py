@@ -1,0 +1,117 @@
+"""``attnlab heads MODEL [--tokens repeat|TEXT] [--json]``: every head's previous-token, duplicate,
+induction, first-token and current-token score (:mod:`attnlab.interp`)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from attnlab.commands._errors import BadInput, usage_errors
+
+
+def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
+    heads = len(scores[0])
+    lines = [
+        f"{name} score (layer x head; * above {threshold:g})",
+        "layer" + "".join(f"{h:>7}" for h in range(heads)),
+    ]
+    for layer, row in enumerate(scores):
+        lines.append(f"{layer:>5}" + "".join(f"{v:6.2f}{'*' if v > threshold else ' '}" for v in row))
+    return lines
+
+
+@click.command("heads")
+@click.argument("model", default="minilm", metavar="minilm|DIR")
+@click.option(
+    "--tokens",
+    default="repeat",
+    show_default=True,
+    help="'repeat': random probes [BOS, r_1..r_L, r_1..r_L]; anything else is a text to run (or '-': stdin).",
+)
+@click.option(
+    "--length", type=int, default=None, help="L of the repeat probe (default 20, or what fits a GPT)."
+)
+@click.option("--batch", type=int, default=8, show_default=True, help="Repeat probes to average over.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the repeat probes.")
+@click.option(
+    "--threshold", type=float, default=0.4, show_default=True, help="Name the heads above this score."
+)
+@click.option(
+    "--exclude-first", is_flag=True, help="Drop attention to the first token (BOS/[CLS]) before scoring."
+)
+@click.option(
+    "--exclude-current", is_flag=True, help="Drop attention to the query's own position before scoring."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every score and the heads above the threshold as JSON."
+)
+@click.option("--quiet", is_flag=True, help="Only the heads above the threshold, no tables.")
+@usage_errors
+def heads(
+    model, tokens, length, batch, seed, threshold, exclude_first, exclude_current, as_json, quiet
+) -> None:
+    """Score every head of MODEL ('minilm' or a folder written by attnlab train) as a previous-token,
+    duplicate-token, induction, first-token (sink) and current-token head: the share of its attention
+    that falls where each pattern says (TransformerLens's 'mul' measure, Σ A⊙P / Σ A)."""
+    from attnlab.interp.scan import SHORT, scan_repeat, scan_text
+
+    excl = {"exclude_first": exclude_first, "exclude_current": exclude_current}
+    if batch <= 0:
+        raise BadInput(f"--batch must be a positive integer, got {batch}")
+    if tokens == "repeat":
+        scans = scan_repeat(model, length=length, batch=batch, seed=seed, **excl)
+    else:
+        if length is not None:
+            raise BadInput("--length applies to --tokens repeat only")
+        text = click.get_text_stream("stdin").read() if tokens == "-" else tokens
+        scans = scan_text(text.strip(), model, **excl)
+    if as_json:
+        click.echo(json.dumps([s.to_json(threshold) for s in scans]))
+        return
+    for s in scans:
+        click.echo(f"{s.model}: {s.view}, {len(s.tokens)} tokens")
+        click.echo(f"tokens: {' '.join(s.tokens[:24])}{' ...' if len(s.tokens) > 24 else ''}")
+        click.echo(f"{s.applies}\n")
+        if not quiet:
+            for name, scores in s.scores.items():
+                click.echo("\n".join(_table(name, scores, threshold)) + "\n")
+        for name, found in s.above(threshold).items():
+            named = ", ".join(f"{layer}.{head} ({SHORT[name]} {v:.2f})" for layer, head, v in found[:8])
+            named += f" and {len(found) - 8} more" if len(found) > 8 else ""
+            click.echo(f"{name + ' heads:':<17} {named or 'none above ' + format(threshold, 'g')}")
+        click.echo("")
+
+
+@click.command("prune")
+@click.argument("model", default="minilm", metavar="minilm")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random removal order.")
+@click.option("--json", "as_json", is_flag=True, help="Print the importance and both curves as JSON.")
+@usage_errors
+def prune(model: str, seed: int, as_json: bool) -> None:
+    """Remove MiniLM's heads least important first (Michel et al. 2019: |dL/d xi_h| of a head mask on
+    paraphrase pairs) or in a random order, physically from W^Q/W^K/W^V/W^O, and report agreement
+    with the unpruned model on held-out sentences at 0, 10, ..., 90% of the heads removed."""
+    if model != "minilm":
+        raise BadInput(f"prune supports minilm only, got {model!r}")
+    from attnlab.interp.minilm_pruning import HELD_OUT, minilm_pruning
+    from attnlab.models.pretrained import load_pretrained
+
+    net, tokenizer = load_pretrained("minilm")
+    result = minilm_pruning(net, tokenizer, random_seed=seed)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(f"MiniLM: agreement with the unpruned model on {len(HELD_OUT)} held-out sentences")
+    click.echo("(heads removed from the weights; every layer keeps at least one head)\n")
+    click.echo(
+        f"{'removed':>12}  {'parameters':>11}  {'cos, by importance':>18}  {'top-1':>5}  "
+        f"{'cos, random':>11}  {'top-1':>5}"
+    )
+    for a, b in zip(result["importance_order"], result["random_order"]):
+        click.echo(
+            f"{a['removed']:>3} ({a['fraction']:>4.0%})  {a['params']:>11,}  {a['mean_cosine']:>18.4f}  "
+            f"{a['top1_agreement']:>5.2f}  {b['mean_cosine']:>11.4f}  {b['top1_agreement']:>5.2f}"
+        )
+    saved = result["importance_order"][0]["params"] - result["importance_order"][-1]["params"]
+    click.echo(f"\nparameters saved at {result['importance_order'][-1]['removed']} heads removed: {saved:,}")

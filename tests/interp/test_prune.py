@@ -1,0 +1,146 @@
+"""Pruned heads are gone from the weights and the pruned model equals the masked one; Michel et
+al.'s importance equals the gradient of an explicit head mask; ablation restores the weights."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch.func import functional_call
+
+from attnlab.audit.build import count_by_group
+from attnlab.interp.ablation import ablate_heads, attention_layers, head_importance
+from attnlab.interp.prune import prune_heads, pruning_curve, removal_order
+from attnlab.models.gpt import GPT, GPTConfig
+
+
+@pytest.fixture
+def gpt():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=23, d_model=24, num_heads=4, num_layers=3, d_ff=48, max_len=80)).eval()
+    with torch.no_grad():  # non-zero biases, so a bug that drops or shifts one shows
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model
+
+
+def _ids(t: int = 12, b: int = 3) -> torch.Tensor:
+    return torch.randint(0, 23, (b, t), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("t", [12, 70])  # 70: B*T >= 64 takes the fused Q/K/V projection
+def test_pruned_equals_masked(gpt, t):
+    heads = [(0, 1), (0, 3), (1, 0), (2, 2), (2, 1), (2, 0)]
+    ids = _ids(t)
+    with torch.no_grad(), ablate_heads(gpt, heads):
+        masked = gpt(ids)
+    pruned = prune_heads(copy.deepcopy(gpt), heads)
+    with torch.no_grad():
+        got = pruned(ids)
+        _, weights = pruned(ids, return_attention=True)
+    torch.testing.assert_close(got, masked, rtol=0, atol=2e-6)
+    assert [w.shape[1] for w in weights] == [2, 3, 1]
+    assert [a.num_heads for _, a in attention_layers(pruned)] == [2, 3, 1]
+    # the weights are gone: 4 d d_k weights + 3 d_k biases per head (audit's attention group)
+    d, d_k = 24, 6
+    saved = count_by_group(gpt)["attention"] - count_by_group(pruned)["attention"]
+    assert saved == len(heads) * (4 * d * d_k + 3 * d_k)
+    assert attention_layers(pruned)[2][1].q_proj.weight.shape == (d_k, d)
+
+
+def test_ablation_restores_the_weights(gpt):
+    before = {k: v.clone() for k, v in gpt.state_dict().items()}
+    with ablate_heads(gpt, [(1, 2)]):
+        assert bool((gpt.blocks[1].self_attn.out_proj.weight[:, 12:18] == 0).all())
+    for k, v in gpt.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_importance_is_the_gradient_of_an_explicit_head_mask(gpt):
+    ids = _ids(10)
+
+    def loss_fn(model, batch):
+        logits = model(batch[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
+
+    got = head_importance(gpt, loss_fn, [ids[:2], ids[2:]])  # [L, h]
+    # oracle: W^O_h scaled by a mask xi [L, h] with requires_grad, through torch.func.functional_call
+    want = torch.zeros(3, 4, dtype=torch.float64)
+    for batch in (ids[:2], ids[2:]):
+        xi = torch.ones(3, 4, requires_grad=True)
+        params = dict(gpt.named_parameters())
+        for layer in range(3):
+            name = f"blocks.{layer}.self_attn.out_proj.weight"
+            params[name] = params[name] * xi[layer].repeat_interleave(6)[None, :]  # [d, h d_k]
+        logits = functional_call(gpt, params, (batch[:, :-1],))
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:])
+        (g,) = torch.autograd.grad(loss, xi)
+        want += g.double().abs()
+    want /= want.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_removal_order_keeps_a_head_per_layer_and_the_curve_counts_params(gpt):
+    importance = torch.tensor([[0.1, 0.9, 0.2, 0.3], [0.5, 0.05, 0.6, 0.7], [0.01, 0.02, 0.03, 0.04]])
+    order = removal_order(importance)
+    assert order[:3] == [(2, 0), (2, 1), (2, 2)] and (2, 3) not in order and len(order) == 9
+    assert len(removal_order(importance, random_seed=0)) == 9
+    rows = pruning_curve(gpt, order, lambda m: {"heads": sum(a.num_heads for _, a in attention_layers(m))})
+    assert [r["removed"] for r in rows] == [0, 1, 2, 4, 5, 6, 7, 8, 9, 9]
+    assert [r["heads"] for r in rows] == [12 - r["removed"] for r in rows]
+    per_head = 4 * 24 * 6 + 3 * 6
+    assert [rows[0]["params"] - r["params"] for r in rows] == [per_head * r["removed"] for r in rows]
+
+
+def test_bad_input(gpt):
+    with pytest.raises(ValueError, match="cannot remove all 4 heads of layer 1"):
+        prune_heads(gpt, [(1, 0), (1, 1), (1, 2), (1, 3)])
+    with pytest.raises(ValueError, match="layer 3 is out of range: the model has 3 attention layers"):
+        prune_heads(gpt, [(3, 0)])
+    with pytest.raises(ValueError, match="head 4 is out of range: layer 0 has 4 heads"):
+        with ablate_heads(gpt, [(0, 4)]):
+            pass
+
+
+def test_minilm_pruned_equals_masked_and_agreement_is_one_unpruned():
+    from attnlab.interp.minilm_pruning import HELD_OUT, _encode, agreement
+    from attnlab.models.pretrained import load_pretrained
+
+    model, tokenizer = load_pretrained("minilm")
+    heads = [(layer, head) for layer in range(6) for head in range(0, 12, 3)]  # 24 of the 72
+    with torch.no_grad():
+        reference = _encode(model, tokenizer, HELD_OUT)  # [N, 384]
+        with ablate_heads(model, heads):
+            masked = _encode(model, tokenizer, HELD_OUT)
+    score = agreement(reference)
+    assert score(model, tokenizer) == {"mean_cosine": pytest.approx(1.0, abs=1e-6), "top1_agreement": 1.0}
+    pruned = prune_heads(copy.deepcopy(model), heads)
+    with torch.no_grad():
+        got = _encode(pruned, tokenizer, HELD_OUT)
+    torch.testing.assert_close(got, masked, rtol=0, atol=1e-5)
+    assert count_by_group(model)["attention"] - count_by_group(pruned)["attention"] == 24 * (
+        4 * 384 * 32 + 3 * 32
+    )
+
+
+def test_prune_cli_refuses_other_models():
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    result = CliRunner().invoke(cli, ["prune", "gpt2"])
+    assert result.exit_code == 2 and "prune supports minilm only" in result.output
+
+
+def test_mean_ablation_writes_the_constant_through_w_o(gpt):
+    ids = _ids(9)
+    mean = torch.randn(6, generator=torch.Generator().manual_seed(3))
+    attn = gpt.blocks[0].self_attn
+    with torch.no_grad():
+        with ablate_heads(gpt, [(0, 2)]):
+            zeroed_out = attn(gpt.blocks[0].norm1(gpt.tok_embed(ids)), is_causal=True)[0]
+        with ablate_heads(gpt, [(0, 2)], means={(0, 2): mean}):
+            mean_out = attn(gpt.blocks[0].norm1(gpt.tok_embed(ids)), is_causal=True)[0]
+        w_o = attn.out_proj.weight[:, 12:18]  # head 2's block [d_model, d_k]
+    torch.testing.assert_close(mean_out, zeroed_out + w_o @ mean, rtol=0, atol=1e-6)
