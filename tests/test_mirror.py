@@ -19,11 +19,15 @@ MIRRORED = (
     "alibi_slopes",
     "apply_rope",
     "causal_mask",
+    "elu_feature_map",
     "flash_attention",
+    "linear_attention",
     "merge_heads",
     "padding_mask",
+    "selective_scan",
     "sinusoidal_positions",
     "sliding_window_mask",
+    "sparse_pattern_mask",
     "split_heads",
 )
 
@@ -40,7 +44,9 @@ def test_files_mirror():
         "config",
         "hooks",
         "rolling_cache",
-    }  # modules only: block config, hooks, rolling KV cache
+        "sparse",
+    }  # modules only: block config, hooks, rolling KV cache; the block-sparse kernel (its patterns
+    # mirror ref/masks.py's sparse_pattern_mask)
 
 
 def test_same_names_in_same_files():

@@ -32,7 +32,20 @@ from attnlab.nn.layers import (
     RMSNorm,
     make_norm,
 )
-from attnlab.nn.masks import causal_mask, padding_mask, padding_mask_from_ids, sliding_window_mask
+from attnlab.nn.linear import (
+    elu_feature_map,
+    linear_attention,
+    linear_attention_step,
+    selective_scan,
+    selective_scan_step,
+)
+from attnlab.nn.masks import (
+    causal_mask,
+    padding_mask,
+    padding_mask_from_ids,
+    sliding_window_mask,
+    sparse_pattern_mask,
+)
 from attnlab.nn.multihead import KVCache, MultiHeadAttention, merge_heads, split_heads
 from attnlab.nn.positions import (
     LearnedPositions,
@@ -44,8 +57,16 @@ from attnlab.nn.positions import (
     sinusoidal_positions,
 )
 from attnlab.nn.rope_scaling import rope_frequencies
+from attnlab.nn.sparse import block_sparse_attention
 
 __all__ = [
+    "block_sparse_attention",
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_step",
+    "selective_scan",
+    "selective_scan_step",
+    "sparse_pattern_mask",
     "AdditiveAttention",
     "BlockConfig",
     "Decoder",

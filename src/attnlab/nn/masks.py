@@ -78,3 +78,55 @@ def padding_mask_from_ids(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     if ids.ndim != 2:
         raise ValueError(f"ids must be [B, T], got shape {list(ids.shape)}")
     return (ids != pad_id)[:, None, :]  # [B, 1, T]
+
+
+def global_positions(global_tokens, t_k: int, *, device=None) -> torch.Tensor:
+    """``global_tokens`` (ints, list or 1-D tensor) -> sorted unique long positions in ``0 .. t_k - 1``."""
+    g = torch.as_tensor(global_tokens if global_tokens is not None else [], device=device)
+    if g.ndim != 1 or (g.numel() and (g.is_floating_point() or g.dtype == torch.bool)):
+        raise ValueError(f"global_tokens must be a 1-D list of integer positions, got {global_tokens!r}")
+    g = g.long()
+    if g.numel() and (int(g.min()) < 0 or int(g.max()) >= t_k):
+        raise ValueError(f"global_tokens must lie in 0..{t_k - 1} (the sequence), got {g.tolist()}")
+    return torch.unique(g)
+
+
+def sparse_pattern_mask(
+    t_q: int,
+    t_k: int | None = None,
+    *,
+    causal: bool = False,
+    window: int | None = None,
+    global_tokens=None,
+    stride: int | None = None,
+    device=None,
+) -> torch.Tensor:
+    """Sliding-window, Longformer and strided patterns as one boolean ``[t_q, t_k]`` mask.
+
+    The same rule as :func:`attnlab.ref.masks.sparse_pattern_mask` (read its docstring): with
+    ``d = p - j`` (query position ``p``, lower-right aligned), ``causal_ok & (|d| < window |
+    d mod stride == 0 | p or j global)``.
+    """
+    t_q = positive_int("t_q", t_q)
+    t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    if t_k < t_q:
+        raise ValueError(
+            f"sparse_pattern_mask needs t_k >= t_q (queries are the last keys), got {t_q}, {t_k}"
+        )
+    reach = None if window is None else positive_int("window", window)
+    if stride is not None:
+        stride = positive_int("stride", stride)
+        reach = stride if reach is None else reach
+    p = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # query positions  [t_q, 1]
+    j = torch.arange(t_k, device=device)[None, :]  # key positions  [1, t_k]
+    d = p - j  # [t_q, t_k]
+    allowed = torch.ones(t_q, t_k, dtype=torch.bool, device=device) if reach is None else d.abs() < reach
+    if stride is not None:
+        allowed = allowed | (d % stride == 0)
+    if global_tokens is not None:
+        is_global = torch.zeros(t_k, dtype=torch.bool, device=device)
+        is_global[global_positions(global_tokens, t_k, device=device)] = True
+        allowed = allowed | is_global[p] | is_global[j]  # [t_q, 1] | [1, t_k]
+    if causal:
+        allowed = allowed & (d >= 0)
+    return allowed  # [t_q, t_k]

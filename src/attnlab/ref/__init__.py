@@ -13,13 +13,27 @@ from attnlab.ref.attention import (
 from attnlab.ref.convert import params_from_attnlab, params_from_torch
 from attnlab.ref.flash import flash_attention as flash_attention  # re-export (issue 7)
 from attnlab.ref.layers import decoder_layer, encoder_layer, feed_forward, gelu, layer_norm, relu, rms_norm
-from attnlab.ref.masks import causal_mask, padding_mask, sliding_window_mask
+from attnlab.ref.linear import elu_feature_map, linear_attention, selective_scan
+from attnlab.ref.masks import (
+    causal_mask,
+    longformer_mask,
+    padding_mask,
+    sliding_window_mask,
+    sparse_pattern_mask,
+    strided_mask,
+)
 from attnlab.ref.multihead import merge_heads, multi_head_attention, split_heads
 from attnlab.ref.positions import alibi_bias, alibi_slopes, apply_rope, sinusoidal_positions
 from attnlab.ref.rope_scaling import rope_frequencies
 from attnlab.ref.softmax import log_softmax, online_softmax, softmax
 
 __all__ = [
+    "elu_feature_map",
+    "linear_attention",
+    "longformer_mask",
+    "selective_scan",
+    "sparse_pattern_mask",
+    "strided_mask",
     "additive_attention",
     "alibi_bias",
     "alibi_slopes",

@@ -97,3 +97,81 @@ def check_rows(mask: np.ndarray, empty_rows: str = "error") -> np.ndarray:
             f"pass empty_rows='zero' for PyTorch's convention (output 0)"
         )
     return empty
+
+
+def _global_positions(global_tokens, t_k: int) -> np.ndarray:
+    """``global_tokens`` -> sorted unique int positions, each in ``0 .. t_k - 1``."""
+    g = np.asarray(global_tokens)
+    if g.ndim != 1 or not (g.size == 0 or np.issubdtype(g.dtype, np.integer)):
+        raise ValueError(f"global_tokens must be a 1-D list of integer positions, got {global_tokens!r}")
+    if g.size and (g.min() < 0 or g.max() >= t_k):
+        raise ValueError(f"global_tokens must lie in 0..{t_k - 1} (the sequence), got {g.tolist()}")
+    return np.unique(g).astype(np.int64)
+
+
+def sparse_pattern_mask(
+    t_q: int,
+    t_k: int | None = None,
+    *,
+    causal: bool = False,
+    window: int | None = None,
+    global_tokens=None,
+    stride: int | None = None,
+) -> np.ndarray:
+    """Sliding-window, Longformer and strided (Child et al. 2019) patterns as one boolean mask.
+
+    With query ``i`` at position ``p = t_k - t_q + i`` (lower-right aligned) and ``d = p - j``::
+
+        M[i, j] = causal_ok & (local | strided | global)
+        causal_ok = d >= 0 when causal (else True)
+        local     = |d| < window       (the window counts the query itself; window=None: all keys,
+                                        unless a stride is given, whose local part is |d| < stride)
+        strided   = d mod stride == 0  (the "summary" keys every stride positions; off when None)
+        global    = p or j in global_tokens  (Longformer: global tokens see and are seen by all)
+
+    Causal with a window ``w``: query ``p`` sees keys ``p - w + 1 .. p`` (as
+    :func:`sliding_window_mask`); non-causal: keys ``p - w + 1 .. p + w - 1``. Child et al.'s
+    strided pattern is ``causal=True, stride=l``: the previous ``l`` positions and every ``l``-th one
+    before them. Every row keeps its own position (``d = 0``), so no row is empty.
+
+    Args:
+        t_q: queries. t_k: keys (default ``t_q``; ``t_k >= t_q``). window, stride: positive ints or
+            None. global_tokens: key positions ``0 .. t_k - 1`` or None.
+    Returns:
+        bool ``[t_q, t_k]``.
+    """
+    t_q = positive_int("t_q", t_q)
+    t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    if t_k < t_q:
+        raise ValueError(
+            f"sparse_pattern_mask needs t_k >= t_q (queries are the last keys), got {t_q}, {t_k}"
+        )
+    reach = None if window is None else positive_int("window", window)
+    if stride is not None:
+        stride = positive_int("stride", stride)
+        reach = stride if reach is None else reach
+    p = np.arange(t_q)[:, None] + (t_k - t_q)  # query positions  [t_q, 1]
+    j = np.arange(t_k)[None, :]  # key positions  [1, t_k]
+    d = p - j  # [t_q, t_k]
+    allowed = np.ones((t_q, t_k), dtype=bool) if reach is None else np.abs(d) < reach
+    if stride is not None:
+        allowed |= d % stride == 0
+    if global_tokens is not None:
+        is_global = np.zeros(t_k, dtype=bool)
+        is_global[_global_positions(global_tokens, t_k)] = True
+        allowed |= is_global[p] | is_global[j]  # [t_q, 1] | [1, t_k]
+    if causal:
+        allowed &= d >= 0
+    return allowed
+
+
+def longformer_mask(t: int, window: int, global_tokens) -> np.ndarray:
+    """Longformer (Beltagy et al. 2020): a non-causal local ``window`` plus ``global_tokens`` that
+    attend to, and are attended by, every position. bool ``[t, t]``; see :func:`sparse_pattern_mask`."""
+    return sparse_pattern_mask(t, window=window, global_tokens=global_tokens)
+
+
+def strided_mask(t: int, stride: int, causal: bool = True) -> np.ndarray:
+    """Child et al. (2019) strided pattern: the previous ``stride`` positions and every
+    ``stride``-th earlier one. bool ``[t, t]``; see :func:`sparse_pattern_mask`."""
+    return sparse_pattern_mask(t, causal=causal, stride=stride)

@@ -1,0 +1,250 @@
+"""Linear attention and the selective state-space scan, in their fast forms; the same ideas as
+:mod:`attnlab.ref.linear` (read it first), computed differently so the tests compare two methods.
+
+Linear attention (Katharopoulos et al. 2020), phi = elu + 1::
+
+    non-causal:  Z = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)        O(T d d_v), no T x T matrix
+    causal:      S_t = S_{t-1} + phi(k_t) v_t^T,  z_t = z_{t-1} + phi(k_t),
+                 Z_t = phi(q_t)^T S_t / phi(q_t)^T z_t
+
+The causal parallel form takes the prefix sums of ``phi(K_c)^T V_c`` over chunks of ``chunk``
+positions and does the masked quadratic product only inside a chunk; the recurrent form
+(:func:`linear_attention_step`) keeps ``(S, z)``: O(1) memory per generated token.
+
+Selective scan (Gu & Dao 2023): ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t x_t``,
+``y_t = C_t . h_t + D x_t``. The recurrence ``h_t = a_t h_{t-1} + b_t`` is associative
+((a1, b1) then (a2, b2) = (a2 a1, a2 b1 + b2)), so :func:`selective_scan` runs a log-depth
+(Hillis-Steele) scan inside each chunk and carries the state across chunks;
+:func:`selective_scan_step` is the one-token recurrence for generation.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnlab._checks import positive_int
+
+
+def _finite(name: str, t: Tensor, min_ndim: int = 1) -> Tensor:
+    if not isinstance(t, Tensor) or not t.is_floating_point():
+        raise ValueError(f"{name} must be a floating tensor, got {type(t).__name__}")
+    if t.dim() < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {list(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or infinite values (shape {list(t.shape)})")
+    return t
+
+
+def elu_feature_map(x: Tensor) -> Tensor:
+    """phi(x) = elu(x) + 1 (Katharopoulos et al. 2020, eq. 7), > 0 everywhere; shape of ``x``."""
+    return F.elu(x) + 1.0
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _finite(name, t, min_ndim=2)
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"k has d={k.shape[-1]} but q has d={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
+        )
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
+        )
+    if causal and k.shape[-2] < q.shape[-2]:
+        raise ValueError(
+            f"causal linear attention needs T_k >= T_q, got q {list(q.shape)}, k {list(k.shape)}"
+        )
+
+
+def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, chunk: int = 64) -> Tensor:
+    """Linear attention ``phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)``, phi = elu + 1, in O(T).
+
+    Causal (lower-right aligned: query ``i`` sees keys ``0 .. T_k - T_q + i``): prefix sums of the
+    states ``phi(K_c)^T V_c`` of chunks of ``chunk`` positions, plus the masked quadratic product
+    inside each chunk (``chunk=1`` is the plain per-token prefix sum). Memory is O(T d d_v / chunk +
+    T chunk), never ``[T, T]``. Equals :func:`attnlab.ref.linear_attention` (the quadratic form).
+
+    Args:
+        q: ``[..., T_q, d]``. k: ``[..., T_k, d]``. v: ``[..., T_k, d_v]`` (leading dims broadcast).
+        causal: see above. chunk: positions per chunk of the causal form.
+    Returns:
+        ``Z [..., T_q, d_v]``.
+    """
+    _check_qkv(q, k, v, causal)
+    chunk = positive_int("chunk", chunk)
+    fq, fk = elu_feature_map(q), elu_feature_map(k)  # [..., T_q, d], [..., T_k, d]
+    if not causal:
+        kv = fk.transpose(-1, -2) @ v  # phi(K)^T V  [..., d, d_v]
+        z = fk.sum(dim=-2)  # phi(K)^T 1  [..., d]
+        return (fq @ kv) / (fq @ z.unsqueeze(-1))  # [..., T_q, d_v]
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    fq, fk = fq.expand(lead + fq.shape[-2:]), fk.expand(lead + fk.shape[-2:])
+    v = v.expand(lead + v.shape[-2:])
+    # Keys before the first query are seen by every query: they only start the state.
+    past = t_k - t_q
+    s0 = fk[..., :past, :].transpose(-1, -2) @ v[..., :past, :]  # [..., d, d_v]
+    z0 = fk[..., :past, :].sum(dim=-2)  # [..., d]
+    fk, v = fk[..., past:, :], v[..., past:, :]  # [..., T_q, d], [..., T_q, d_v]
+    n_c = -(-t_q // chunk)
+    pad = n_c * chunk - t_q  # padded positions come last: no real query sees them; phi = 1 there
+    # keeps every denominator > 0 (a 0/0 in a dropped row would still poison the gradients)
+    d, d_v = fq.shape[-1], v.shape[-1]
+    qc = F.pad(fq, (0, 0, 0, pad), value=1.0).reshape(lead + (n_c, chunk, d))  # [..., n_c, L, d]
+    kc = F.pad(fk, (0, 0, 0, pad), value=1.0).reshape(lead + (n_c, chunk, d))  # [..., n_c, L, d]
+    vc = F.pad(v, (0, 0, 0, pad)).reshape(lead + (n_c, chunk, d_v))  # [..., n_c, L, d_v]
+    kv_c = kc.transpose(-1, -2) @ vc  # each chunk's phi(K_c)^T V_c  [..., n_c, d, d_v]
+    z_c = kc.sum(dim=-2)  # [..., n_c, d]
+    # Exclusive prefix sums: the state S, z left by all earlier chunks.
+    s_before = torch.cumsum(torch.cat([s0.unsqueeze(-3), kv_c[..., :-1, :, :]], dim=-3), dim=-3)
+    z_before = torch.cumsum(torch.cat([z0.unsqueeze(-2), z_c[..., :-1, :]], dim=-2), dim=-2)
+    tril = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # [L, L]
+    a = (qc @ kc.transpose(-1, -2)).masked_fill(~tril, 0.0)  # phi(Q_c) phi(K_c)^T .* M  [..., n_c, L, L]
+    num = a @ vc + qc @ s_before  # [..., n_c, L, d_v]
+    den = a.sum(dim=-1, keepdim=True) + qc @ z_before.unsqueeze(-1)  # [..., n_c, L, 1]
+    out = (num / den).reshape(lead + (n_c * chunk, d_v))  # [..., T_pad, d_v]
+    return out[..., :t_q, :]
+
+
+def linear_attention_step(
+    q: Tensor, k: Tensor, v: Tensor, state: tuple[Tensor, Tensor] | None = None
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    """One token of causal linear attention, the recurrent form (constant memory per token)::
+
+        S_t = S_{t-1} + phi(k_t) v_t^T      z_t = z_{t-1} + phi(k_t)
+        Z_t = phi(q_t)^T S_t / phi(q_t)^T z_t
+
+    Args:
+        q, k: ``[..., d]`` (this token). v: ``[..., d_v]``. state: ``(S [..., d, d_v], z [..., d])``
+            from the previous step, or None at the first token.
+    Returns:
+        ``(Z_t [..., d_v], (S_t, z_t))``.
+    """
+    _finite("q", q)
+    _finite("k", k)
+    _finite("v", v)
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k has d={k.shape[-1]} but q has d={q.shape[-1]}")
+    fq, fk = elu_feature_map(q), elu_feature_map(k)  # [..., d]
+    s_new = fk.unsqueeze(-1) * v.unsqueeze(-2)  # phi(k_t) v_t^T  [..., d, d_v]
+    if state is None:
+        s, z = s_new, fk
+    else:
+        s, z = state[0] + s_new, state[1] + fk
+    out = (fq.unsqueeze(-2) @ s).squeeze(-2) / (fq * z).sum(dim=-1, keepdim=True)  # [..., d_v]
+    return out, (s, z)
+
+
+def _check_scan(x, delta, A, B, C, D):
+    _finite("x", x)
+    if x.dim() != 3:
+        raise ValueError(f"x must be [B, T, d], got shape {list(x.shape)}")
+    b, t, d = x.shape
+    _finite("delta", delta)
+    if delta.shape != x.shape:
+        raise ValueError(f"delta must have x's shape [B, T, d] = {list(x.shape)}, got {list(delta.shape)}")
+    if bool((delta <= 0).any()):
+        raise ValueError("delta must be > 0 everywhere (a step size; Mamba uses softplus(.) > 0)")
+    _finite("A", A)
+    if A.dim() != 2 or A.shape[0] != d:
+        raise ValueError(f"A must be [d, n] with d={d} (x {list(x.shape)}), got {list(A.shape)}")
+    if bool((A > 0).any()):
+        raise ValueError(
+            "A must be <= 0 everywhere (a decay; Mamba uses A = -exp(A_log)), got a positive entry"
+        )
+    n = A.shape[1]
+    for name, m in (("B", B), ("C", C)):
+        _finite(name, m)
+        if tuple(m.shape) != (b, t, n):
+            raise ValueError(
+                f"{name} must be [B, T, n] = {[b, t, n]} (x {list(x.shape)}, A {list(A.shape)}), "
+                f"got {list(m.shape)}"
+            )
+    if D is not None:
+        _finite("D", D)
+        if tuple(D.shape) != (d,):
+            raise ValueError(f"D must be [d] = [{d}], got {list(D.shape)}")
+
+
+def selective_scan(
+    x: Tensor,
+    delta: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    D: Tensor | None = None,
+    *,
+    chunk: int = 128,
+    state: Tensor | None = None,
+    return_state: bool = False,
+):
+    """Selective state-space scan ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t x_t``,
+    ``y_t = C_t . h_t (+ D x_t)``, as a chunked parallel scan (see the module docstring).
+
+    Inside each chunk of ``chunk`` steps, ``log2(chunk)`` Hillis-Steele rounds turn
+    ``(a_t, b_t) = (exp(delta_t A), delta_t B_t x_t)`` into ``(prod a, h_t - prod a * h_0)``; the
+    state then enters once per chunk. Only decays ``<= 1`` are multiplied, so it is as stable as the
+    sequential recurrence of :func:`attnlab.ref.selective_scan`, which it equals.
+
+    Args:
+        x: ``[B, T, d]``. delta: ``[B, T, d]``, > 0. A: ``[d, n]``, <= 0. B, C: ``[B, T, n]``.
+        D: ``[d]`` or None. chunk: steps per chunk. state: ``h_0 [B, d, n]`` (default zeros).
+        return_state: also return the last state ``h_T [B, d, n]`` (to continue with
+            :func:`selective_scan_step`).
+    Returns:
+        ``y [B, T, d]``, or ``(y, h_T)``.
+    """
+    _check_scan(x, delta, A, B, C, D)
+    chunk = positive_int("chunk", chunk)
+    b, t, d = x.shape
+    h = x.new_zeros(b, d, A.shape[1]) if state is None else state  # [B, d, n]
+    ys = []
+    for lo in range(0, t, chunk):
+        hi = min(lo + chunk, t)
+        dt = delta[:, lo:hi, :, None]  # [B, L, d, 1]
+        a = torch.exp(dt * A)  # exp(delta_t A)  [B, L, d, n]
+        u = dt * B[:, lo:hi, None, :] * x[:, lo:hi, :, None]  # delta_t B_t x_t  [B, L, d, n]
+        step = 1
+        while step < hi - lo:  # Hillis-Steele: after round r, position t holds steps t-2^r+1 .. t
+            u = torch.cat([u[:, :step], a[:, step:] * u[:, :-step] + u[:, step:]], dim=1)
+            a = torch.cat([a[:, :step], a[:, step:] * a[:, :-step]], dim=1)
+            step *= 2
+        hs = u + a * h[:, None]  # h_t  [B, L, d, n]
+        ys.append((hs * C[:, lo:hi, None, :]).sum(dim=-1))  # y_t = C_t . h_t  [B, L, d]
+        h = hs[:, -1]
+    y = torch.cat(ys, dim=1)  # [B, T, d]
+    if D is not None:
+        y = y + D * x
+    return (y, h) if return_state else y
+
+
+def selective_scan_step(
+    x: Tensor,
+    delta: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    D: Tensor | None = None,
+    state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """One step of the selective scan (generation): ``h = exp(delta A) h + delta B x``, ``y = C . h + D x``.
+
+    Args:
+        x, delta: ``[B, d]``. A: ``[d, n]``. B, C: ``[B, n]``. D: ``[d]`` or None.
+        state: ``h [B, d, n]`` or None (zeros).
+    Returns:
+        ``(y [B, d], h [B, d, n])``.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"x must be [B, d] (one step), got shape {list(x.shape)}")
+    _check_scan(x[:, None], delta[:, None], A, B[:, None], C[:, None], D)
+    h = x.new_zeros(x.shape[0], x.shape[1], A.shape[1]) if state is None else state  # [B, d, n]
+    dt = delta[:, :, None]  # [B, d, 1]
+    h = torch.exp(dt * A) * h + dt * B[:, None, :] * x[:, :, None]  # [B, d, n]
+    y = (h * C[:, None, :]).sum(dim=-1)  # [B, d]
+    if D is not None:
+        y = y + D * x
+    return y, h
