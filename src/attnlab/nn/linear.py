@@ -38,7 +38,7 @@ def _finite(name: str, t: Tensor, min_ndim: int = 1) -> Tensor:
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
-    """phi(x) = elu(x) + 1 (Katharopoulos et al. 2020, eq. 7), > 0 everywhere; shape of ``x``."""
+    """phi(x) = elu(x) + 1 (Katharopoulos et al. 2020, eq. 7), > 0 everywhere; ``x [...]`` -> ``[...]``."""
     return F.elu(x) + 1.0
 
 

@@ -81,7 +81,8 @@ def padding_mask_from_ids(ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
 
 
 def global_positions(global_tokens, t_k: int, *, device=None) -> torch.Tensor:
-    """``global_tokens`` (ints, list or 1-D tensor) -> sorted unique long positions in ``0 .. t_k - 1``."""
+    """``global_tokens`` (ints, list or 1-D tensor) -> sorted unique long positions ``[n_global]``,
+    each in ``0 .. t_k - 1``."""
     g = torch.as_tensor(global_tokens if global_tokens is not None else [], device=device)
     if g.ndim != 1 or (g.numel() and (g.is_floating_point() or g.dtype == torch.bool)):
         raise ValueError(f"global_tokens must be a 1-D list of integer positions, got {global_tokens!r}")

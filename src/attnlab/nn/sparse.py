@@ -65,7 +65,8 @@ class Pattern:
 
 
 def make_pattern(t_q, t_k, *, causal=False, window=None, global_tokens=None, stride=None, device=None):
-    """Validate the pattern arguments (one-line ``ValueError`` naming the bad one) into a :class:`Pattern`."""
+    """Validate the pattern arguments (one-line ``ValueError`` naming the bad one) into a
+    :class:`Pattern` over ``[t_q, t_k]``."""
     reach = None if window is None else positive_int("window", window)
     if stride is not None:
         stride = positive_int("stride", stride)
@@ -188,6 +189,8 @@ class BlockSparseFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, pattern):
+        """``q [B, h, T_q, d]``, ``k [B, h, T_k, d]``, ``v [B, h, T_k, d_v]`` -> ``Z [B, h, T_q, d_v]``
+        through the compiled kernel; saves ``(q, k, v)`` for the recomputing backward."""
         block_mask = _block_mask(pattern, q.device)
         # No "duck" sizes: T_q == T_k must not become a guard, or T_q < T_k would compile again.
         with fx_config.patch(use_duck_shape=False):
@@ -226,7 +229,7 @@ class BlockSparseFunction(torch.autograd.Function):
 
 
 def compile_fallback_reason() -> str | None:
-    """Why the compiled kernel is not used (logged once when it happened), or None."""
+    """Why the compiled kernel is not used for ``[B, h, T, d]`` inputs (logged once), or None."""
     return _state["fallback"]
 
 
