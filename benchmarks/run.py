@@ -35,9 +35,10 @@ BENCHMARKS = [
     "generate_hf",
     "minilm",
     "train_transformer",
+    "beyond_quadratic",
     "demo",
 ]
-TIMEOUT_S = {"demo": 600, "numpy_flash": 600}
+TIMEOUT_S = {"demo": 600, "numpy_flash": 600, "beyond_quadratic": 1200}
 
 
 def _child(name: str, ctx_path: str, out_path: str) -> None:

@@ -12,13 +12,16 @@ positions and does the masked quadratic product only inside a chunk; the recurre
 (:func:`linear_attention_step`) keeps ``(S, z)``: O(1) memory per generated token.
 
 Selective scan (Gu & Dao 2023): ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t x_t``,
-``y_t = C_t . h_t + D x_t``. The recurrence ``h_t = a_t h_{t-1} + b_t`` is associative
-((a1, b1) then (a2, b2) = (a2 a1, a2 b1 + b2)), so :func:`selective_scan` runs a log-depth
-(Hillis-Steele) scan inside each chunk and carries the state across chunks;
-:func:`selective_scan_step` is the one-token recurrence for generation.
+``y_t = C_t . h_t + D x_t``. The recurrence ``h_t = a_t h_{t-1} + b_t`` composes over a chunk of
+steps into one step ``h_end = (prod a) h_start + e`` (with ``e`` the chunk run from zero), so
+:func:`selective_scan` runs all chunks at once from zero, carries the state across chunks, and
+runs all chunks again from their true starts; :func:`selective_scan_step` is the one-token
+recurrence for generation.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -177,48 +180,64 @@ def selective_scan(
     C: Tensor,
     D: Tensor | None = None,
     *,
-    chunk: int = 128,
+    chunk: int | None = None,
     state: Tensor | None = None,
     return_state: bool = False,
 ):
     """Selective state-space scan ``h_t = exp(delta_t A) h_{t-1} + delta_t B_t x_t``,
-    ``y_t = C_t . h_t (+ D x_t)``, as a chunked parallel scan (see the module docstring).
+    ``y_t = C_t . h_t (+ D x_t)``, as a chunked (two-level) parallel scan.
 
-    Inside each chunk of ``chunk`` steps, ``log2(chunk)`` Hillis-Steele rounds turn
-    ``(a_t, b_t) = (exp(delta_t A), delta_t B_t x_t)`` into ``(prod a, h_t - prod a * h_0)``; the
-    state then enters once per chunk. Only decays ``<= 1`` are multiplied, so it is as stable as the
-    sequential recurrence of :func:`attnlab.ref.selective_scan`, which it equals.
+    The T steps are cut into ``n_c`` chunks of ``L`` (default ``ceil(sqrt(T))``) and every chunk
+    runs at once, as one batch:
+
+    1. each chunk from a zero state: its end state ``e_c`` (L vectorised steps);
+       its total decay is ``P_c = exp(A * sum_{t in c} delta_t)`` (the exponents add);
+    2. the true start of each chunk, ``s_{c+1} = P_c * s_c + e_c`` (n_c steps of the same recurrence);
+    3. each chunk again from ``s_c``, now emitting ``y_t`` (L vectorised steps).
+
+    ``2 L + n_c`` Python steps instead of T, each on ``[B, n_c, d, n]``; extra memory
+    O(n_c d n), never ``[T, d, n]``. It equals the sequential recurrence of
+    :func:`attnlab.ref.selective_scan` up to rounding.
 
     Args:
         x: ``[B, T, d]``. delta: ``[B, T, d]``, > 0. A: ``[d, n]``, <= 0. B, C: ``[B, T, n]``.
-        D: ``[d]`` or None. chunk: steps per chunk. state: ``h_0 [B, d, n]`` (default zeros).
-        return_state: also return the last state ``h_T [B, d, n]`` (to continue with
-            :func:`selective_scan_step`).
+        D: ``[d]`` or None. chunk: steps per chunk (None: ``ceil(sqrt(T))``).
+        state: ``h_0 [B, d, n]`` (default zeros). return_state: also return the last state
+            ``h_T [B, d, n]`` (to continue with :func:`selective_scan_step`).
     Returns:
         ``y [B, T, d]``, or ``(y, h_T)``.
     """
     _check_scan(x, delta, A, B, C, D)
-    chunk = positive_int("chunk", chunk)
     b, t, d = x.shape
-    h = x.new_zeros(b, d, A.shape[1]) if state is None else state  # [B, d, n]
+    n = A.shape[1]
+    chunk = math.isqrt(t - 1) + 1 if chunk is None else positive_int("chunk", chunk)
+    n_c = -(-t // chunk)
+    pad = n_c * chunk - t  # padded steps: delta = 0 (decay 1) and x = 0, so the state is unchanged
+    xs = F.pad(x, (0, 0, 0, pad)).reshape(b, n_c, chunk, d)  # [B, n_c, L, d]
+    dts = F.pad(delta, (0, 0, 0, pad)).reshape(b, n_c, chunk, d)  # [B, n_c, L, d]
+    bs = F.pad(B, (0, 0, 0, pad)).reshape(b, n_c, chunk, n)  # [B, n_c, L, n]
+    cs = F.pad(C, (0, 0, 0, pad)).reshape(b, n_c, chunk, n)  # [B, n_c, L, n]
+
+    def step(h: Tensor, i: int) -> Tensor:  # position i of every chunk at once
+        dt = dts[:, :, i, :, None]  # [B, n_c, d, 1]
+        return torch.exp(dt * A) * h + dt * bs[:, :, i, None, :] * xs[:, :, i, :, None]  # [B, n_c, d, n]
+
+    e = x.new_zeros(b, n_c, d, n)
+    for i in range(chunk):  # 1. every chunk from zero
+        e = step(e, i)
+    decay = torch.exp(dts.sum(dim=2)[..., None] * A)  # P_c  [B, n_c, d, n]
+    starts = [x.new_zeros(b, d, n) if state is None else state]  # s_0  [B, d, n]
+    for c in range(n_c - 1):  # 2. carry the state across chunks
+        starts.append(decay[:, c] * starts[-1] + e[:, c])
+    h = torch.stack(starts, dim=1)  # [B, n_c, d, n]
     ys = []
-    for lo in range(0, t, chunk):
-        hi = min(lo + chunk, t)
-        dt = delta[:, lo:hi, :, None]  # [B, L, d, 1]
-        a = torch.exp(dt * A)  # exp(delta_t A)  [B, L, d, n]
-        u = dt * B[:, lo:hi, None, :] * x[:, lo:hi, :, None]  # delta_t B_t x_t  [B, L, d, n]
-        step = 1
-        while step < hi - lo:  # Hillis-Steele: after round r, position t holds steps t-2^r+1 .. t
-            u = torch.cat([u[:, :step], a[:, step:] * u[:, :-step] + u[:, step:]], dim=1)
-            a = torch.cat([a[:, :step], a[:, step:] * a[:, :-step]], dim=1)
-            step *= 2
-        hs = u + a * h[:, None]  # h_t  [B, L, d, n]
-        ys.append((hs * C[:, lo:hi, None, :]).sum(dim=-1))  # y_t = C_t . h_t  [B, L, d]
-        h = hs[:, -1]
-    y = torch.cat(ys, dim=1)  # [B, T, d]
+    for i in range(chunk):  # 3. every chunk from its true start
+        h = step(h, i)
+        ys.append((h * cs[:, :, i, None, :]).sum(dim=-1))  # y = C . h  [B, n_c, d]
+    y = torch.stack(ys, dim=2).reshape(b, n_c * chunk, d)[:, :t]  # [B, T, d]
     if D is not None:
         y = y + D * x
-    return (y, h) if return_state else y
+    return (y, h[:, -1]) if return_state else y
 
 
 def selective_scan_step(
