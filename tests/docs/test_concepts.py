@@ -29,12 +29,13 @@ CONCEPTS = [
     "flashattention",
     "kv-cache",
     "decoding",
+    "beyond-quadratic",
 ]
 
 
 def test_one_page_per_concept_and_an_index():
     names = " ".join(p.name for p in PAGES)
-    assert len(PAGES) == 15 and all(c in names for c in CONCEPTS)
+    assert len(PAGES) == 16 and all(c in names for c in CONCEPTS)
     index = (DOCS / "README.md").read_text()
     assert all(f"]({p.name})" in index for p in PAGES)
 

@@ -1,6 +1,7 @@
 """``attnlab experiment bottleneck`` (fixed context vs attention, accuracy by source length),
-``attnlab experiment extrapolation`` (positions trained at L, scored at L..8L) and
-``attnlab experiment induction`` (induction heads forming in small GPTs)."""
+``attnlab experiment extrapolation`` (positions trained at L, scored at L..8L),
+``attnlab experiment induction`` (induction heads forming in small GPTs) and
+``attnlab experiment recall`` (MQAR: what windows, linear attention and SSMs trade)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,34 @@ def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, 
     click.echo("")
     click.echo(result.table())
     click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+
+
+@experiment.command()
+@click.option("--quick", is_flag=True, help="The small preset (pairs 4 and 8, widths 16 and 64, 200 steps).")
+@click.option("--out", type=str, default=None, help="Folder for results.json, table.txt and the plot.")
+@click.option("--steps", type=int, default=None, help="Training steps per model (overrides the preset).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every model and batch.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of the table.")
+@usage_errors
+def recall(quick: bool, out: str | None, steps: int | None, seed: int, quiet: bool, as_json: bool) -> None:
+    """Multi-query associative recall (MQAR, Zoology): full attention, a sliding window shorter
+    than the distance to the keys, linear attention and a selective state-space layer, at several
+    numbers of key-value pairs and model widths; accuracy on fresh sequences."""
+    from attnlab.experiments.recall import QUICK, Settings, dumps, run
+
+    settings = QUICK if quick else Settings()
+    changes = {"seed": seed}
+    if steps is not None:
+        changes["steps"] = steps
+    settings = dataclasses.replace(settings, **changes)
+    log = (lambda *_: None) if (as_json or quiet) else click.echo
+    result = run(settings, out, log=log)
+    if as_json:
+        click.echo(dumps(result))
+        return
+    click.echo("")
+    click.echo(f"MQAR recall accuracy (window = {settings.window} tokens, {settings.steps} steps per model):")
+    click.echo(result.table())
+    if result.files:
+        click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")

@@ -1,0 +1,321 @@
+"""The recall experiment: what sliding windows, linear attention and a state-space layer trade.
+
+Multi-query associative recall (MQAR, as in the Zoology paper, Arora et al. 2023): a sequence of
+``P`` key-value pairs ``k_1 v_1 ... k_P v_P`` is followed by the ``P`` keys again in a random order;
+at each of those queries the model must output the value that followed that key. Accuracy is the
+share of queries answered correctly on fresh sequences.
+
+Every kind runs in the same tiny model: token embedding, a token shift (``x_t + x_{t-1} W``, the
+short convolution that Zoology's and Mamba's blocks have, so the key is visible at its value's
+position), ``layers`` pre-norm blocks of *mixer* + MLP, and a read-out. The mixers:
+
+- ``attention``: full causal softmax attention, one head (``F.scaled_dot_product_attention``);
+- ``window``: the same with a causal sliding window of ``window`` tokens, shorter than the distance
+  from most queries back to their keys (the window's boolean mask, which
+  :func:`attnlab.nn.block_sparse_attention` is proven equal to);
+- ``linear``: causal linear attention (:func:`attnlab.nn.linear_attention`), a ``d x d`` state;
+- ``ssm``: a selective state-space layer (:func:`attnlab.nn.selective_scan`, Mamba's core with
+  input-dependent ``delta``, ``B``, ``C`` and a SiLU gate), a ``d x n`` state.
+
+Expected (Zoology): attention solves it at every length; the window only for the few keys inside
+it; linear attention and the SSM, whose memory is a fixed-size state, need more width as P grows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab._checks import positive_int
+from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.nn.linear import linear_attention, selective_scan
+from attnlab.nn.masks import sliding_window_mask
+
+KINDS = ("attention", "window", "linear", "ssm")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides the numbers: sequence sizes, widths, training, seeds."""
+
+    pairs: tuple[int, ...] = (4, 8, 16)
+    widths: tuple[int, ...] = (16, 32, 64)
+    kinds: tuple[str, ...] = KINDS
+    window: int = 4
+    num_keys: int = 32
+    num_values: int = 32
+    layers: int = 2
+    state: int = 16
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 3e-3
+    eval_size: int = 512
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        sizes = ("window", "num_keys", "num_values", "layers", "state", "steps", "batch_size", "eval_size")
+        for name in sizes:
+            positive_int(name, getattr(self, name))
+        for name in ("pairs", "widths"):
+            values = getattr(self, name)
+            if not values:
+                raise ValueError(f"{name} must name at least one size")
+            for v in values:
+                positive_int(name, v)
+        if max(self.pairs) > self.num_keys:
+            raise ValueError(
+                f"pairs={max(self.pairs)} needs at least as many keys, got num_keys={self.num_keys}"
+            )
+        bad = [k for k in self.kinds if k not in KINDS]
+        if bad or not self.kinds:
+            raise ValueError(f"kinds must be a non-empty subset of {list(KINDS)}, got {list(self.kinds)}")
+
+
+QUICK = Settings(pairs=(4, 8), widths=(16, 64), steps=200, eval_size=256)
+
+
+def mqar_batch(n: int, pairs: int, settings: Settings, generator: torch.Generator):
+    """``n`` MQAR sequences: ids ``[n, 3P]`` (keys ``0..K-1``, values ``K..K+V-1``) and targets
+    ``[n, 3P]`` (the value at each query, -100 elsewhere), plus each query's distance to its key."""
+    k, v = settings.num_keys, settings.num_values
+    keys = torch.argsort(torch.rand(n, k, generator=generator), dim=-1)[:, :pairs]  # distinct  [n, P]
+    values = k + torch.randint(0, v, (n, pairs), generator=generator)  # [n, P]
+    order = torch.argsort(torch.rand(n, pairs, generator=generator), dim=-1)  # query order  [n, P]
+    ids = torch.empty(n, 3 * pairs, dtype=torch.long)
+    ids[:, 0 : 2 * pairs : 2], ids[:, 1 : 2 * pairs : 2] = keys, values
+    ids[:, 2 * pairs :] = keys.gather(1, order)
+    targets = torch.full_like(ids, -100)
+    targets[:, 2 * pairs :] = values.gather(1, order)
+    distance = 2 * pairs + torch.arange(pairs) - 2 * order  # query position - key position  [n, P]
+    return ids, targets, distance
+
+
+class Mixer(nn.Module):
+    """The sequence mixer of one block: ``x [B, T, d] -> [B, T, d]`` (see the module docstring)."""
+
+    def __init__(self, kind: str, d: int, window: int, state: int):
+        super().__init__()
+        self.kind, self.window = kind, window
+        if kind == "ssm":
+            self.in_proj = nn.Linear(d, 2 * d)  # the scan's input and the gate
+            self.dt_proj = nn.Linear(d, d)
+            self.bc_proj = nn.Linear(d, 2 * state)
+            self.a_log = nn.Parameter(torch.log(torch.arange(1, state + 1, dtype=torch.float32)).repeat(d, 1))
+            self.skip = nn.Parameter(torch.ones(d))
+        else:
+            self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, T, d]`` -> ``[B, T, d]``."""
+        t = x.shape[1]
+        if self.kind == "ssm":
+            u, gate = self.in_proj(x).chunk(2, dim=-1)  # [B, T, d] each
+            delta = F.softplus(self.dt_proj(u) - 4.0)  # > 0; starts near exp(-4)
+            b, c = self.bc_proj(u).chunk(2, dim=-1)  # [B, T, n] each
+            y = selective_scan(u, delta, -torch.exp(self.a_log), b, c, self.skip)  # [B, T, d]
+            return self.out(y * F.silu(gate))
+        q, k, v = (z.unsqueeze(1) for z in self.qkv(x).chunk(3, dim=-1))  # [B, 1, T, d] each
+        if self.kind == "attention":
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif self.kind == "window":
+            mask = sliding_window_mask(t, window=self.window, device=x.device)  # [T, T]
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            z = linear_attention(q, k, v, causal=True)
+        return self.out(z.squeeze(1))  # [B, T, d]
+
+
+class RecallModel(nn.Module):
+    """Embedding, token shift, ``layers`` pre-norm blocks (mixer + MLP), read-out: ids ``[B, T]``
+    -> logits ``[B, T, vocab]``."""
+
+    def __init__(self, kind: str, vocab: int, d: int, settings: Settings):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.shift = nn.Linear(d, d, bias=False)
+        self.blocks = nn.ModuleList()
+        for _ in range(settings.layers):
+            self.blocks.append(
+                nn.ModuleDict(
+                    {
+                        "norm1": nn.LayerNorm(d),
+                        "mix": Mixer(kind, d, settings.window, settings.state),
+                        "norm2": nn.LayerNorm(d),
+                        "mlp": nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)),
+                    }
+                )
+            )
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids ``[B, T]`` -> logits ``[B, T, vocab]``."""
+        x = self.embed(ids)  # [B, T, d]
+        x = x + self.shift(F.pad(x, (0, 0, 1, 0))[:, :-1])  # x_t + x_{t-1} W
+        for blk in self.blocks:
+            x = x + blk["mix"](blk["norm1"](x))
+            x = x + blk["mlp"](blk["norm2"](x))
+        return self.head(self.norm(x))
+
+
+@dataclass
+class Cell:
+    """One trained model: its kind, pairs, width, parameters, accuracy, seconds."""
+
+    kind: str
+    pairs: int
+    width: int
+    params: int
+    accuracy: float
+    within_window: float
+    final_loss: float
+    seconds: float
+
+
+@dataclass
+class RecallResult:
+    settings: Settings
+    cells: list[Cell]
+    files: dict[str, str] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """Accuracy, one row per (kind, pairs), one column per width."""
+        widths = self.settings.widths
+        lines = [f"{'kind':<10} {'pairs':>5} " + " ".join(f"{'d=' + str(w):>7}" for w in widths)]
+        for kind in self.settings.kinds:
+            for p in self.settings.pairs:
+                acc = {c.width: c.accuracy for c in self.cells if c.kind == kind and c.pairs == p}
+                lines.append(f"{kind:<10} {p:>5} " + " ".join(f"{acc[w]:>7.2f}" for w in widths))
+        return "\n".join(lines)
+
+
+def train_one(kind: str, pairs: int, width: int, settings: Settings) -> Cell:
+    """Train one model on fresh MQAR batches (seeded) and score it on a held-out set."""
+    seed = settings.seed * 1000 + 97 * pairs + width + KINDS.index(kind)
+    torch.manual_seed(seed)
+    vocab = settings.num_keys + settings.num_values
+    model = RecallModel(kind, vocab, width, settings)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1
+    )
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
+    loss = torch.tensor(math.nan)
+    model.train()
+    for _ in range(settings.steps):
+        ids, targets, _ = mqar_batch(settings.batch_size, pairs, settings, gen)
+        logits = model(ids)  # [B, T, vocab]
+        loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+    ids, targets, distance = mqar_batch(
+        settings.eval_size, pairs, settings, torch.Generator().manual_seed(10**6 + seed)
+    )
+    with torch.no_grad():
+        pred = model(ids).argmax(-1)[:, 2 * pairs :]  # [n, P]
+    correct = (pred == targets[:, 2 * pairs :]).float()
+    return Cell(
+        kind,
+        pairs,
+        width,
+        sum(p.numel() for p in model.parameters()),
+        round(float(correct.mean()), 4),
+        round(float((distance < settings.window).float().mean()), 4),
+        round(loss.item(), 4),
+        round(time.perf_counter() - t0, 1),
+    )
+
+
+def _plot(result: RecallResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnlab.viz.legends import place_legend, save_figure
+
+    s = result.settings
+    fig, axes = plt.subplots(1, len(s.pairs), figsize=(3.6 * len(s.pairs) + 1, 3.4), squeeze=False)
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":")]
+    for ax, p in zip(axes[0], s.pairs):
+        for i, kind in enumerate(s.kinds):
+            cells = [c for c in result.cells if c.kind == kind and c.pairs == p]
+            cells.sort(key=lambda c: c.width)
+            marker, dash = styles[i % len(styles)]
+            ax.plot(
+                [c.width for c in cells],
+                [c.accuracy for c in cells],
+                marker=marker,
+                linestyle=dash,
+                markerfacecolor="none",
+                label=kind,
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(s.widths), [str(w) for w in s.widths])
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("model width d")
+        ax.set_ylabel("recall accuracy")
+        ax.set_title(f"{p} key-value pairs (T={3 * p})", fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"MQAR: accuracy against width, window={s.window}, {s.steps} steps each", fontsize=10)
+    fig.tight_layout()
+    place_legend(axes[0][0], fontsize=7)
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def _train_all(settings: Settings, log) -> list[Cell]:
+    cells = []
+    for p in settings.pairs:
+        for w in settings.widths:
+            for kind in settings.kinds:
+                cell = train_one(kind, p, w, settings)
+                cells.append(cell)
+                log(f"{kind:<10} pairs={p:<3} d={w:<4} accuracy {cell.accuracy:.2f}  ({cell.seconds:.0f} s)")
+    return cells
+
+
+def run(settings: Settings, out_dir: str | Path | None = None, *, log=print) -> RecallResult:
+    """Train every (kind, pairs, width) model; write ``results.json`` and ``accuracy_vs_width.png``
+    into ``out_dir`` when given."""
+    if out_dir is not None:
+        from attnlab.training.rundir import claim
+
+        claim(Path(out_dir))  # refuse someone else's folder before any training
+    threads = torch.get_num_threads()
+    # Models this small gain nothing from a second thread, and on a loaded machine each operation
+    # would wait for it: one thread (restored afterwards).
+    torch.set_num_threads(1)
+    try:
+        cells = _train_all(settings, log)
+    finally:
+        torch.set_num_threads(threads)
+    result = RecallResult(settings, cells)
+    if out_dir is not None:
+        out = Path(out_dir)
+        result.files = {"json": str(out / "results.json"), "plot": str(out / "accuracy_vs_width.png")}
+        atomic_write_json(result.files["json"], to_json(result))
+        atomic_write_bytes(str(out / "table.txt"), (result.table() + "\n").encode())
+        result.files["table"] = str(out / "table.txt")
+        _plot(result, Path(result.files["plot"]))
+    return result
+
+
+def to_json(result: RecallResult) -> dict:
+    """The settings and every cell, JSON-ready."""
+    return {"settings": asdict(result.settings), "cells": [asdict(c) for c in result.cells]}
+
+
+def dumps(result: RecallResult) -> str:
+    return json.dumps(to_json(result), indent=2)
