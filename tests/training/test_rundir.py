@@ -127,7 +127,7 @@ def test_a_config_that_would_not_fit_in_memory_is_refused_before_building(tmp_pa
         bad = json.loads(json.dumps(cfg))
         bad["config"][field] = value
         (model_dir / "config.json").write_text(json.dumps(bad))
-        with pytest.raises(ValueError, match=r"GiB\); this machine has"):
+        with pytest.raises(ValueError, match=r"GiB\) would not fit; this machine has"):
             load_model(model_dir)
     (model_dir / "config.json").write_text("[]")
     with pytest.raises(ValueError, match="must be a JSON object"):

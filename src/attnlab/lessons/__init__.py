@@ -31,7 +31,7 @@ LESSONS: dict[str, Lesson] = {
 def get_lesson(number: str | int) -> Lesson:
     """``"1"``, ``"01"`` or ``1`` -> the lesson; ``ValueError`` naming the valid numbers otherwise."""
     key = str(number).strip()
-    if key.isdigit():
+    if key.isascii() and key.isdigit():
         key = f"{int(key):02d}"
     if key not in LESSONS:
         raise ValueError(f"unknown lesson {str(number)!r}; choose one of {', '.join(LESSONS)}")

@@ -32,7 +32,7 @@ class Lesson:
     code: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not (len(self.number) == 2 and self.number.isdigit()):
+        if not (len(self.number) == 2 and self.number.isascii() and self.number.isdigit()):
             raise ValueError(f"number must be two digits like '01', got {self.number!r}")
         object.__setattr__(self, "code", textwrap.dedent(inspect.getsource(self.func)).rstrip())
 

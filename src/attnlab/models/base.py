@@ -188,14 +188,22 @@ def check_fits(model_cls, config, source) -> int:
     """Build ``model_cls(config)`` on the meta device (no memory) and refuse, with a ``ValueError``
     naming ``source``, a model whose parameters and buffers would not fit in half of this machine's
     memory (a config edited to ``d_model`` 10^6 or ``max_len`` 10^9). Returns the bytes it needs."""
-    with torch.device("meta"):
-        probe = model_cls(config)
+    for f in dataclasses.fields(config):  # before building: 10^40 layers would loop for ever
+        value = getattr(config, f.name)
+        most = 10_000 if "layers" in f.name else 2**31 - 1
+        if isinstance(value, int) and not isinstance(value, bool) and value > most:
+            raise ValueError(f"{source}: {f.name}={value:,} is beyond any model (at most {most:,})")
+    try:
+        with torch.device("meta"):
+            probe = model_cls(config)
+    except (OverflowError, RuntimeError, TypeError) as exc:
+        raise ValueError(f"{source}: these sizes cannot be built ({str(exc).splitlines()[0][:80]})") from None
     need = sum(t.numel() * t.element_size() for t in list(probe.parameters()) + list(probe.buffers()))
     have = memory_bytes()
     if need > have // 2:
         n = sum(p.numel() for p in probe.parameters())
         raise ValueError(
-            f"{source} describes a model of {n:,} parameters ({need / 2**30:,.1f} GiB); "
+            f"{source}: a model of {n:,} parameters ({need / 2**30:,.1f} GiB) would not fit; "
             f"this machine has {have / 2**30:,.1f} GiB of memory"
         )
     return need

@@ -142,7 +142,7 @@ def _value(expr: str, sizes: dict[str, int], line: int) -> int:
                 raise ValueError(f"line {line}: cannot read the dimension {expr!r}")
             op, expect_operand = tok, True
             continue
-        if tok.isdigit():
+        if tok.isascii() and tok.isdigit():
             x = int(tok)
         elif tok in env:
             x = env[tok]
@@ -179,7 +179,12 @@ def parse_block(text: str) -> Drawing:
                 if not item:
                     continue
                 key, eq, val = item.partition("=")
-                if not eq or key not in SIZE_NAMES or not val.isdigit() or not 1 <= int(val) <= 4096:
+                if (
+                    not eq
+                    or key not in SIZE_NAMES
+                    or not (val.isascii() and val.isdigit())
+                    or not 1 <= int(val) <= 4096
+                ):
                     raise ValueError(
                         f"line {number}: sizes must read B=.. T=.. d=.. h=.. d_ff=.. (1..4096), got {item!r}"
                     )

@@ -138,7 +138,7 @@ GRADED = tuple(e.name for e in EXERCISES if e.graded)
 def get_lesson(number) -> Lesson:
     """Lesson 1..7; ``ValueError`` naming the range otherwise."""
     text = str(number).strip()
-    if not text.isdigit() or not 1 <= int(text) <= len(LESSONS):
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= len(LESSONS):
         raise ValueError(f"unknown lesson {str(number)!r}: choose a number from 1 to {len(LESSONS)}")
     return LESSONS[int(text) - 1]
 

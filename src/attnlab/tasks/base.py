@@ -80,6 +80,8 @@ class Task:
         check_split(split)  # checked now, not at the first draw
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise ValueError(f"n must be a positive integer, got {n!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise ValueError(f"seed must be an integer in 0..2^63-1, got {seed!r}")
         return self._draws(split, n, seed, max_tries_per_example)
 
     def _draws(self, split: str, n: int, seed: int, max_tries_per_example: int) -> Iterator[Example]:

@@ -19,6 +19,10 @@ from attnlab.tasks.tokenizer import CharTokenizer
 ALPHABET = string.ascii_lowercase + string.digits
 
 
+# the longest source a task draws: 10^5 symbols is already far past any model's context here
+MAX_SOURCE = 100_000
+
+
 class SymbolTask(Task):
     """Base of the symbol tasks; ``transform`` maps the source string to the target."""
 
@@ -28,6 +32,8 @@ class SymbolTask(Task):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         if min_len > max_len:
             raise ValueError(f"min_len={min_len} is larger than max_len={max_len}")
+        if max_len > MAX_SOURCE:
+            raise ValueError(f"max_len must be at most {MAX_SOURCE:,} symbols per source, got {max_len:,}")
         if num_symbols > len(ALPHABET):
             raise ValueError(f"num_symbols must be at most {len(ALPHABET)}, got {num_symbols}")
         self.min_len, self.max_len, self.num_symbols = min_len, max_len, num_symbols

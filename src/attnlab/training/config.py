@@ -15,6 +15,19 @@ DECODERS = ("greedy", "beam")
 RESUMABLE_CHANGES = ("steps", "eval_every", "eval_size", "ckpt_every", "decode", "beam_size")
 
 
+# upper bounds: 10^7 steps is days of training on a laptop; the rest bound memory (examples are kept)
+LIMITS = {
+    "steps": 10_000_000,
+    "batch_size": 65_536,
+    "train_size": 10_000_000,
+    "eval_size": 1_000_000,
+    "beam_size": 1_024,
+    "warmup": 10_000_000,
+    "eval_every": 10_000_000,
+    "ckpt_every": 10_000_000,
+}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run.
@@ -58,12 +71,16 @@ class TrainConfig:
             raise ValueError(f"unknown model {self.model!r}; choose from {list(MODEL_KINDS)}")
         for name in ("steps", "batch_size", "eval_size", "train_size", "beam_size"):
             positive_int(name, getattr(self, name))
+        for name, most in LIMITS.items():  # past these a run cannot finish here: refused, not started
+            if getattr(self, name) > most:
+                raise ValueError(f"{name} must be at most {most:,}, got {getattr(self, name):,}")
         for name in ("warmup", "eval_every", "ckpt_every", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
         # non-finite values train to a NaN loss: refuse them (inf, nan) with the rest
-        positive_float("lr", self.lr)
+        if positive_float("lr", self.lr) > 1e6:
+            raise ValueError(f"lr must be at most 1e6 (larger steps overflow float32), got {self.lr!r}")
         probability("label_smoothing", self.label_smoothing)
         non_negative_float("clip", self.clip)
         non_negative_float("weight_decay", self.weight_decay)

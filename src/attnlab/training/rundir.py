@@ -49,7 +49,7 @@ def foreign_files(path: Path) -> list[str]:
 
 def _ours(name: str) -> bool:
     """The lock, or what an interrupted write of attnlab's own files leaves (``.NAME.xxxx.tmp``)."""
-    if name == LOCK or name.startswith(".ckpt-tmp-"):
+    if name == LOCK or name.startswith((".ckpt-tmp-", ".attnlab-write-test-")):
         return True
     return name.endswith(".tmp") and any(name.startswith(f".{own}.") for own in OWN_FILES)
 
@@ -83,7 +83,9 @@ def clean_leftovers(path: Path) -> list[str]:
         if p.is_dir() and p.name.startswith(".ckpt-tmp-"):
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p.name)
-        elif p.is_file() and p.name.startswith(".") and p.name.endswith(".tmp"):
+        elif p.is_file() and (
+            (p.name.startswith(".") and p.name.endswith(".tmp")) or p.name.startswith(".attnlab-write-test-")
+        ):
             p.unlink(missing_ok=True)
             removed.append(p.name)
     return removed

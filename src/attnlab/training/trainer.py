@@ -81,6 +81,15 @@ def prepare(config: TrainConfig) -> Task:
     """Build the task and check the model options (raises ``ValueError`` before any work)."""
     task = get_task(config.task, **config.task_params)
     resolve_params(config.model, config.model_params)
+    # the model's size, counted on the meta device: d_model 10^6 or max_len 10^9 is refused here
+    from attnlab.models.base import check_fits
+    from attnlab.training.models import build_config, model_class
+
+    check_fits(
+        model_class(config.model),
+        build_config(config.model, task.tokenizer.vocab_size, config.model_params),
+        "the model options",
+    )
     if config.batch_size > config.train_size:
         raise ValueError(
             f"batch size {config.batch_size} is larger than the training set ({config.train_size} examples)"

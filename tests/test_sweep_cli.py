@@ -1,0 +1,152 @@
+"""A sweep of every CLI command's options with careless and hostile values.
+
+Each option of each command gets values a careless or hostile user types (negative, zero, NaN,
+inf, 1e400, 10^40, a Unicode digit, empty, text that is not UTF-8, a word): the command must exit 0
+or exit 2 with ONE ``Error: ...`` line, never a traceback, and never hang (a 60 s alarm per call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+import sys
+
+import click
+import pytest
+
+from attnlab.cli import cli, main
+
+HOSTILE = ["-1", "0", "nan", "inf", "-inf", "1e400", "10" + "0" * 40, "\u00b2", "", "\udcff", "abc"]
+# a cheap, valid invocation of each command, so that an accepted hostile value still finishes fast
+BASE = {
+    "audit cost": [],
+    "audit params": [],
+    "audit shapes": ["--seq", "4", "--batch", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32"],
+    "embed": ["a cat"],
+    "evaluate": ["{run}", "--n", "4"],
+    "explore": ["a cat", "--out", "{tmp}/e.html"],
+    "figures": ["--out", "{tmp}/figs"],
+    "quiz": ["--count", "1"],
+    "tasks show": ["reverse", "--n", "2"],
+    "train": [
+        "--task",
+        "reverse",
+        "--steps",
+        "1",
+        "--d-model",
+        "8",
+        "--heads",
+        "2",
+        "--d-ff",
+        "16",
+        "--layers",
+        "1",
+        "--eval-size",
+        "2",
+        "--train-size",
+        "64",
+        "--batch",
+        "8",
+        "--out",
+        "{tmp}/r",
+    ],
+    "translate": ["{run}", "abc"],
+}
+# streamed on purpose (bounded memory, tested in tests/tasks): 10^40 examples print until stopped
+STREAMED = {("tasks show", "--n")}
+SKIP_OPTIONS = {"--out", "--model", "--task", "--data-dir", "--dir"}  # paths and names: swept elsewhere
+
+
+def _commands():
+    found = []
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), path + [name])
+        elif " ".join(path) in BASE:
+            for p in cmd.params:
+                if isinstance(p, click.Option) and not p.is_flag and p.opts[0] not in SKIP_OPTIONS:
+                    found.append((" ".join(path), p.opts[0]))
+
+    walk(cli, [])
+    return found
+
+
+CASES = _commands()
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def _invoke(args: list[str]):
+    """Run the console entry point (``attnlab.cli.main``, which turns click's usage errors into one
+    line) in this process: ``(exit status, stdout + stderr, unexpected exception or None)``."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            sys.stdin = io.StringIO("")  # a prompt (quiz) reads end of input
+            main(args)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        return code, out.getvalue(), None
+    except Hang:
+        raise
+    except BaseException as exc:  # a traceback for the user: what this sweep exists to find
+        return 1, out.getvalue(), exc
+    finally:
+        sys.stdin = sys.__stdin__
+    return 0, out.getvalue(), None
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from attnlab.training import TrainConfig, train
+
+    out = tmp_path_factory.mktemp("sweep") / "run"
+    cfg = TrainConfig(
+        task="reverse",
+        model="transformer",
+        steps=2,
+        batch_size=8,
+        train_size=64,
+        eval_size=2,
+        model_params={"d_model": 8, "heads": 2, "d_ff": 16, "layers": 1},
+    )
+    train(cfg, out, progress=False)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command,option", CASES, ids=[f"{c}:{o}" for c, o in CASES])
+def test_hostile_option_values_exit_cleanly(command, option, run_dir, tmp_path):
+    failures = []
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for value in HOSTILE:
+            if (command, option) in STREAMED and len(value) > 20:
+                continue
+            args = command.split() + [a.format(tmp=tmp_path, run=run_dir) for a in BASE[command]]
+            args += [option, value]
+            signal.alarm(60)
+            try:
+                code, output, error = _invoke(args)
+            except Hang:
+                failures.append(f"{value!r}: hung for 60 s")
+                continue
+            finally:
+                signal.alarm(0)
+            if error is not None or code not in (0, 2):
+                failures.append(f"{value!r}: exit {code}, {type(error).__name__}: {str(error)[:120]}")
+            elif code == 2 and (not output.startswith("Error: ") or output.count("\n") != 1):
+                failures.append(f"{value!r}: exit 2 but not one Error line: {output[:200]!r}")
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert not failures, f"{command} {option}:\n" + "\n".join(failures)
