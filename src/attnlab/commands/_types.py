@@ -40,10 +40,15 @@ class Positive(click.ParamType):
 
     name = "N"
 
+    def __init__(self, maximum: int = 2**40):
+        self.maximum = maximum  # past any real size: refused here, not allocated or looped over later
+
     def convert(self, value, param, ctx):
         n = _as_int(value)
-        if n is not None and n > 0:
+        if n is not None and 0 < n <= self.maximum:
             return n
+        if n is not None and n > self.maximum:
+            raise BadInput(f"{_flag(param)} must be at most {self.maximum:,}, got {n:,}")
         raise BadInput(
             f"{_flag(param)} must be a positive integer, got {value if n is not None else repr(value)}"
         )
@@ -56,7 +61,7 @@ class NonNegative(click.ParamType):
 
     def convert(self, value, param, ctx):
         n = _as_int(value)
-        if n is not None and n >= 0:
+        if n is not None and 0 <= n < 2**63:
             return n
         raise BadInput(
             f"{_flag(param)} must be an integer >= 0, got {value if n is not None else repr(value)}"

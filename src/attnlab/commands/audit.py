@@ -14,7 +14,7 @@ import click
 from attnlab.audit.config import MODELS, from_options
 from attnlab.audit.presets import PRESETS
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, choice, options
+from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, Positive, choice, options
 from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
 
 _PRESET_HELP = "A published model (fixes every size and option of the model): " + "; ".join(
@@ -42,7 +42,7 @@ _model = options(
     click.option("--d-model", default=512, show_default=True, type=POSITIVE, help="d_model (d)."),
     click.option("--heads", default=8, show_default=True, type=POSITIVE, help="Query heads h."),
     click.option("--d-ff", default=2048, show_default=True, type=POSITIVE, help="FFN width d_ff (f)."),
-    click.option("--layers", default=1, show_default=True, type=POSITIVE, help="Layers L."),
+    click.option("--layers", default=1, show_default=True, type=Positive(10_000), help="Layers L."),
     click.option("--kv-heads", default=None, type=POSITIVE, help="Key/value heads h_kv (GQA; 1 = MQA)."),
     click.option("--vocab", default=None, type=POSITIVE, help="Vocabulary V (embeddings and logits)."),
     click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),

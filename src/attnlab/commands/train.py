@@ -15,6 +15,7 @@ from attnlab.commands._types import (
     POSITIVE,
     RATE,
     SEED,
+    Positive,
     choice,
 )
 
@@ -206,7 +207,7 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
     show_default=True,
     help="Which examples to score.",
 )
-@click.option("--n", "n", type=POSITIVE, default=500, show_default=True, help="Examples to score.")
+@click.option("--n", "n", type=Positive(1_000_000), default=500, show_default=True, help="Examples to score.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed of the examples.")
 @click.option("--min-len", type=POSITIVE, default=None, help="Override the task's shortest source.")
 @click.option("--max-len", type=POSITIVE, default=None, help="Override the task's longest source.")
