@@ -71,7 +71,7 @@ def sliding_window_mask(t_q: int, t_k: int | None = None, window: int = 1) -> np
     """
     t_q = positive_int("t_q", t_q)
     t_k = t_q if t_k is None else positive_int("t_k", t_k)
-    window = positive_int("window", window)
+    window = min(positive_int("window", window), t_k)  # a window of T_k or more is plain causal
     check_fits(f"sliding_window_mask({t_q}, {t_k})", t_q * t_k, 1)
     p = np.arange(t_q)[:, None] + (t_k - t_q)  # [t_q, 1]
     j = np.arange(t_k)[None, :]  # [1, t_k]

@@ -13,6 +13,8 @@ from attnlab.ref._checks import as_float, positive_int
 
 def _check_axis(x: np.ndarray, axis: int) -> None:
     """A ``ValueError`` naming ``x`` for an axis it lacks or an empty axis (no logit to normalise)."""
+    if isinstance(axis, bool):
+        raise ValueError(f"axis must be an integer, got {axis!r}")
     if not isinstance(axis, (int, np.integer)):
         return  # a tuple of axes: NumPy's reductions check it
     if not -x.ndim <= axis < x.ndim:
