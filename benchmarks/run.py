@@ -34,11 +34,13 @@ BENCHMARKS = [
     "gpt_generate",
     "generate_hf",
     "minilm",
+    "embed",
+    "embed_stream",
     "train_transformer",
     "beyond_quadratic",
     "demo",
 ]
-TIMEOUT_S = {"demo": 600, "numpy_flash": 600, "beyond_quadratic": 1200}
+TIMEOUT_S = {"demo": 600, "numpy_flash": 600, "beyond_quadratic": 1200, "embed": 2400, "embed_stream": 1800}
 
 
 def _child(name: str, ctx_path: str, out_path: str) -> None:
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS}", file=sys.stderr)
         return 2
-    if "peak" not in names and any(n in names for n in ("minilm", "train_transformer")):
+    if "peak" not in names and any(n in names for n in ("minilm", "embed", "train_transformer")):
         names = ["peak"] + names
     started = time.time()
     results = {

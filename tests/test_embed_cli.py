@@ -60,7 +60,7 @@ def test_docs_page_examples_print_what_the_page_says(doc_examples):
     page = doc_examples(Path(__file__).resolve().parents[1] / "docs" / "pretrained.md")
     decoders = page.text.index("## Decoder checkpoints")  # tests/models/hf/test_docs.py runs those
     page.pairs = [pair for pair in page.pairs if page.text.index(pair[0]) < decoders]
-    assert len(page.pairs) == 1
+    assert len(page.pairs) == 2
     page.assert_each_prints_its_output()
     console = re.search(r"```console\n\$ attnlab embed (.*?)\n(.*?)```", page.text, re.S)
     result = CliRunner().invoke(cli, ["embed", *shlex.split(console.group(1))])

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from attnlab.models import load_model
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
-from attnlab.models.sentence import embed, pool, pool_packed
+from attnlab.models.sentence import embed, encode_packed, pool, pool_packed
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -232,9 +232,9 @@ def test_packed_encoder_equals_the_padded_one():
     mask = torch.arange(9)[None, :] < torch.tensor(lengths)[:, None]  # [5, 9]
     with torch.no_grad():
         padded = model.encode(ids, mask, types)  # [5, 9, 16]
-        packed = model.encode_packed(ids[mask], lengths, types[mask])  # [30, 16]
+        packed = encode_packed(model, ids[mask], lengths, types[mask])  # [30, 16]
         torch.testing.assert_close(packed, padded[mask], rtol=0, atol=1e-12)
-        same = model.encode_packed(ids[[0, 3]].flatten(), [9, 9])  # no padding at all
+        same = encode_packed(model, ids[[0, 3]].flatten(), [9, 9])  # no padding at all
         torch.testing.assert_close(same, model.encode(ids[[0, 3]]).flatten(0, 1), rtol=0, atol=1e-12)
     for how in ("mean", "cls", "max", "mean_sqrt_len"):
         torch.testing.assert_close(
@@ -267,13 +267,13 @@ def test_bad_inputs(call, match):
 def test_bad_packed_inputs():
     model = _small()
     with pytest.raises(ValueError, match=r"ids has shape \[5\] but lengths sum to 6"):
-        model.encode_packed(torch.ones(5, dtype=torch.long), [3, 3])
+        encode_packed(model, torch.ones(5, dtype=torch.long), [3, 3])
     with pytest.raises(ValueError, match="at least one token"):
-        model.encode_packed(torch.ones(3, dtype=torch.long), [3, 0])
+        encode_packed(model, torch.ones(3, dtype=torch.long), [3, 0])
     with pytest.raises(ValueError, match=r"ids holds ids outside \[0, 50\)"):
-        model.encode_packed(torch.tensor([1, 99]), [2])
+        encode_packed(model, torch.tensor([1, 99]), [2])
     with pytest.raises(ValueError, match="T=13 tokens but the model has max_len=12"):
-        model.encode_packed(torch.ones(13, dtype=torch.long), [13])
+        encode_packed(model, torch.ones(13, dtype=torch.long), [13])
 
 
 def test_bad_config():

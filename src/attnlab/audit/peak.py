@@ -6,6 +6,7 @@ time budget. MFU (PaLM's definition) = tokens/s × model FLOPs per token / peak 
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -15,28 +16,50 @@ from attnlab._checks import positive_int
 SIZES = (256, 512, 1024)
 
 
+def _matmul(n: int, dtype: str):
+    """One ``[n, n] @ [n, n]`` in ``dtype`` as the embedding paths run it (a closure, inputs made once)."""
+    from attnlab.models.precision import MAKERS
+
+    a = torch.randn(n, n)  # [n, n]
+    b = torch.randn(n, n)  # [n, n]
+    if dtype == "bfloat16":
+        a, b = a.bfloat16(), b.bfloat16()
+    if dtype == "int8":  # dynamic quantisation: float32 in and out, uint8 x int8 -> int32 inside
+        return functools.partial(MAKERS["int8"](b, None), a)
+    return functools.partial(torch.mm, a, b)
+
+
 def measure_peak(
-    seconds: float = 2.0, sizes: tuple[int, ...] = SIZES, dtype: torch.dtype = torch.float32
+    seconds: float = 2.0, sizes: tuple[int, ...] = SIZES, dtype: str | torch.dtype = "float32"
 ) -> dict:
     """Best matmul FLOP/s per size on the CPU, spending about ``seconds`` in total.
 
-    Returns {"peak_flops": best FLOP/s over all sizes, "by_size": [{n, flops_per_s, repeats}],
-    "dtype", "threads", "seconds"}. Each timing is one ``torch.mm`` of ``[n, n] @ [n, n]`` = 2n³ FLOPs
-    after a warm-up call; the best (fastest) repeat counts.
+    ``dtype``: ``"float32"``, ``"bfloat16"`` (``torch.mm`` on bfloat16: AMX / AVX-512 BF16 where the
+    CPU has them) or ``"int8"`` (``torch.ops.quantized.linear_dynamic``, the kernel of
+    ``embed(dtype="int8")``, counting 2n³ FLOPs as for float). Returns {"peak_flops": best FLOP/s over
+    all sizes, "by_size": [{n, flops_per_s, repeats}], "dtype", "threads", "seconds", "cpu": the CPU
+    features that decide these ceilings (:func:`attnlab.models.precision.cpu_features`)}. Each
+    timing is one ``[n, n] @ [n, n]`` = 2n³ FLOPs after a warm-up call; the best repeat counts.
     """
+    from attnlab.models.precision import DTYPES, check_dtype, cpu_features
+
+    if isinstance(dtype, torch.dtype):
+        dtype = str(dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    check_dtype(dtype)
     if not seconds > 0:
         raise ValueError(f"seconds must be positive, got {seconds!r}")
     sizes = tuple(positive_int("size", n) for n in sizes)
     budget = seconds / len(sizes)
     rows = []
     for n in sizes:
-        a = torch.randn(n, n, dtype=dtype)  # [n, n]
-        b = torch.randn(n, n, dtype=dtype)  # [n, n]
-        torch.mm(a, b)  # warm-up: allocation and thread start-up are not throughput
+        op = _matmul(n, dtype)
+        op()  # warm-up: allocation and thread start-up are not throughput
         best, repeats, start = float("inf"), 0, time.perf_counter()
         while repeats < 3 or time.perf_counter() - start < budget:
             t0 = time.perf_counter()
-            torch.mm(a, b)
+            op()
             best = min(best, time.perf_counter() - t0)
             repeats += 1
             if repeats >= 1000:
@@ -45,9 +68,10 @@ def measure_peak(
     return {
         "peak_flops": max(r["flops_per_s"] for r in rows),
         "by_size": rows,
-        "dtype": str(dtype),
+        "dtype": dtype,
         "threads": torch.get_num_threads(),
         "seconds": seconds,
+        "cpu": cpu_features(),
     }
 
 
@@ -78,6 +102,10 @@ def render_peak(report: dict) -> str:
         for r in report["by_size"]
     ]
     out.append(f"peak: {report['peak_flops'] / 1e9:.2f} GFLOP/s (FLOPs = 2·n³ per [n,n]@[n,n])")
+    if "cpu" in report:
+        from attnlab.models.precision import features_line
+
+        out.append(f"CPU: {features_line()}")
     if "mfu" in report:
         m = report["mfu"]
         out.append(

@@ -15,6 +15,7 @@ from attnlab.audit.config import MODELS, from_options
 from attnlab.audit.presets import PRESETS
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, Positive, choice, options
+from attnlab.models.precision import DTYPES
 from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
 
 _PRESET_HELP = "A published model (fixes every size and option of the model): " + "; ".join(
@@ -217,10 +218,18 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags
     type=POSITIVE_NUMBER,
     help="Override the model FLOPs per token (default: PaLM training FLOPs of the sized model).",
 )
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="float32",
+    show_default=True,
+    help="Number format of the matmul (bfloat16: AMX / AVX-512 BF16; int8: dynamic quantisation).",
+)
 @click.pass_context
 @usage_errors
-def peak(ctx, as_json, preset, seconds, tokens_per_s, seq, flops_per_token, **flags):
-    """This machine's float32 matmul FLOP/s; with --mfu, model-FLOPs utilisation."""
+def peak(ctx, as_json, preset, seconds, tokens_per_s, seq, flops_per_token, dtype, **flags):
+    """This machine's matmul FLOP/s in --dtype and the CPU features behind it; with --mfu,
+    model-FLOPs utilisation."""
     from attnlab.audit.config import Workload, model_spec
     from attnlab.audit.cost import audit_cost
     from attnlab.audit.peak import measure_peak, mfu, render_peak
@@ -232,7 +241,7 @@ def peak(ctx, as_json, preset, seconds, tokens_per_s, seq, flops_per_token, **fl
             raise BadInput(f"--model for --mfu must be encoder-layer or gpt; got {spec.model!r}")
         flops_per_token = audit_cost(spec, Workload(seq=seq), training=True)["training"]["flops_per_token"]
         source = "PaLM training FLOPs per token 6N + 12·L·h·d_k·T of the sized model"
-    report = measure_peak(seconds=seconds)
+    report = measure_peak(seconds=seconds, dtype=dtype)
     if tokens_per_s is not None:
         report["mfu"] = {
             "tokens_per_s": tokens_per_s,

@@ -1,6 +1,11 @@
-"""``attnlab embed TEXT... [--model minilm|DIR] [--json]``: sentence embeddings of a real encoder,
-their norms and the pairwise cosine similarity table; ``--explain A B`` splits the cosine of two
-sentences into token-pair terms (:mod:`attnlab.interp.similarity`)."""
+"""``attnlab embed TEXT... | --input FILE --output OUT``: sentence embeddings of a real encoder.
+
+With TEXTs: every embedding's norm and the pairwise cosine table (``--json``: the vectors too);
+``--explain A B`` splits the cosine of two sentences into token-pair terms
+(:mod:`attnlab.interp.similarity`).
+With ``--input``: a whole file (or ``-`` for stdin) streamed into ``OUT.npy`` / ``OUT.safetensors``
+by :func:`attnlab.embed_stream.embed_file` (bounded memory, ``--resume`` after an interruption).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,25 @@ import click
 
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import device_option
+from attnlab.embed_stream import FORMATS
+from attnlab.models.precision import DTYPES
 
 
 def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _warn_truncated(truncated: int, total: int, limit: int) -> None:
+    if truncated:
+        click.echo(
+            f"warning: {truncated:,} of {total:,} sentences were longer than {limit} tokens and were "
+            f"truncated to {limit} (the model's sentence-embedding limit)",
+            err=True,
+        )
+
+
 @click.command("embed")
-@click.argument("texts", nargs=-1, required=True, metavar="TEXT...")
+@click.argument("texts", nargs=-1, metavar="[TEXT]...")
 @click.option(
     "--model",
     "model_name",
@@ -25,8 +41,40 @@ def _short(text: str, width: int = 60) -> str:
     show_default=True,
     help="A named pretrained encoder (minilm) or a BERT checkpoint directory.",
 )
-@click.option("--batch-size", default=32, show_default=True, type=int, help="Sentences per forward pass.")
+@click.option(
+    "--batch-size", "--batch", default=32, show_default=True, type=int, help="Sentences per forward pass."
+)
 @device_option()
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="float32",
+    show_default=True,
+    help="Matmul number format: bfloat16 (fast with AMX / AVX-512 BF16) or int8 (dynamic quantisation).",
+)
+@click.option(
+    "--input", "source", metavar="FILE", help="Embed every sentence of FILE (- for stdin) instead of TEXTs."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="lines",
+    show_default=True,
+    help="--input layout: one sentence per line, or JSON Lines.",
+)
+@click.option("--field", default="text", show_default=True, help="The JSONL field holding the sentence.")
+@click.option("--output", metavar="OUT", help="With --input: OUT.npy or OUT.safetensors (float32 [N, d]).")
+@click.option(
+    "--chunk-size",
+    default=4096,
+    show_default=True,
+    type=int,
+    help="Sentences held in memory and written per resumable chunk.",
+)
+@click.option("--resume", is_flag=True, help="Continue an interrupted --input run into the same --output.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --output (and any interrupted run).")
+@click.option("--quiet", is_flag=True, help="With --input: no progress lines.")
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the embeddings, their norms and the cosine matrix as JSON."
 )
@@ -45,15 +93,49 @@ def embed(
     model_name: str,
     batch_size: int,
     device: str,
+    dtype: str,
+    source: str | None,
+    fmt: str,
+    field: str,
+    output: str | None,
+    chunk_size: int,
+    resume: bool,
+    overwrite: bool,
+    quiet: bool,
     as_json: bool,
     explain: bool,
     top: int,
     heatmap: str | None,
 ) -> None:
     """Embed each TEXT with a pretrained encoder (mean pooling + L2 normalisation for MiniLM) and
-    print every embedding's norm and the cosine similarity of every pair."""
+    print every embedding's norm and the cosine similarity of every pair; or embed a whole
+    --input file into --output."""
     if batch_size <= 0:
         raise BadInput(f"--batch-size must be a positive integer, got {batch_size}")
+    if source is not None:
+        if texts:
+            raise BadInput("give TEXT arguments or --input FILE, not both")
+        if output is None:
+            raise BadInput("--input needs --output OUT.npy or OUT.safetensors")
+        _embed_file(
+            model_name,
+            source,
+            output,
+            fmt,
+            field,
+            batch_size,
+            dtype,
+            chunk_size,
+            resume,
+            overwrite,
+            quiet,
+            as_json,
+        )
+        return
+    if output is not None or resume or overwrite:
+        raise BadInput("--output, --resume and --overwrite go with --input FILE")
+    if not texts:
+        raise BadInput("give at least one TEXT, or --input FILE --output OUT")
     from attnlab.devices import resolve_device
 
     if explain:
@@ -66,13 +148,18 @@ def embed(
 
     model, tokenizer = load_pretrained(model_name)
     model = model.to(resolve_device(device))
-    vectors = embed_sentences(model, tokenizer, list(texts), batch_size=batch_size)  # [N, d]
+    stats: dict = {}
+    vectors = embed_sentences(
+        model, tokenizer, list(texts), batch_size=batch_size, dtype=dtype, stats=stats
+    )  # [N, d]
     vectors = vectors.cpu()  # [N, d]
     norms = vectors.norm(dim=-1)  # [N]
     unit = vectors / norms.clamp_min(1e-12)[:, None]  # [N, d]
     cosine = unit @ unit.T  # [N, N]
     tokens = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
     c = model.config
+    limit = c.max_seq_length or c.max_len
+    _warn_truncated(stats["truncated"], len(texts), limit)
     if as_json:
         click.echo(
             json.dumps(
@@ -81,6 +168,8 @@ def embed(
                     "dim": c.d_model,
                     "pooling": c.pooling,
                     "normalize": c.normalize,
+                    "dtype": dtype,
+                    "truncated": stats["truncated"],
                     "texts": list(texts),
                     "tokens": tokens,
                     "norms": norms.tolist(),
@@ -163,3 +252,49 @@ def _draw(pairs, path: str) -> None:
     )
     save_figure(ax.figure, path)
     plt.close(ax.figure)
+
+
+def _embed_file(
+    model_name, source, output, fmt, field, batch_size, dtype, chunk_size, resume, overwrite, quiet, as_json
+):
+    from attnlab.embed_stream import Progress, check_job, embed_file
+    from attnlab.models.pretrained import load_pretrained
+
+    total = check_job(source, output, fmt, field, resume, overwrite)  # bad input fails before the model loads
+    model, tokenizer = load_pretrained(model_name)
+    try:
+        summary = embed_file(
+            model,
+            tokenizer,
+            source,
+            output,
+            fmt=fmt,
+            field=field,
+            batch_size=batch_size,
+            dtype=dtype,
+            chunk_size=chunk_size,
+            resume=resume,
+            overwrite=overwrite,
+            model_name=model_name,
+            progress=lambda n: Progress(n, quiet=quiet),
+            total=total,
+        )
+    except KeyboardInterrupt:
+        click.echo(f"interrupted; run the same command with --resume to continue into {output}", err=True)
+        raise SystemExit(130) from None
+    c = model.config
+    _warn_truncated(summary["truncated"], summary["sentences"], c.max_seq_length or c.max_len)
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    resumed = (
+        f" ({summary['resumed_chunks']} of {summary['chunks']} chunks resumed)"
+        if summary["resumed_chunks"]
+        else ""
+    )
+    click.echo(
+        f"wrote {summary['sentences']:,} x {summary['dim']} float32 embeddings to "
+        f"{summary['output']}{resumed}: "
+        f"{summary['tokens']:,} tokens, {summary['empty']:,} empty, {summary['truncated']:,} truncated, "
+        f"{summary['seconds']:.1f} s, {summary['sentences_per_s']:,.0f} sentences/s ({dtype})"
+    )

@@ -8,18 +8,16 @@ The layers are :class:`attnlab.nn.EncoderLayer` (``norm="post"``, ``activation="
 Hugging Face checkpoint mapping lives in :mod:`attnlab.models.hf.bert`
 (:meth:`BertEncoder.from_pretrained` calls it), the named pretrained models in
 :mod:`attnlab.models.pretrained`, and sentence embeddings (pooling, :func:`embed`, the packed
-path's driver) in :mod:`attnlab.models.sentence`.
+fast path) in :mod:`attnlab.models.sentence`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
@@ -90,7 +88,9 @@ class BertConfig(ModelConfig):
         )
 
 
-def _ids(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
+def check_id_tensor(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
+    """Raise ``ValueError`` unless ``x`` is an integer tensor ``[B, T]`` (of ``shape`` if given) of ids in
+    ``[0, bound)``."""
     if not isinstance(x, Tensor) or x.dtype not in (torch.int64, torch.int32) or x.dim() != 2:
         raise ValueError(
             f"{name} must be an integer tensor [B, T], got "
@@ -135,12 +135,12 @@ class BertEncoder(HookPoints, SavableModel):
     ) -> Tensor | None:
         """Check the inputs; return the key mask ``[B, 1, T]`` (None when no position is padding)."""
         c = self.config
-        _ids("input_ids", input_ids, None, c.vocab_size)
+        check_id_tensor("input_ids", input_ids, None, c.vocab_size)
         B, T = input_ids.shape
         if T > c.max_len:
             raise ValueError(f"input_ids has T={T} tokens but the model has max_len={c.max_len} positions")
         if token_type_ids is not None:
-            _ids("token_type_ids", token_type_ids, (B, T), c.type_vocab_size)
+            check_id_tensor("token_type_ids", token_type_ids, (B, T), c.type_vocab_size)
         if attention_mask is None:
             return None
         if tuple(attention_mask.shape) != (B, T):
@@ -206,83 +206,12 @@ class BertEncoder(HookPoints, SavableModel):
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
-        """The last hidden state only (the fast path of :func:`embed`): ``[B, T] -> [B, T, d_model]``."""
+        """The last hidden state only: ``[B, T] -> [B, T, d_model]`` (for sentence embeddings see
+        :func:`attnlab.models.sentence.encode_packed`, which skips padding)."""
         mask = self._inputs(input_ids, attention_mask, token_type_ids)
         x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
         for layer in self.layers:
             x = layer(x, mask)  # [B, T, d]
-        return x
-
-    def encode_packed(
-        self,
-        ids: Tensor,
-        lengths: Sequence[int],
-        token_type_ids: Tensor | None = None,
-        qkv: list[tuple[Tensor, Tensor | None]] | None = None,
-    ) -> Tensor:
-        """The encoder on packed sentences, without computing a single padding token.
-
-        ``ids [N_tok]`` holds the sentences one after another (``lengths``, longest first or in
-        any order). Every position-wise part (embeddings, Q/K/V and output projections, FFN,
-        LayerNorm: ~95% of the FLOPs) runs on the ``N_tok`` real tokens only; only the
-        attention itself scatters Q, K, V into ``[b, h, T, d_k]`` (``T = max(lengths)``) for the
-        fused SDPA kernel with a key-padding mask, and gathers the result back. The same layers
-        and the same post-norm equations as :meth:`forward` (inference only: no dropout).
-
-        Args:
-            ids: ``[N_tok]`` token ids; lengths: tokens per sentence (sum = N_tok);
-            token_type_ids: ``[N_tok]`` or None (segment 0); qkv: per layer the concatenated
-                ``(W_qkv [3d, d], b_qkv [3d])`` of :func:`fused_qkv` (computed here when None).
-        Returns:
-            ``[N_tok, d_model]``, the last hidden state of every real token, packed like ``ids``.
-        """
-        c = self.config
-        if not len(lengths):
-            raise ValueError("lengths is empty: no sentence to encode")
-        b, T, n = len(lengths), max(lengths), int(sum(lengths))
-        if T > c.max_len:
-            raise ValueError(f"a sentence has T={T} tokens but the model has max_len={c.max_len} positions")
-        if ids.shape != (n,):
-            raise ValueError(f"ids has shape {list(ids.shape)} but lengths sum to {n}")
-        if min(lengths) <= 0:
-            raise ValueError(f"every sentence needs at least one token, got lengths {list(lengths)}")
-        _ids("ids", ids[None], None, c.vocab_size)
-        dev = ids.device
-        lens = torch.tensor(list(lengths), device=dev)  # [b]
-        starts = torch.cumsum(lens, 0) - lens  # [b]
-        pos = torch.arange(n, device=dev) - torch.repeat_interleave(starts, lens)  # [N_tok] in-sentence
-        x = self.word_embeddings(ids) + self.positions.weight[pos]  # [N_tok, d]
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)
-        x = self.embed_norm(x)  # [N_tok, d]
-        padded = min(lengths) != T
-        if padded:
-            sentence = torch.repeat_interleave(torch.arange(b, device=dev), lens)  # [N_tok]
-            slot = sentence * T + pos  # [N_tok]: row of each real token in the [b*T] grid
-            keep = torch.arange(T, device=dev)[None, :] < lens[:, None]  # [b, T]
-            holes = (~keep).flatten().nonzero().squeeze(1)  # [b*T - N_tok]: the padding rows
-            mask = keep[:, None, None, :]  # [b, 1, 1, T]: every query sees its sentence's real keys
-        d, h = c.d_model, c.num_heads
-        for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            w, bias = fused_qkv(attn) if qkv is None else qkv[i]  # [3d, d], [3d]
-            proj = F.linear(x, w, bias)  # [N_tok, 3d]
-            if padded:  # real rows from proj, zeros (finite, masked anyway) in the few holes
-                grid = proj.new_empty(b * T, 3 * d).index_copy_(0, slot, proj)  # [b*T, 3d]
-                grid.index_fill_(0, holes, 0.0)
-            else:
-                grid = proj
-            q, k, v = grid.view(b, T, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [b, h, T, d_k]
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if padded else None)  # [b, h, T, d_k]
-            o = o.transpose(1, 2)  # [b, T, h, d_k] (a view)
-            if padded:
-                o = o[sentence, pos].view(n, d)  # [N_tok, d]: gather the real tokens, one copy
-            else:
-                o = o.reshape(n, d)  # [N_tok, d]
-            x = layer.norm1(x + attn.out_proj(o))  # U = LN_1(X + MHA(X))
-            x = layer.norm2(x + layer.ffn(x))  # X' = LN_2(U + FFN(U))
         return x
 
     @classmethod
@@ -291,12 +220,3 @@ class BertEncoder(HookPoints, SavableModel):
         from attnlab.models.hf.bert import load_bert
 
         return load_bert(directory)
-
-
-def fused_qkv(attn: nn.Module) -> tuple[Tensor, Tensor]:
-    """The Q, K and V projections of one attention module as one matrix (the only place it is built):
-    ``W_qkv = [W_Q; W_K; W_V]`` ``[3d, d]`` (``nn.Linear`` layout) and ``b_qkv = [b_Q; b_K; b_V]`` ``[3d]``,
-    so ``F.linear(x, W_qkv, b_qkv)`` gives ``[..., 3d]`` = Q | K | V side by side."""
-    weight = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])  # [3d, d]
-    bias = torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])  # [3d]
-    return weight, bias

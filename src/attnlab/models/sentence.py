@@ -3,11 +3,12 @@
 :func:`embed` turns sentences into sentence embeddings the way the checkpoint's own
 ``1_Pooling`` / ``modules.json`` say (MiniLM: mean over real tokens, then L2 normalisation),
 sorting by length so that batches carry almost no padding, and running each batch through
-:meth:`attnlab.models.bert.BertEncoder.encode_packed` (no padding token in any projection or FFN).
+:func:`encode_packed` (no padding token in any projection or FFN).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from itertools import chain
 
@@ -15,7 +16,81 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab.models.bert import BertEncoder, fused_qkv
+from attnlab.models.bert import BertEncoder, check_id_tensor
+from attnlab.models.precision import PackedLayer, check_dtype, prepare_layers, warn_if_slow
+
+
+def encode_packed(
+    model: BertEncoder,
+    ids: Tensor,
+    lengths: Sequence[int],
+    token_type_ids: Tensor | None = None,
+    layers: list[PackedLayer] | None = None,
+) -> Tensor:
+    """The encoder on packed sentences, without computing a single padding token.
+
+    ``ids [N_tok]`` holds the sentences one after another (``lengths``, longest first or in
+    any order). Every position-wise part (embeddings, Q/K/V and output projections, FFN,
+    LayerNorm: ~95% of the FLOPs) runs on the ``N_tok`` real tokens only; only the
+    attention itself scatters Q, K, V into ``[b, h, T, d_k]`` (``T = max(lengths)``) for the
+    fused SDPA kernel with a key-padding mask, and gathers the result back. The same layers
+    and the same post-norm equations as :meth:`BertEncoder.forward` (inference only: no dropout).
+
+    Args:
+        ids: ``[N_tok]`` token ids; lengths: tokens per sentence (sum = N_tok);
+        token_type_ids: ``[N_tok]`` or None (segment 0); layers: the layers' weights in the number
+            format to run (:func:`attnlab.models.precision.prepare_layers`; float32 when None).
+    Returns:
+        ``[N_tok, d_model]``, the last hidden state of every real token, packed like ``ids``.
+    """
+    c = model.config
+    if not len(lengths):
+        raise ValueError("lengths is empty: no sentence to encode")
+    b, T, n = len(lengths), max(lengths), int(sum(lengths))
+    if T > c.max_len:
+        raise ValueError(f"a sentence has T={T} tokens but the model has max_len={c.max_len} positions")
+    if ids.shape != (n,):
+        raise ValueError(f"ids has shape {list(ids.shape)} but lengths sum to {n}")
+    if min(lengths) <= 0:
+        raise ValueError(f"every sentence needs at least one token, got lengths {list(lengths)}")
+    check_id_tensor("ids", ids[None], None, c.vocab_size)
+    dev = ids.device
+    lens = torch.tensor(list(lengths), device=dev)  # [b]
+    starts = torch.cumsum(lens, 0) - lens  # [b]
+    pos = torch.arange(n, device=dev) - torch.repeat_interleave(starts, lens)  # [N_tok] in-sentence
+    x = model.word_embeddings(ids) + model.positions.weight[pos]  # [N_tok, d]
+    if token_type_ids is None:
+        x = x + model.token_type_embeddings.weight[0]
+    else:
+        x = x + model.token_type_embeddings(token_type_ids)
+    x = model.embed_norm(x)  # [N_tok, d]
+    padded = min(lengths) != T
+    if padded:
+        sentence = torch.repeat_interleave(torch.arange(b, device=dev), lens)  # [N_tok]
+        slot = sentence * T + pos  # [N_tok]: row of each real token in the [b*T] grid
+        keep = torch.arange(T, device=dev)[None, :] < lens[:, None]  # [b, T]
+        holes = (~keep).flatten().nonzero().squeeze(1)  # [b*T - N_tok]: the padding rows
+        mask = keep[:, None, None, :]  # [b, 1, 1, T]: every query sees its sentence's real keys
+    d, h = c.d_model, c.num_heads
+    if layers is None:
+        layers = prepare_layers(model.layers, "float32")
+    for layer in layers:
+        proj = layer.qkv(x)  # [N_tok, 3d] (float32, or bfloat16 on that path)
+        if padded:  # real rows from proj, zeros (finite, masked anyway) in the few holes
+            grid = proj.new_empty(b * T, 3 * d).index_copy_(0, slot, proj)  # [b*T, 3d]
+            grid.index_fill_(0, holes, 0.0)
+        else:
+            grid = proj
+        q, k, v = grid.view(b, T, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [b, h, T, d_k]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if padded else None)  # [b, h, T, d_k]
+        o = o.transpose(1, 2)  # [b, T, h, d_k] (a view)
+        if padded:
+            o = o[sentence, pos].view(n, d)  # [N_tok, d]: gather the real tokens, one copy
+        else:
+            o = o.reshape(n, d)  # [N_tok, d]
+        x = layer.norm1(x + layer.out(o))  # U = LN_1(X + MHA(X)); the sum is float32
+        x = layer.norm2(x + layer.ffn_out(layer.act(layer.ffn_in(x))))  # X' = LN_2(U + FFN(U))
+    return x
 
 
 def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
@@ -49,16 +124,42 @@ def pool_packed(hidden: Tensor, lengths: Sequence[int], how: str) -> Tensor:
     return total / (lens if how == "mean" else lens.sqrt())
 
 
-def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: int = 32) -> Tensor:
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def packed_layers(model: BertEncoder, dtype: str = "float32") -> list[PackedLayer]:
+    """The model's layers prepared for ``dtype`` (:func:`prepare_layers`), cached per model and
+    rebuilt when any parameter is replaced or changed in place."""
+    check_dtype(dtype)
+    stamp = tuple((p.data_ptr(), p._version) for p in model.parameters())
+    cached = _PREPARED.setdefault(model, {})
+    if dtype not in cached or cached[dtype][0] != stamp:
+        cached[dtype] = (stamp, prepare_layers(model.layers, dtype))
+    return cached[dtype][1]
+
+
+def embed(
+    model: BertEncoder,
+    tokenizer,
+    sentences: Sequence[str],
+    batch_size: int = 32,
+    dtype: str = "float32",
+    stats: dict | None = None,
+) -> Tensor:
     """Sentence embeddings ``[N, d_model]`` (float32, on the model's device), row i for sentence i.
 
-    Tokenise all sentences (Rust, in parallel), sort them by length (longest first), and run
-    each batch of ``batch_size`` sentences packed (:meth:`BertEncoder.encode_packed`): no
-    padding token goes through a projection or the FFN, and the sorting keeps the attention's
-    padded grid nearly full. Under ``torch.inference_mode``, the fused SDPA kernel gets a
-    key-padding mask only when a batch has padding. Pool as the checkpoint says
-    (``model.config.pooling``; MiniLM: the mean over real tokens), L2-normalise if
-    ``model.config.normalize``, and put every row back in the caller's order.
+    Tokenise all sentences (Rust, in parallel), sort them by token count (longest first), and run
+    each batch of ``batch_size`` sentences packed (:func:`encode_packed`): no padding token goes
+    through a projection or the FFN, and the sorting keeps the attention's padded grid nearly
+    full. Under ``torch.inference_mode``, the fused SDPA kernel gets a key-padding mask only when
+    a batch has padding. Pool as the checkpoint says (``model.config.pooling``; MiniLM: the mean
+    over real tokens), L2-normalise if ``model.config.normalize``, and put every row back in the
+    caller's order.
+
+    ``dtype``: ``"float32"`` (default), ``"bfloat16"`` or ``"int8"`` — the number format of the
+    matmuls (:mod:`attnlab.models.precision`; pooling and the result are float32 either way).
+    ``stats``: a dict to fill with ``sentences``, ``tokens`` (after truncation) and ``truncated``
+    (how many sentences the tokenizer cut at its ``max_length``).
     """
     if isinstance(sentences, str):
         raise ValueError("sentences must be a list of strings, not one string")
@@ -67,15 +168,22 @@ def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: i
         raise ValueError("sentences must all be strings")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_dtype(dtype)
+    warn_if_slow(dtype)
     c = model.config
     device = next(model.parameters()).device
     out = torch.empty(len(sentences), c.d_model, device=device)  # [N, d]
+    if stats is not None:
+        stats.update(sentences=len(sentences), tokens=0, truncated=0)
     if not sentences:
         return out
     encodings = tokenizer.encode_batch(sentences)
     padded = tokenizer.padding is not None
     ids = [e.ids[: sum(e.attention_mask)] if padded else e.ids for e in encodings]
     types = [e.type_ids[: len(i)] for e, i in zip(encodings, ids)]
+    if stats is not None:
+        stats["tokens"] = sum(len(i) for i in ids)
+        stats["truncated"] = sum(1 for e in encodings if e.overflowing)
     limit = c.max_seq_length or c.max_len
     longest = max(range(len(ids)), key=lambda i: len(ids[i]))
     if len(ids[longest]) > c.max_len:
@@ -88,7 +196,7 @@ def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: i
     model.eval()
     try:
         with torch.inference_mode():
-            qkv = [fused_qkv(layer.self_attn) for layer in model.layers]  # per layer [3d, d], [3d]
+            layers = packed_layers(model, dtype)
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
                 lengths = [len(ids[i]) for i in rows]
@@ -96,7 +204,7 @@ def embed(model: BertEncoder, tokenizer, sentences: Sequence[str], batch_size: i
                 segs = None
                 if any(any(types[i]) for i in rows):
                     segs = torch.tensor(list(chain.from_iterable(types[i] for i in rows)), device=device)
-                hidden = model.encode_packed(flat, lengths, segs, qkv)  # [N_tok, d]
+                hidden = encode_packed(model, flat, lengths, segs, layers)  # [N_tok, d]
                 vec = pool_packed(hidden, lengths, c.pooling)  # [b, d]
                 if c.normalize:
                     vec = F.normalize(vec, p=2.0, dim=-1)

@@ -212,12 +212,19 @@ class MultiHeadAttention(HookPoints, nn.Module):
                 k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
         return self._at("q_heads", q), self._at("k_heads", k), self._at("v_heads", v)
 
-    def _project_self(self, x: torch.Tensor):
-        """Q, K, V of self-attention with one matmul on the concatenated weights (W^Q | W^K | W^V)."""
+    def qkv_weight(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The concatenated projection (W^Q | W^K | W^V), the one place it is built: ``W_qkv``
+        ``[d + 2 kv, d]`` in ``nn.Linear`` layout and ``b_qkv [d + 2 kv]`` (None without biases), with
+        ``kv = num_kv_heads * d_k``; ``F.linear(x, W_qkv, b_qkv)`` is Q | K | V side by side."""
         w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # [d + 2 kv, d]
         b = None
         if self.q_proj.bias is not None:
             b = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])  # [d + 2 kv]
+        return w, b
+
+    def _project_self(self, x: torch.Tensor):
+        """Q, K, V of self-attention with one matmul on the concatenated weights (W^Q | W^K | W^V)."""
+        w, b = self.qkv_weight()  # [d + 2 kv, d], [d + 2 kv]
         kv = self.num_kv_heads * self.d_k
         hd = self.num_heads * self.d_k  # = d_model, except after attnlab.interp.prune_heads
         return F.linear(x, w, b).split([hd, kv, kv], dim=-1)  # [B, T, h d_k], [B, T, kv] x2

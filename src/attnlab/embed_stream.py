@@ -1,0 +1,383 @@
+"""Embed a whole file of sentences, streamed: bounded memory, input order kept, resumable.
+
+The input (a file or ``-`` for stdin; one sentence per line, or JSON Lines with a text field) is
+read ``chunk_size`` sentences at a time; each chunk is embedded (:func:`attnlab.models.sentence.embed`,
+sorted by token count inside the chunk) and written atomically (temporary name, then
+``os.replace``) as ``OUT.parts/NNNNNN-<sha256 of the chunk's text>.npy``. When every chunk is done,
+they are assembled, again under a temporary name, into ``OUT.npy`` or ``OUT.safetensors``
+(``embeddings``: float32 ``[N, d_model]``, row i = sentence i), and the parts folder is removed.
+Memory holds one chunk, whatever the length of the file.
+
+After an interruption (Ctrl-C, SIGKILL, power loss), ``resume=True`` re-reads the input, checks
+each finished chunk's hash against the text it now reads, embeds only the missing chunks, and
+assembles the same bytes an uninterrupted run writes. A lock (``fcntl.flock`` on
+``OUT.parts/lock``, released by the kernel when its holder dies) keeps two writers apart.
+
+Lines: each line is one sentence (its ``\\n`` / ``\\r\\n`` removed); an empty line is embedded as the
+empty string, so row i always belongs to line i + 1. Bytes that are not UTF-8, a NUL byte (a
+binary file), a JSONL line that is not an object holding a string under ``field``: a
+``ValueError`` naming the line, before any output exists under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+FORMATS = ("lines", "jsonl")
+OUTPUTS = (".npy", ".safetensors")
+MANIFEST_VERSION = 1
+
+
+def _describe(source: str) -> str:
+    return "stdin" if source == "-" else source
+
+
+def _open_binary(source: str):
+    if source == "-":
+        return contextlib.nullcontext(sys.stdin.buffer)
+    path = Path(source)
+    if path.is_dir():
+        raise ValueError(f"--input {source} is a directory, not a file")
+    try:
+        return open(path, "rb")  # noqa: SIM115 (returned to a with-statement)
+    except OSError as exc:
+        raise ValueError(f"cannot read --input {source}: {exc.strerror or exc}") from None
+
+
+def read_sentences(source: str, fmt: str = "lines", field: str = "text") -> Iterator[str]:
+    """The sentences of ``source`` (a path, or ``"-"`` for stdin), one at a time, in order.
+
+    ``fmt="lines"``: every line is a sentence (line ending removed, a UTF-8 BOM on line 1 ignored).
+    ``fmt="jsonl"``: every line is a JSON object and the sentence is its string ``field``.
+    Raises ``ValueError`` naming the line for invalid UTF-8, a NUL byte (binary input), invalid
+    JSON, a missing or non-string field, or an empty JSONL line.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    name = _describe(source)
+    with _open_binary(source) as f:
+        for number, raw in enumerate(f, start=1):
+            if b"\0" in raw:
+                raise ValueError(f"{name} line {number} holds a NUL byte: a binary file, not text")
+            if raw.endswith(b"\n"):
+                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(
+                    f"{name} line {number} is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                    f"{exc.start + 1})"
+                ) from None
+            if fmt == "lines":
+                yield text
+                continue
+            if not text.strip():
+                raise ValueError(f"{name} line {number} is empty; expected a JSON object with {field!r}")
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{name} line {number} is not valid JSON: {exc.msg}") from None
+            if not isinstance(obj, dict) or field not in obj:
+                raise ValueError(f"{name} line {number} has no field {field!r}")
+            if not isinstance(obj[field], str):
+                raise ValueError(
+                    f"{name} line {number}: field {field!r} is {type(obj[field]).__name__}, not a string"
+                )
+            yield obj[field]
+
+
+def count_sentences(source: str, fmt: str = "lines", field: str = "text") -> int:
+    """Validate a whole input file and count its sentences (a first pass: errors before any work)."""
+    return sum(1 for _ in read_sentences(source, fmt, field))
+
+
+def chunks(sentences: Iterator[str], size: int) -> Iterator[list[str]]:
+    """Consecutive lists of ``size`` sentences (the last may be shorter)."""
+    batch: list[str] = []
+    for s in sentences:
+        batch.append(s)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def chunk_hash(texts: list[str]) -> str:
+    """sha256 of a chunk's sentences (each UTF-8 encoded, length-prefixed): its identity on resume."""
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode("utf-8")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()[:16]
+
+
+def _atomic_npy(path: Path, array: np.ndarray) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.save(f, array)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _write_header(f, out: Path, n: int, d: int) -> None:
+    """The header of the final file for ``n`` rows of ``d`` float32 values (data follows, row-major)."""
+    if out.suffix == ".npy":
+        np.lib.format.write_array_header_1_0(
+            f,
+            {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n, d)},
+        )
+        return
+    meta = {"embeddings": {"dtype": "F32", "shape": [n, d], "data_offsets": [0, 4 * n * d]}}
+    header = json.dumps(meta, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)  # the data starts 8-byte aligned
+    f.write(len(header).to_bytes(8, "little"))
+    f.write(header)
+
+
+def assemble(parts: list[Path], out: Path, d: int) -> int:
+    """Concatenate the chunk arrays ``parts`` (each float32 ``[k, d]``) into ``out`` (.npy or
+    .safetensors) under a temporary name, then rename it: ``out`` is either complete or absent.
+    Reads one chunk at a time. Returns the number of rows."""
+    n = 0
+    for p in parts:
+        arr = np.load(p, mmap_mode="r")
+        if arr.ndim != 2 or arr.shape[1] != d or arr.dtype != np.float32:
+            raise ValueError(f"chunk {p} holds {arr.dtype} {list(arr.shape)}, expected float32 [k, {d}]")
+        n += arr.shape[0]
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            _write_header(f, out, n, d)
+            for p in parts:
+                f.write(np.ascontiguousarray(np.load(p), dtype="<f4").tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return n
+
+
+class Progress:
+    """Sentences done and sentences/s: a tqdm bar on a terminal, otherwise one plain line to
+    ``stream`` every ``every`` seconds (and none at all when ``quiet``)."""
+
+    def __init__(self, total: int | None, stream=None, every: float = 5.0, quiet: bool = False):
+        self.stream = sys.stderr if stream is None else stream
+        self.total, self.done, self.every, self.quiet = total, 0, every, quiet
+        self.start = self.last = time.perf_counter()
+        self.bar = None
+        if not quiet and getattr(self.stream, "isatty", lambda: False)():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit=" sentences", file=self.stream, smoothing=0.1)
+
+    def update(self, k: int) -> None:
+        self.done += k
+        if self.bar is not None:
+            self.bar.update(k)
+            return
+        now = time.perf_counter()
+        if not self.quiet and now - self.last >= self.every:
+            self.last = now
+            of = f"/{self.total:,}" if self.total else ""
+            rate = self.done / max(now - self.start, 1e-9)
+            print(
+                f"embedded {self.done:,}{of} sentences, {rate:,.0f} sentences/s", file=self.stream, flush=True
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _check_output(output: str, resume: bool, overwrite: bool) -> tuple[Path, Path]:
+    out = Path(output)
+    if out.suffix not in OUTPUTS:
+        raise ValueError(f"--output must end in {' or '.join(OUTPUTS)}, got {output!r}")
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    if not out.parent.is_dir():
+        raise ValueError(f"--output {output}: the folder {out.parent} does not exist")
+    if out.is_dir():
+        raise ValueError(f"--output {output} is a directory")
+    parts = out.with_name(out.name + ".parts")
+    if out.exists() and not overwrite and not (resume and parts.is_dir()):
+        raise ValueError(f"--output {output} already exists; pass --overwrite to replace it")
+    if parts.is_dir() and not (resume or overwrite):
+        raise ValueError(
+            f"{parts} holds an interrupted run; pass --resume to continue it or --overwrite to start again"
+        )
+    return out, parts
+
+
+@contextlib.contextmanager
+def _locked(parts: Path, output: str):
+    parts.mkdir(exist_ok=True)
+    fd = os.open(parts / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(
+                f"another attnlab embed is writing --output {output} (its lock is held)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_job(
+    source: str,
+    output: str,
+    fmt: str = "lines",
+    field: str = "text",
+    resume: bool = False,
+    overwrite: bool = False,
+) -> int | None:
+    """Every check that needs no model: the output path and flags, then the whole input file
+    (UTF-8, binary, JSONL fields). Returns the number of sentences (None for stdin, read later)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    _check_output(output, resume, overwrite)
+    if source == "-":
+        return None
+    if not Path(source).exists():
+        raise ValueError(f"--input {source} does not exist")
+    return count_sentences(source, fmt, field)
+
+
+def embed_file(
+    model,
+    tokenizer,
+    source: str,
+    output: str,
+    *,
+    fmt: str = "lines",
+    field: str = "text",
+    batch_size: int = 32,
+    dtype: str = "float32",
+    chunk_size: int = 4096,
+    resume: bool = False,
+    overwrite: bool = False,
+    model_name: str = "",
+    progress: Callable[[int | None], Progress] | None = None,
+    total: int | None = None,
+) -> dict:
+    """Embed every sentence of ``source`` into ``output`` (see the module docstring).
+
+    Returns a summary: ``sentences``, ``dim``, ``tokens``, ``truncated`` (sentences cut at the
+    tokenizer's ``max_length``), ``empty`` (empty sentences), ``chunks``, ``resumed_chunks`` (found
+    finished), ``seconds``, ``sentences_per_s`` and ``output``. Raises ``ValueError`` (one line)
+    for bad arguments and bad input; never leaves a partial file under ``output``. ``total``: the
+    sentence count of :func:`check_job` when the caller ran it already (it reads the whole file).
+    """
+    from attnlab.models.precision import check_dtype
+    from attnlab.models.sentence import embed
+
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    for name, v in (("--batch", batch_size), ("chunk_size", chunk_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    check_dtype(dtype)
+    if total is None:
+        total = check_job(source, output, fmt, field, resume, overwrite)
+    out, parts = _check_output(output, resume, overwrite)
+    d = model.config.d_model
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "model": model_name,
+        "dim": d,
+        "dtype": dtype,
+        "format": fmt,
+        "field": field if fmt == "jsonl" else None,
+        "chunk_size": chunk_size,
+        "batch_size": batch_size,
+    }
+    summary = {
+        "sentences": 0,
+        "dim": d,
+        "tokens": 0,
+        "truncated": 0,
+        "empty": 0,
+        "chunks": 0,
+        "resumed_chunks": 0,
+    }
+    start = time.perf_counter()
+    with _locked(parts, output):
+        mpath = parts / "manifest.json"
+        if resume and mpath.is_file():
+            old = json.loads(mpath.read_text())
+            diff = [k for k in manifest if old.get(k) != manifest[k]]
+            if diff:
+                raise ValueError(
+                    f"--resume: the interrupted run used other settings ({', '.join(diff)}); "
+                    "pass the same ones, or --overwrite"
+                )
+        else:
+            for p in parts.glob("*.npy"):
+                p.unlink()
+            tmp = parts / f".manifest.tmp-{os.getpid()}"
+            tmp.write_text(json.dumps(manifest))
+            os.replace(tmp, mpath)
+        done = {p.name.split("-")[0]: p for p in parts.glob("[0-9]*-*.npy")}
+        bar = (progress or (lambda t: Progress(t)))(total)
+        files = []
+        try:
+            for index, texts in enumerate(chunks(read_sentences(source, fmt, field), chunk_size)):
+                key = f"{index:06d}"
+                path = parts / f"{key}-{chunk_hash(texts)}.npy"
+                summary["empty"] += sum(1 for t in texts if not t)
+                if key in done and done[key] != path:
+                    raise ValueError(
+                        f"--resume: chunk {index} of {_describe(source)} differs from the interrupted run's "
+                        "(the input changed); pass --overwrite to start again"
+                    )
+                stats: dict = {}
+                if path.is_file():
+                    summary["resumed_chunks"] += 1
+                    encodings = tokenizer.encode_batch(texts)  # only to count tokens and truncation
+                    stats = {"tokens": sum(len(e.ids) for e in encodings)}
+                    stats["truncated"] = sum(1 for e in encodings if e.overflowing)
+                else:
+                    vectors = embed(model, tokenizer, texts, batch_size=batch_size, dtype=dtype, stats=stats)
+                    _atomic_npy(path, vectors.cpu().numpy().astype("<f4", copy=False))
+                summary["tokens"] += stats["tokens"]
+                summary["truncated"] += stats["truncated"]
+                files.append(path)
+                summary["sentences"] += len(texts)
+                bar.update(len(texts))
+        finally:
+            bar.close()
+        stale = [p for p in parts.glob("[0-9]*-*.npy") if p not in set(files)]
+        if stale:
+            raise ValueError(
+                f"--resume: {parts} holds {len(stale)} chunk(s) past the end of {_describe(source)} "
+                "(the input changed); pass --overwrite to start again"
+            )
+        summary["chunks"] = len(files)
+        assemble(files, out, d)
+    shutil.rmtree(parts)
+    seconds = time.perf_counter() - start
+    summary.update(
+        seconds=seconds, sentences_per_s=summary["sentences"] / max(seconds, 1e-9), output=str(out)
+    )
+    return summary

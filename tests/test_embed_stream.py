@@ -1,0 +1,232 @@
+"""Streaming a file through `attnlab embed --input ... --output ...`: order kept, both output
+formats, resume after a real SIGKILL giving the identical file, bounded memory, and bad input."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+from attnlab.embed_stream import assemble, embed_file, read_sentences
+from attnlab.models import BertConfig, BertEncoder, embed
+from attnlab.models.pretrained import load_tokenizer, pretrained_path
+
+
+def _lines(n: int, seed: int = 0, lo: int = 3, hi: int = 20) -> list[str]:
+    rng = random.Random(seed)
+    words = ["attention", "query", "key", "value", "head", "the", "a", "model", "layer", "token", "é", "日本"]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(lo, hi))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A small random BERT (1 layer, d_model 16) with MiniLM's real tokenizer: fast, same pipeline."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_seq_length=256)
+    return BertEncoder(config).eval(), load_tokenizer(pretrained_path("minilm"), 256)
+
+
+def test_rows_follow_the_input_in_both_formats(tiny, tmp_path):
+    model, tokenizer = tiny
+    texts = _lines(250) + ["", "x " * 400]  # an empty line and one past 256 tokens
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    expected = embed(model, tokenizer, texts).numpy()  # [N, 16], all at once in memory
+    summary = embed_file(
+        model, tokenizer, str(src), str(tmp_path / "out.npy"), chunk_size=64, progress=_silent
+    )
+    got = np.load(tmp_path / "out.npy")
+    assert got.shape == (252, 16) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+    assert (summary["sentences"], summary["chunks"], summary["empty"], summary["truncated"]) == (252, 4, 1, 1)
+    assert not (tmp_path / "out.npy.parts").exists()
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": i, "body": t}) + "\n" for i, t in enumerate(texts)))
+    embed_file(
+        model,
+        tokenizer,
+        str(jsonl),
+        str(tmp_path / "o.safetensors"),
+        fmt="jsonl",
+        field="body",
+        chunk_size=100,
+        progress=_silent,
+    )
+    from safetensors.numpy import load_file
+
+    np.testing.assert_allclose(load_file(tmp_path / "o.safetensors")["embeddings"], got, rtol=0, atol=1e-6)
+
+
+def _silent(total):
+    from attnlab.embed_stream import Progress
+
+    return Progress(total, quiet=True)
+
+
+@pytest.mark.slow
+def test_memory_does_not_grow_with_the_file(tiny, tmp_path):
+    """Python-side peak (tracemalloc: lists, strings, NumPy buffers) for 8,000 lines stays within
+    1.2x of 1,000 lines: only one chunk is ever held (benchmarks/ measures real RSS at 100k vs 10k)."""
+    model, tokenizer = tiny
+    peaks, threads = {}, torch.get_num_threads()
+    torch.set_num_threads(1)  # a 16-wide model: threads only add scheduling latency
+    for n in (1000, 8000):
+        src = tmp_path / f"in{n}.txt"
+        src.write_text("\n".join(_lines(n, seed=n)) + "\n")
+        tracemalloc.start()
+        embed_file(model, tokenizer, str(src), str(tmp_path / f"o{n}.npy"), chunk_size=250, progress=_silent)
+        peaks[n] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert np.load(tmp_path / f"o{n}.npy", mmap_mode="r").shape == (n, 16)
+    torch.set_num_threads(threads)
+    assert peaks[8000] <= 1.2 * peaks[1000], peaks
+
+
+def _run(*args):
+    """`attnlab embed ARGS` in a subprocess, one thread (tiny ops; and the same thread count every run)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "attnlab", "embed", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tiny, tmp_path_factory):
+    """The tiny model saved as a Hugging Face checkpoint directory, for `attnlab embed --model DIR`."""
+    from safetensors.torch import save_file
+
+    from attnlab.models.hf.bert import hf_names
+
+    model, _ = tiny
+    path = tmp_path_factory.mktemp("tiny-bert")
+    c = model.config
+    names = hf_names(c)
+    state = {names[k]: v.contiguous() for k, v in model.state_dict().items() if k in names}
+    save_file(state, str(path / "model.safetensors"))
+    hf = {
+        "model_type": "bert",
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.d_model,
+        "num_attention_heads": c.num_heads,
+        "num_hidden_layers": c.num_layers,
+        "intermediate_size": c.d_ff,
+    }
+    (path / "config.json").write_text(json.dumps(hf))
+    (path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
+    (path / "tokenizer.json").write_bytes((pretrained_path("minilm") / "tokenizer.json").read_bytes())
+    return path
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_writes_the_identical_file(tiny_checkpoint, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(_lines(3000, seed=3, hi=30)) + "\n")
+    common = [
+        "--model",
+        str(tiny_checkpoint),
+        "--input",
+        str(src),
+        "--chunk-size",
+        "10",
+        "--batch",
+        "8",
+        "--quiet",
+    ]
+    ref = _run(*common, "--output", str(tmp_path / "ref.npy"))
+    assert ref.wait() == 0, ref.stderr.read()
+    out, parts = tmp_path / "out.npy", tmp_path / "out.npy.parts"
+    victim = _run(*common, "--output", str(out))
+    while len(list(parts.glob("0*.npy"))) < 3:  # three chunks finished and renamed into place
+        assert victim.poll() is None, "the run finished before it could be killed"
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert not out.exists() and parts.is_dir()
+    refused = _run(*common, "--output", str(out))
+    assert refused.wait() == 2 and "pass --resume" in refused.stderr.read()
+    resumed = _run(*common, "--output", str(out), "--resume", "--json")
+    assert resumed.wait() == 0, resumed.stderr.read()
+    summary = json.loads(resumed.stdout.read())
+    assert summary["resumed_chunks"] >= 3 and summary["chunks"] == 300 and summary["sentences"] == 3000
+    assert out.read_bytes() == (tmp_path / "ref.npy").read_bytes()
+    assert not parts.exists()
+
+
+def _error(args):
+    result = CliRunner().invoke(cli, ["embed", *args])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+def test_bad_inputs_exit_2_with_one_line_and_no_output(tmp_path):
+    out = str(tmp_path / "o.npy")
+    binary = tmp_path / "b.bin"
+    binary.write_bytes(b"ok\n\x00\x01\x02\n")
+    assert "line 2 holds a NUL byte" in _error(["--input", str(binary), "--output", out])
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("fine\nstill fine\ncaf\xe9\n".encode("latin-1"))
+    assert _error(["--input", str(bad), "--output", out]).endswith(
+        "line 3 is not valid UTF-8 (byte 0xe9 at column 4)"
+    )
+    jl = tmp_path / "in.jsonl"
+    jl.write_text('{"text": "a"}\n{"body": "b"}\n')
+    assert "line 2 has no field 'text'" in _error(["--input", str(jl), "--format", "jsonl", "--output", out])
+    assert "line 1 is not valid JSON" in _error(["--input", str(bad), "--format", "jsonl", "--output", out])
+    good = tmp_path / "good.txt"
+    good.write_text("hello\n")
+    assert "folder" in _error(["--input", str(good), "--output", str(tmp_path / "no" / "o.npy")])
+    assert "must end in .npy or .safetensors" in _error(
+        ["--input", str(good), "--output", str(tmp_path / "o.txt")]
+    )
+    assert "does not exist" in _error(["--input", str(tmp_path / "nope.txt"), "--output", out])
+    assert "is a directory" in _error(["--input", str(tmp_path), "--output", out])
+    assert "--input needs --output" in _error(["--input", str(good)])
+    assert not (tmp_path / "o.npy").exists()
+    (tmp_path / "o.npy").write_bytes(b"keep")
+    assert "already exists; pass --overwrite" in _error(["--input", str(good), "--output", out])
+    assert (tmp_path / "o.npy").read_bytes() == b"keep"
+
+
+def test_a_second_writer_is_refused_while_the_lock_is_held(tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_text("hello\n")
+    parts = tmp_path / "o.npy.parts"
+    parts.mkdir()
+    fd = os.open(parts / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        msg = _error(["--input", str(good), "--output", str(tmp_path / "o.npy"), "--resume"])
+    finally:
+        os.close(fd)
+    assert "another attnlab embed is writing" in msg and not (tmp_path / "o.npy").exists()
+
+
+def test_reader_keeps_empty_lines_and_strips_line_endings(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"\xef\xbb\xbfone\r\n\ntwo")
+    assert list(read_sentences(str(src))) == ["one", "", "two"]
+
+
+def test_assemble_checks_its_chunks(tmp_path):
+    a = tmp_path / "a.npy"
+    np.save(a, np.zeros((2, 3), dtype=np.float64))
+    with pytest.raises(ValueError, match=r"holds float64 \[2, 3\], expected float32 \[k, 3\]"):
+        assemble([a], tmp_path / "o.npy", 3)
+    assert not (tmp_path / "o.npy").exists()
