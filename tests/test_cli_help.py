@@ -44,7 +44,9 @@ def _registry(path: str, flag: str):
     from attnlab.audit.config import MODELS
     from attnlab.audit.presets import PRESETS
     from attnlab.devices import DEVICES
+    from attnlab.embed_stream import FORMATS as STREAM_FORMATS
     from attnlab.lessons.quiz import TOPICS
+    from attnlab.models.precision import DTYPES
     from attnlab.models.rnn import ATTENTIONS, CELLS
     from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
     from attnlab.tasks import TASKS
@@ -57,7 +59,9 @@ def _registry(path: str, flag: str):
     audit |= {"--ffn": FFNS, "--activation": ACTIVATIONS}
     common = {"--task": TASKS, "NAME": TASKS, "--split": SPLITS, "--decode": DECODERS, "--topic": TOPICS}
     common |= {"--schedule": SCHEDULES, "--cell": CELLS, "--attention": ATTENTIONS, "--format": FORMATS}
-    common |= {"--device": DEVICES}
+    common |= {"--device": DEVICES, "--dtype": DTYPES}
+    if path == "embed" and flag == "--format":
+        return STREAM_FORMATS
     if path.startswith("audit"):
         return {**common, **audit}.get(flag)
     if path == "train" and flag == "--model":

@@ -220,7 +220,7 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags
 )
 @click.option(
     "--dtype",
-    type=click.Choice(DTYPES),
+    type=choice(DTYPES),
     default="float32",
     show_default=True,
     help="Number format of the matmul (bfloat16: AMX / AVX-512 BF16; int8: dynamic quantisation).",

@@ -14,7 +14,7 @@ import json
 import click
 
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import device_option
+from attnlab.commands._types import choice, device_option
 from attnlab.embed_stream import FORMATS
 from attnlab.models.precision import DTYPES
 
@@ -47,7 +47,7 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
 @device_option()
 @click.option(
     "--dtype",
-    type=click.Choice(DTYPES),
+    type=choice(DTYPES),
     default="float32",
     show_default=True,
     help="Matmul number format: bfloat16 (fast with AMX / AVX-512 BF16) or int8 (dynamic quantisation).",
@@ -58,7 +58,7 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=choice(FORMATS),
     default="lines",
     show_default=True,
     help="--input layout: one sentence per line, or JSON Lines.",

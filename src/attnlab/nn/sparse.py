@@ -111,7 +111,9 @@ def block_plan(pattern: Pattern, device=None) -> tuple[Tensor, Tensor]:
     (``|d| < reach``), a multiple of the stride, or a query/key in the tile is global. It is full iff
     every pair is allowed: ``d_min >= 0`` (causal) and ``max |d| < reach`` or all its keys (or all
     its queries) are global. Partial tiles are masked by the rule, so a conservative "partial" is
-    always correct; "full" is exact.
+    always correct; a "full" tile is always entirely allowed. A tile that is entirely allowed only
+    because strided keys fill the gaps past the local band (e.g. one query at distance 128 with
+    stride 128) is marked partial: one masked tile of work, never a wrong weight.
     """
     t_q, t_k, bs = pattern.t_q, pattern.t_k, BLOCK_SIZE
     n_q, n_k = -(-t_q // bs), -(-t_k // bs)

@@ -20,6 +20,7 @@ from attnlab.ref.masks import causal_mask
 def elu_feature_map(x: np.ndarray) -> np.ndarray:
     """phi(x) = elu(x) + 1 (Katharopoulos et al. 2020, eq. 7): ``x + 1`` for ``x > 0``, ``exp(x)``
     otherwise; strictly positive, so every normaliser below is > 0. ``x [...]`` -> ``[...]`` (same shape)."""
+    x = as_float("x", x)
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
 

@@ -142,6 +142,7 @@ def sparse_pattern_mask(
     """
     t_q = positive_int("t_q", t_q)
     t_k = t_q if t_k is None else positive_int("t_k", t_k)
+    check_fits(f"sparse_pattern_mask({t_q}, {t_k})", t_q * t_k, 9)  # the bool mask and int64 offsets
     if t_k < t_q:
         raise ValueError(
             f"sparse_pattern_mask needs t_k >= t_q (queries are the last keys), got {t_q}, {t_k}"
