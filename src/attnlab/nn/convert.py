@@ -73,6 +73,13 @@ def _store_mha(theirs: nn.MultiheadAttention, ours: MultiHeadAttention) -> None:
 def mha_from_torch(theirs: nn.MultiheadAttention) -> MultiHeadAttention:
     """A :class:`MultiHeadAttention` with the weights of ``theirs`` (same outputs)."""
     kdim = theirs.kdim
+    # these add a learned (or zero) key/value row to every sequence: attnlab has no such row, and
+    # copying the rest would give different outputs without a word
+    if theirs.add_zero_attn or theirs.bias_k is not None:
+        which = "add_zero_attn=True" if theirs.add_zero_attn else "add_bias_kv=True"
+        raise ValueError(
+            f"cannot reproduce an nn.MultiheadAttention built with {which} (an extra key/value row)"
+        )
     if theirs.vdim != kdim:
         raise ValueError(f"attnlab needs kdim == vdim, got kdim={kdim}, vdim={theirs.vdim}")
     bias = theirs.in_proj_bias is not None
