@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Iterable
 
 
@@ -73,3 +74,12 @@ def choice(name: str, value, choices: Iterable):
 def optional_positive_int(name: str, value) -> int | None:
     """``None`` or a positive integer."""
     return None if value is None else positive_int(name, value)
+
+
+def memory_bytes() -> int:
+    """Physical memory of this machine in bytes (a generous bound when it cannot be read). The
+    size checks of ``ref`` (arrays) and ``models`` (a config built on the meta device) compare with it."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 1 << 40

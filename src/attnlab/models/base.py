@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from attnlab._checks import positive_int
+from attnlab._checks import memory_bytes, positive_int
 from attnlab._io import atomic_write_bytes, atomic_write_json
 
 CONFIG_FILE = "config.json"
@@ -174,14 +173,6 @@ class SavableModel(nn.Module):
         check_state_dict(model, state, str(directory / WEIGHTS_FILE))
         model.load_state_dict(state)
         return model.to(map_location)
-
-
-def memory_bytes() -> int:
-    """Physical memory of this machine in bytes (a generous bound when it cannot be read)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 1 << 40
 
 
 def check_fits(model_cls, config, source) -> int:

@@ -65,13 +65,10 @@ def result_dtype(*arrays: np.ndarray) -> np.dtype:
 def check_fits(what: str, n_elements: int, itemsize: int = 8) -> None:
     """Refuse, before allocating, an array that would take more than half of this machine's memory:
     ``ValueError`` naming ``what`` and the GiB it would need (never a raw ``MemoryError``)."""
-    import os
+    from attnlab._checks import memory_bytes
 
     need = int(n_elements) * itemsize
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        have = 1 << 40
+    have = memory_bytes()
     if need > have // 2:
         raise ValueError(
             f"{what} would need {need / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB"
