@@ -40,13 +40,9 @@ def test_files_mirror():
     only_ref = _files(attnlab.ref) - _files(attnlab.nn)
     only_nn = _files(attnlab.nn) - _files(attnlab.ref)
     assert only_ref == {"softmax"}  # the engine uses PyTorch's softmax
-    assert only_nn <= {
-        "config",
-        "hooks",
-        "rolling_cache",
-        "sparse",
-    }  # modules only: block config, hooks, rolling KV cache; the block-sparse kernel (its patterns
-    # mirror ref/masks.py's sparse_pattern_mask)
+    # modules only: block config, hooks and their non-finite check, rolling KV cache; the
+    # block-sparse kernel (its patterns mirror ref/masks.py's sparse_pattern_mask)
+    assert only_nn <= {"config", "hooks", "nonfinite", "rolling_cache", "sparse"}
 
 
 def test_same_names_in_same_files():

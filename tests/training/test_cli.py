@@ -153,3 +153,72 @@ def test_explore_refuses_foreign_characters_as_translate_does(trained, tmp_path)
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "outside the 'reverse' alphabet 'abcdefghij'" in result.output and "'H'" in result.output
     assert not out.exists()
+
+
+def _spy_on_training(monkeypatch) -> list[str]:
+    """Replace the trainer with a recorder of the device it is asked for (nothing is trained)."""
+    import attnlab.training.trainer as trainer
+
+    seen: list[str] = []
+
+    def fake(config, out, **kw):
+        seen.append(kw["device"])
+        return trainer.TrainResult(None, [], 0, None, 0)
+
+    monkeypatch.setattr(trainer, "train", fake)
+    return seen
+
+
+@pytest.mark.parametrize("cuda_present, want", [(False, "cpu"), (True, "cuda")])
+def test_train_device_auto_picks_cuda_only_when_present(tmp_path, monkeypatch, cuda_present, want):
+    import torch
+
+    seen = _spy_on_training(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_present)
+    result = run("train", "--task", "reverse", "--steps", "2", *TINY, "--out", str(tmp_path / "r"), "--json")
+    assert result.exit_code == 0, result.output
+    assert seen == [want]
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "translate"])
+def test_device_cuda_without_cuda_is_one_line_and_exit_2(trained, tmp_path, monkeypatch, command):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU-only machine
+    before = snapshot(trained)
+    args = {
+        "train": ["train", "--task", "reverse", "--steps", "2", *TINY, "--out", str(tmp_path / "new")],
+        "evaluate": ["evaluate", str(trained), "--n", "5"],
+        "translate": ["translate", str(trained), "abc"],
+    }[command]
+    result = CliRunner().invoke(cli, [*args, "--device", "cuda"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: device 'cuda' was asked for"), result.output
+    assert not (tmp_path / "new").exists() and snapshot(trained) == before
+
+
+def test_evaluate_device_auto_scores_as_cpu(trained):
+    auto = run("evaluate", str(trained), "--n", "20", "--json")
+    cpu = run("evaluate", str(trained), "--n", "20", "--json", "--device", "cpu")
+    assert auto.exit_code == cpu.exit_code == 0
+    assert json.loads(auto.output) == json.loads(cpu.output)
+
+
+def test_train_refuses_cuda_with_several_processes(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--task",
+            "reverse",
+            *TINY,
+            "--nproc",
+            "2",
+            "--device",
+            "cuda",
+            "--out",
+            str(tmp_path / "d"),
+        ],
+    )
+    assert result.exit_code == 2 and "--nproc > 1 runs DDP over gloo" in result.output

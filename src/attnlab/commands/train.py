@@ -17,6 +17,7 @@ from attnlab.commands._types import (
     SEED,
     Positive,
     choice,
+    device_option,
 )
 
 _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -93,6 +94,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--overwrite", is_flag=True, help="Replace the run already in --out (an attnlab run folder only)."
 )
 @click.option("--nproc", type=POSITIVE, default=1, show_default=True, help="DDP processes (gloo on CPU).")
+@device_option()
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final metrics as JSON.")
 @click.pass_context
@@ -103,15 +105,20 @@ def train(
     resume: bool,
     overwrite: bool,
     nproc: int,
+    device: str,
     quiet: bool,
     as_json: bool,
     **opts,
 ) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
+    from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_checkpoint, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
     from attnlab.training.trainer import train as run
 
+    if nproc > 1 and device == "cuda":
+        raise ValueError("--device cuda trains in one process; --nproc > 1 runs DDP over gloo on the CPU")
+    device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
         raise ValueError("--resume needs --out DIR")
     base = load_checkpoint(out).config if resume else None
@@ -141,6 +148,7 @@ def train(
             rank=rank,
             world=world,
             log=None if quiet else (lambda line: click.echo(line, err=True)),
+            device=device,
         )
         if rank != 0:
             return
@@ -219,6 +227,7 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
     help="Decoding.",
 )
 @click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@device_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
 @usage_errors
 def evaluate(
@@ -231,13 +240,17 @@ def evaluate(
     max_len: int | None,
     decode: str,
     beam_size: int,
+    device: str,
     as_json: bool,
 ) -> None:
     """Score the model trained in DIRECTORY: token and exact-sequence accuracy, by source length."""
+    from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict, score
 
+    device = resolve_device(device)  # before loading: cuda asked for and absent is one line, exit 2
     model, state = load_trained(directory)
+    model.to(device)
     if task is not None and task != state["task"]["name"]:
         raise ValueError(f"{directory} was trained on task {state['task']['name']!r}, not {task!r}")
     t = _task_of(state, min_len, max_len)
@@ -276,14 +289,20 @@ def evaluate(
     help="Decoding.",
 )
 @click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@device_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the outputs as JSON.")
 @usage_errors
-def translate(directory: str, text: tuple[str, ...], decode: str, beam_size: int, as_json: bool) -> None:
+def translate(
+    directory: str, text: tuple[str, ...], decode: str, beam_size: int, device: str, as_json: bool
+) -> None:
     """Run the model trained in DIRECTORY on TEXT (one or more inputs)."""
+    from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict
 
+    device = resolve_device(device)
     model, state = load_trained(directory)
+    model.to(device)
     t = _task_of(state, None, None)
     for s in text:
         t.tokenizer.check_text(s, t.name)

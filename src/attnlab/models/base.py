@@ -172,7 +172,9 @@ class SavableModel(nn.Module):
                         break
         check_state_dict(model, state, str(directory / WEIGHTS_FILE))
         model.load_state_dict(state)
-        return model.to(map_location)
+        from attnlab.nn.nonfinite import detect_from_env
+
+        return detect_from_env(model.to(map_location))  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
 
 
 def check_fits(model_cls, config, source) -> int:

@@ -47,6 +47,7 @@ from attnlab.nn.masks import (
     sparse_pattern_mask,
 )
 from attnlab.nn.multihead import KVCache, MultiHeadAttention, merge_heads, split_heads
+from attnlab.nn.nonfinite import NonFiniteError, detect_nonfinite
 from attnlab.nn.positions import (
     LearnedPositions,
     SinusoidalPositions,
@@ -60,6 +61,8 @@ from attnlab.nn.rope_scaling import rope_frequencies
 from attnlab.nn.sparse import block_sparse_attention
 
 __all__ = [
+    "detect_nonfinite",
+    "NonFiniteError",
     "block_sparse_attention",
     "elu_feature_map",
     "linear_attention",

@@ -27,6 +27,11 @@ def _strip(row: list[int]) -> list[int]:
     return row[: row.index(EOS)] if EOS in row else row
 
 
+def _device(model) -> torch.device:
+    """Where ``model``'s parameters are (its inputs go there too)."""
+    return next(model.parameters()).device
+
+
 @torch.no_grad()
 def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]]:
     """Greedy continuations (``pad_id`` after EOS), prompts of equal length decoded as one batch."""
@@ -35,7 +40,7 @@ def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]
     for i, p in enumerate(prompts):
         by_len.setdefault(len(p), []).append(i)
     for idx in by_len.values():
-        prompt = torch.tensor([prompts[i] for i in idx], dtype=torch.long)  # [B, P]
+        prompt = torch.tensor([prompts[i] for i in idx], dtype=torch.long, device=_device(model))  # [B, P]
         for i, row in zip(idx, greedy(model, prompt, max_len=max_new, eos_id=EOS).tolist()):  # [B, L]
             out[i] = row
     return out
@@ -66,7 +71,7 @@ def predict(
             if getattr(model, "kind", "") == "gpt":
                 rows = _gpt_greedy(model, [gpt_prompt(s, tok) for s in chunk], max_len)
             else:
-                src = pad_rows([tok.encode(s) + [EOS] for s in chunk])  # [B, S]
+                src = pad_rows([tok.encode(s) + [EOS] for s in chunk]).to(_device(model))  # [B, S]
                 if decode == "beam":
                     tokens = beam_search(model, src, beam_size=beam_size, max_len=max_len).tokens  # [B, L]
                 else:

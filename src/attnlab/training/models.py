@@ -113,8 +113,11 @@ def build_config(kind: str, vocab_size: int, params: dict[str, Any]):
 
 
 def build_model(kind: str, vocab_size: int, params: dict[str, Any]) -> nn.Module:
-    """A freshly initialised model of ``kind`` (initialisation uses torch's global RNG)."""
-    return model_class(kind)(build_config(kind, vocab_size, params))
+    """A freshly initialised model of ``kind`` (initialisation uses torch's global RNG); checked at
+    every hook point when ``ATTNLAB_DETECT_NONFINITE`` is set (:mod:`attnlab.nn.nonfinite`)."""
+    from attnlab.nn.nonfinite import detect_from_env
+
+    return detect_from_env(model_class(kind)(build_config(kind, vocab_size, params)))
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -154,6 +154,7 @@ def train(
     until: int | None = None,
     overwrite: bool = False,
     log=None,
+    device: str = "cpu",
 ) -> TrainResult:
     """Run (or resume) training; see the module doc. Only ``rank`` 0 writes or evaluates.
 
@@ -162,6 +163,8 @@ def train(
     spin against each other and can make a step ten times slower.
     ``until``: stop after this step as if interrupted (the schedule still runs to ``config.steps``).
     ``overwrite``: replace the run already in ``out_dir``. ``log``: where to say what was repaired.
+    ``device``: where the model trains (``"cpu"``, ``"cuda"``; :func:`attnlab.devices.resolve_device`
+    resolves ``"auto"``); checkpoints and the returned model are on the CPU.
 
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
@@ -186,54 +189,147 @@ def train(
                 world=world,
                 desc=desc,
                 until=config.steps if until is None else min(until, config.steps),
+                device=device,
             )
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _run(
-    config: TrainConfig, out_dir, ckpt, *, progress: bool, rank: int, world: int, desc: str | None, until: int
-) -> TrainResult:
-    task = get_task(config.task, **config.task_params)
-    tok = task.tokenizer
-    decoder_only = config.model == "gpt"
+@dataclass
+class _Loop:
+    """What the loop carries from step to step (and a checkpoint saves): the model and its optimizer
+    on ``device``, the metric ``history``, the window of the last 20 ``(loss, token acc)`` pairs."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    step: int
+    history: list[dict[str, Any]]
+    recent: list[tuple[float, float]]
+    device: str
+
+
+def _restore(config: TrainConfig, vocab_size: int, ckpt, device: str) -> _Loop:
+    """A fresh model (seeded) and AdamW, or both as ``ckpt`` left them, on ``device``."""
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, vocab_size, config.model_params)
+    if ckpt is not None:
+        model.load_state_dict(ckpt.model.state_dict())
+    model.to(device)  # parameters keep their identity: the optimizer below holds the moved ones
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    if ckpt is None:
+        return _Loop(model, optimizer, 0, [], [], device)
+    optimizer.load_state_dict(ckpt.optimizer_state)  # its state follows the parameters' device
+    torch.set_rng_state(ckpt.rng_state)
+    recent = [tuple(r) for r in ckpt.recent]  # the loss window, so a resumed run reports the same
+    return _Loop(model, optimizer, ckpt.step, ckpt.history, recent, device)
+
+
+def _train_step(loop: _Loop, net, config: TrainConfig, batch, lr: float, decoder_only: bool) -> int:
+    """One optimisation step at learning rate ``lr`` on ``batch`` (tensors ``[B, ...]``); appends
+    ``(loss, token accuracy)`` to the loss window and returns the number of target tokens."""
+    for g in loop.optimizer.param_groups:
+        g["lr"] = lr
+    batch = tuple(t.to(loop.device) for t in batch)
+    loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing)
+    loop.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.clip > 0:
+        torch.nn.utils.clip_grad_norm_(loop.model.parameters(), config.clip)
+    loop.optimizer.step()
+    loop.step += 1
+    loop.recent = (loop.recent + [(float(loss.detach()), correct / max(count, 1))])[-20:]
+    return count
+
+
+def _record(loop: _Loop, lr: float, tokens_seen: int, elapsed: float) -> dict[str, Any]:
+    """The metrics of the step just taken: loss and token accuracy averaged over the window."""
+    return {
+        "step": loop.step,
+        "lr": lr,
+        "loss": float(np.mean([r[0] for r in loop.recent])),
+        "train_token_acc": float(np.mean([r[1] for r in loop.recent])),
+        "tokens_per_s": tokens_seen / elapsed if elapsed > 0 else 0.0,
+    }
+
+
+def _evaluate(
+    loop: _Loop, config: TrainConfig, task: Task, val, record: dict, elapsed: float, bar, say: bool
+):
+    """Decode the validation examples, add their scores to ``record`` and keep it in the history;
+    ``say``: print a progress line (not for the last step: the caller's summary is printed once)."""
+    m = evaluate_examples(loop.model, task, val, decode=config.decode, beam_size=config.beam_size)
+    record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
+    loop.history.append(record)
+    if say:
+        bar.write(
+            f"step {loop.step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
+            f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)"
+        )
+
+
+def _checkpoint(loop: _Loop, config: TrainConfig, task: Task, out_dir) -> None:
+    """Save the loop's state as checkpoint ``loop.step`` in ``out_dir`` (atomically; see checkpoint)."""
+    save_checkpoint(
+        out_dir,
+        model=loop.model,
+        optimizer=loop.optimizer,
+        step=loop.step,
+        config=config,
+        history=loop.history,
+        task_spec=task.spec(),
+        recent=loop.recent,
+    )
+
+
+def _data(config: TrainConfig, task: Task, decoder_only: bool):
+    """``(training batches, validation examples)``, both fixed by ``config.seed``."""
     data = TrainData(
         task.sample("train", config.train_size, seed=config.seed),
-        tok,
+        task.tokenizer,
         decoder_only=decoder_only,
         batch_size=config.batch_size,
         seed=config.seed,
     )
-    val = task.sample("validation", config.eval_size, seed=config.seed)
+    return data, task.sample("validation", config.eval_size, seed=config.seed)
 
-    torch.manual_seed(config.seed)
-    model = build_model(config.model, tok.vocab_size, config.model_params)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    start, history, recent = 0, [], []
-    if ckpt is not None:
-        model.load_state_dict(ckpt.model.state_dict())
-        optimizer.load_state_dict(ckpt.optimizer_state)
-        torch.set_rng_state(ckpt.rng_state)
-        start, history = ckpt.step, ckpt.history
-        recent = [tuple(r) for r in ckpt.recent]  # the loss window, so a resumed run reports the same
-    n_params = count_parameters(model)
-    net = model
-    if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(model)
+
+def _due(every: int, step: int, last: bool) -> bool:
+    """Evaluation or checkpoint at ``step``: every ``every`` steps (0 = never) and at the last step."""
+    return last or bool(every and step % every == 0)
+
+
+def _run(
+    config: TrainConfig,
+    out_dir,
+    ckpt,
+    *,
+    progress: bool,
+    rank: int,
+    world: int,
+    desc: str | None,
+    until: int,
+    device: str = "cpu",
+) -> TrainResult:
+    task = get_task(config.task, **config.task_params)
+    tok = task.tokenizer
+    decoder_only = config.model == "gpt"
+    data, val = _data(config, task, decoder_only)
+    loop = _restore(config, tok.vocab_size, ckpt, device)
+    n_params = count_parameters(loop.model)
+    net = torch.nn.parallel.DistributedDataParallel(loop.model) if world > 1 else loop.model
     d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
     lead = rank == 0
-
     bar = progress_bar(
         total=config.steps,
-        initial=start,
+        initial=loop.step,
         quiet=not (progress and lead),
         unit="step",
         desc=desc or f"train {config.model} on {config.task}",
     )
-    model.train()
+    loop.model.train()
     t0, tokens_seen = time.perf_counter(), 0
-    step = start
-    while step < until:
+    while loop.step < until:
+        step = loop.step
         lr = learning_rate(
             step,
             schedule=config.schedule,
@@ -242,55 +338,23 @@ def _run(
             total=config.steps,
             d_model=d_model,
         )
-        for g in optimizer.param_groups:
-            g["lr"] = lr
-        torch.manual_seed(step_seed(config.seed, step, rank))
-        loss, correct, count = batch_loss(
-            net, data.batch(step, rank, world), decoder_only, config.label_smoothing
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-        optimizer.step()
-        step += 1
-        tokens_seen += count * world
-        recent = (recent + [(float(loss.detach()), correct / max(count, 1))])[-20:]
+        torch.manual_seed(step_seed(config.seed, step, rank))  # seeds every device's generator
+        tokens_seen += _train_step(loop, net, config, data.batch(step, rank, world), lr, decoder_only) * world
         elapsed = time.perf_counter() - t0
-        record = {
-            "step": step,
-            "lr": lr,
-            "loss": float(np.mean([r[0] for r in recent])),
-            "train_token_acc": float(np.mean([r[1] for r in recent])),
-            "tokens_per_s": tokens_seen / elapsed if elapsed > 0 else 0.0,
-        }
+        record = _record(loop, lr, tokens_seen, elapsed)
         bar.update(1)
         bar.set_postfix(
             loss=f"{record['loss']:.3f}",
             acc=f"{record['train_token_acc']:.3f}",
             tok_s=f"{record['tokens_per_s']:.0f}",
         )
-        last = step == config.steps or step == until
-        if lead and ((config.eval_every and step % config.eval_every == 0) or last):
-            m = evaluate_examples(model, task, val, decode=config.decode, beam_size=config.beam_size)
-            record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
-            history.append(record)
-            if progress and not last:  # the final line is the caller's summary, printed once
-                bar.write(
-                    f"step {step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
-                    f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)"
-                )
-        if lead and out_dir is not None and ((config.ckpt_every and step % config.ckpt_every == 0) or last):
-            save_checkpoint(
-                out_dir,
-                model=model,
-                optimizer=optimizer,
-                step=step,
-                config=config,
-                history=history,
-                task_spec=task.spec(),
-                recent=recent,
-            )
+        last = loop.step in (config.steps, until)
+        if lead and _due(config.eval_every, loop.step, last):
+            _evaluate(loop, config, task, val, record, elapsed, bar, say=progress and not last)
+        if lead and out_dir is not None and _due(config.ckpt_every, loop.step, last):
+            _checkpoint(loop, config, task, out_dir)
     bar.close()
-    model.eval()
-    return TrainResult(model, history, step, task, n_params, resumed_from=ckpt.step if ckpt else None)
+    model = loop.model.to("cpu").eval()
+    return TrainResult(
+        model, loop.history, loop.step, task, n_params, resumed_from=ckpt.step if ckpt else None
+    )

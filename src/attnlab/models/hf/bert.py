@@ -16,6 +16,7 @@ from torch import Tensor
 
 from attnlab.models.base import load_state
 from attnlab.models.bert import POOLINGS, BertConfig, BertEncoder
+from attnlab.nn.nonfinite import detect_from_env
 
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 
@@ -30,7 +31,7 @@ def load_bert(directory: str | Path) -> BertEncoder:
     model = BertEncoder(config)
     state = load_state(directory / "model.safetensors")
     model.load_state_dict(map_hf_state(model, state, str(directory / "model.safetensors")))
-    return model.eval()
+    return detect_from_env(model.eval())  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
 
 
 def _read_json(path: Path) -> Any:

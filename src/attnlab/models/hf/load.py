@@ -27,6 +27,7 @@ from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.hf import gpt2, llama
 from attnlab.models.hf.checkpoint import CONFIG, INDEX, read_hf_config, read_hf_state, weight_files
 from attnlab.models.hf.mapping import map_state, strip_prefix
+from attnlab.nn.nonfinite import detect_from_env
 
 FAMILIES: dict[str, ModuleType] = {kind: fam for fam in (gpt2, llama) for kind in fam.MODEL_TYPES}
 MODEL_TYPES = ("bert", *FAMILIES)  # every model_type load_hf reads
@@ -103,7 +104,7 @@ def build_gpt(config: GPTConfig, state: dict[str, torch.Tensor], source: str, dt
         state = {**state, "lm_head.weight": state["tok_embed.weight"]}
     check_state_dict(model, state, source)
     model.load_state_dict(state)
-    return model.eval()
+    return detect_from_env(model.eval())  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
 
 
 def load_hf_tokenizer(directory: str | Path, vocab_size: int | None = None):
