@@ -102,3 +102,25 @@ def test_cpu_features_come_from_proc_cpuinfo():
     unit = "AMX-INT8" if "amx_int8" in flags else "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2"
     said = precision.kernels("int8")
     assert unit in said and repr(torch.backends.quantized.engine) in said
+
+
+@pytest.mark.parametrize(
+    ("dtype", "act", "tol"),
+    [("float32", "gelu", 1e-5), ("float32", "silu", 1e-5), ("bfloat16", "gelu", 0.06)],
+)
+def test_prepacked_linear_equals_f_linear(dtype, act, tol):
+    """The prepacked (oneDNN) linear with its fused activation against torch's F.linear + activation
+    in float64; bfloat16 within bf16 rounding of inputs and output (|y| <= ~8 here)."""
+    from attnlab.nn.layers import ACTIVATIONS
+
+    torch.manual_seed(0)
+    w, b, x = (
+        torch.randn(96, 40) / 6,
+        torch.randn(96),
+        torch.randn(33, 40),
+    )  # [d_out, d_in], [d_out], [N, d_in]
+    y = precision.MAKERS[dtype](w, b, act)(x)  # [33, 96]
+    want = ACTIVATIONS[act](F.linear(x.double(), w.double(), b.double()))  # [33, 96]
+    assert y.shape == (33, 96) and y.dtype == getattr(torch, dtype)
+    torch.testing.assert_close(y.double(), want, rtol=0, atol=tol)
+    assert precision.MAKERS[dtype](w, b)(x[:0]).shape == (0, 96)

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.nn.layers import ACTIVATIONS
+
 DTYPES = ("float32", "bfloat16", "int8")
 FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx_vnni")
 
@@ -109,21 +111,57 @@ def warn_if_slow(dtype: str) -> None:
         )
 
 
-def _float32(weight: Tensor, bias: Tensor | None) -> Linear:
-    return functools.partial(F.linear, weight=weight, bias=bias)  # [N, d_in] -> [N, d_out]
+# The activations oneDNN can apply inside the GEMM (post-op name, algorithm), as attnlab.nn.layers names them
+FUSED = {"relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
 
 
-def _bfloat16(weight: Tensor, bias: Tensor | None) -> Linear:
-    w = weight.to(torch.bfloat16)  # [d_out, d_in], cast once
-    b = None if bias is None else bias.to(torch.bfloat16)
+def onednn_linear() -> bool:
+    """True when this PyTorch has oneDNN's prepacked linear (the kernel ``torch.compile`` uses on CPU)."""
+    ops = torch.ops.mkldnn
+    return torch.backends.mkldnn.is_available() and all(
+        hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise")
+    )
+
+
+def _packed(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.dtype) -> Linear:
+    """``act(x W^T + b)`` with ``W [d_out, d_in]`` cast to ``dtype`` and reordered once into oneDNN's
+    blocked layout (F.linear repacks it on every call), the bias and ``act`` applied inside the GEMM
+    (F.linear first copies the bias into every output row). Unfused fallback where oneDNN is absent."""
+    w = weight.detach().to(dtype)  # [d_out, d_in]
+    b = None if bias is None else bias.detach().to(dtype)  # [d_out]
+    fn = ACTIVATIONS[act] if act else None
+    bf16 = dtype == torch.bfloat16
+    if (
+        dtype not in (torch.float32, torch.bfloat16)
+        or not onednn_linear()
+        or (bf16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    ):
+
+        def plain(x: Tensor) -> Tensor:
+            y = F.linear(x.to(dtype), w, b)  # [N, d_in] -> [N, d_out]
+            return fn(y) if fn else y
+
+        return plain
+    packed = torch.ops.mkldnn._reorder_linear_weight(w, 1024)  # [d_out, d_in], oneDNN layout
+    post, algorithm = FUSED.get(act, ("none", ""))
+    unfused = fn if act and act not in FUSED else None
 
     def linear(x: Tensor) -> Tensor:
-        return F.linear(x.to(torch.bfloat16), w, b)  # [N, d_in] -> [N, d_out] bfloat16
+        y = torch.ops.mkldnn._linear_pointwise(x.to(dtype), packed, b, post, [], algorithm)  # [N, d_out]
+        return unfused(y) if unfused else y
 
     return linear
 
 
-def _int8(weight: Tensor, bias: Tensor | None) -> Linear:
+def _float32(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
+    return _packed(weight, bias, act, weight.dtype)  # [N, d_in] -> [N, d_out], the model's own dtype
+
+
+def _bfloat16(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
+    return _packed(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
+
+
+def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
     """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once."""
     scale = (weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0).double()  # [d_out]
     zero = torch.zeros(weight.shape[0], dtype=torch.long)
@@ -137,7 +175,10 @@ def _int8(weight: Tensor, bias: Tensor | None) -> Linear:
     reduce_range = not (flags["avx512_vnni"] or flags["amx_int8"] or flags["avx_vnni"])
 
     def linear(x: Tensor) -> Tensor:
-        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)  # [N, d_out] float32
+        y = torch.ops.quantized.linear_dynamic(x, packed, reduce_range)  # [N, d_out] float32
+        return fn(y) if fn else y
+
+    fn = ACTIVATIONS[act] if act else None
 
     return linear
 
@@ -150,15 +191,15 @@ class PackedLayer:
     """One post-norm encoder layer's weights, ready for the packed path in one number format.
 
     ``qkv: [N, d] -> [N, 3d]`` (W^Q | W^K | W^V), ``out: [N, d] -> [N, d]`` (W^O), ``ffn_in: [N, d] ->
-    [N, d_ff]``, ``ffn_out: [N, d_ff] -> [N, d]``; ``act`` the FFN's activation; ``norm1``/``norm2``
-    the float32 LayerNorms. A linear may return bfloat16; the residual sums promote to float32.
+    [N, d_ff]`` (the FFN's first linear and its activation, act(x W_1 + b_1), fused in one kernel
+    where oneDNN can), ``ffn_out: [N, d_ff] -> [N, d]``; ``norm1``/``norm2`` the float32 LayerNorms.
+    A linear may return bfloat16; the residual sums promote to float32.
     """
 
     qkv: Linear
     out: Linear
     ffn_in: Linear
     ffn_out: Linear
-    act: Callable[[Tensor], Tensor]
     norm1: nn.Module
     norm2: nn.Module
 
@@ -174,9 +215,8 @@ def prepare_layers(layers: nn.ModuleList, dtype: str) -> list[PackedLayer]:
                 PackedLayer(
                     qkv=make(*attn.qkv_weight()),  # [3d, d], [3d]
                     out=make(attn.out_proj.weight, attn.out_proj.bias),
-                    ffn_in=make(ffn.linear1.weight, ffn.linear1.bias),
+                    ffn_in=make(ffn.linear1.weight, ffn.linear1.bias, ffn.activation),
                     ffn_out=make(ffn.linear2.weight, ffn.linear2.bias),
-                    act=ffn._act,
                     norm1=layer.norm1,
                     norm2=layer.norm2,
                 )
