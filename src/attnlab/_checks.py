@@ -83,3 +83,16 @@ def memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
         return 1 << 40
+
+
+# A query row whose mask leaves no key: the one policy of attnlab.ref and attnlab.nn. "error" (the
+# default) raises, naming the row; "zero" is PyTorch's convention (that row's weights and output are 0).
+EMPTY_ROWS = ("error", "zero")
+
+
+def empty_row_error(index: tuple[int, ...]) -> ValueError:
+    """The error for the first query row (``index`` into the mask's ``[..., T_q]``) with no key."""
+    return ValueError(
+        f"mask leaves query row {index} (index [..., T_q]) with no key to attend to; "
+        f"pass empty_rows='zero' for PyTorch's convention (output 0)"
+    )

@@ -183,7 +183,7 @@ def test_parameter_counts_are_exact():
     [
         (dict(cell="rnn"), r"cell must be one of \['gru', 'lstm'\]"),
         (dict(hidden=0), "hidden must be a positive integer"),
-        (dict(dropout=1.0), r"dropout must be in \[0, 1\)"),
+        (dict(dropout=1.0), r"dropout must be a number in \[0, 1\)"),
         (dict(pad_id=11), "pad_id must be an id in both vocabularies"),
     ],
 )

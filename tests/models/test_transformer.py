@@ -192,7 +192,7 @@ def test_prenorm_stacks_have_final_norms_postnorm_do_not():
         (dict(src_vocab=0), "src_vocab must be a positive integer"),
         (dict(norm="middle"), "norm must be one of"),
         (dict(activation="tanh"), "activation must be one of"),
-        (dict(dropout=1.5), r"dropout must lie in \[0, 1\)"),
+        (dict(dropout=1.5), r"dropout must be a number in \[0, 1\)"),
         (dict(share_embeddings=True), "share_embeddings needs src_vocab == tgt_vocab"),
         (dict(pad_id=11), "pad_id=11"),
     ],

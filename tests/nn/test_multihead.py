@@ -191,12 +191,30 @@ def test_trace_reports_every_step_in_order():
     assert w is None  # the trace does not change what forward returns
 
 
-def test_empty_query_rows_give_zeros_not_nan():
+def test_empty_query_rows_are_errors_like_ref_unless_zero_is_asked_for(ref_mha_params):
+    """One policy in ref and nn: a query row with no key is a ValueError naming the row (the same
+    message), or, with empty_rows="zero", PyTorch's convention: weights and output 0, never NaN."""
     m = _mha(12, 8, 2)
     x = _x(13, 1, 3, 8)
     mask = torch.tensor([[True, True, False], [False, False, False], [True, False, False]])
-    fast, _ = m(x, mask=mask)
-    slow, w = m(x, mask=mask, need_weights=True)
+    with pytest.raises(ValueError) as ref_error:
+        ref.multi_head_attention(x.numpy(), None, ref_mha_params(m), 2, mask=mask.numpy())
+    for kw in (dict(), dict(need_weights=True), dict(is_causal=True)):
+        with pytest.raises(ValueError, match=r"query row \(.*1,\) .* no key to attend to") as ours:
+            m(x, mask=mask, **kw)
+        assert str(ours.value).split(" (index")[1] == str(ref_error.value).split(" (index")[1]
+    flash = MultiHeadAttention(BlockConfig(8, 2, attention="flash"))
+    with pytest.raises(ValueError, match=r"query row \(0,\)"):  # causal & mask: query 0 keeps no key
+        flash(x.float(), mask=torch.tensor([[False, True, True]]), is_causal=True)
+    with pytest.raises(ValueError, match=r"empty_rows must be one of \['error', 'zero'\], got 'nan'"):
+        m(x, empty_rows="nan")
+    fast, _ = m(x, mask=mask, empty_rows="zero")
+    slow, w = m(x, mask=mask, need_weights=True, empty_rows="zero")
+    want, want_w = ref.multi_head_attention(
+        x.numpy(), None, ref_mha_params(m), 2, mask=mask.numpy(), empty_rows="zero"
+    )
+    np.testing.assert_allclose(slow.detach().numpy(), want, rtol=0, atol=TOL64)
+    np.testing.assert_allclose(w.detach().numpy(), want_w, rtol=0, atol=TOL64)
     assert not torch.isnan(fast).any() and not torch.isnan(slow).any()
     torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
     assert bool((w[:, :, 1] == 0).all())

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from attnlab._checks import memory_bytes, positive_int
+from attnlab._checks import choice, memory_bytes, positive_int, probability
 from attnlab._io import atomic_write_bytes, atomic_write_json
 
 CONFIG_FILE = "config.json"
@@ -61,9 +61,13 @@ def check_positive(config: Any, *names: str) -> None:
 
 def check_choice(config: Any, name: str, choices: tuple) -> None:
     """Raise ``ValueError`` unless ``config.name`` is one of ``choices``."""
-    value = getattr(config, name)
-    if value not in choices:
-        raise ValueError(f"{type(config).__name__}.{name} must be one of {list(choices)}, got {value!r}")
+    choice(f"{type(config).__name__}.{name}", getattr(config, name), choices)
+
+
+def check_probability(config: Any, *names: str) -> None:
+    """Raise ``ValueError`` unless each named field of ``config`` lies in [0, 1) (a dropout rate)."""
+    for name in names:
+        probability(f"{type(config).__name__}.{name}", getattr(config, name))
 
 
 def _looks_like_safetensors(head: bytes, size: int) -> bool:

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
+from attnlab._checks import positive_float
+from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import EncoderLayer
@@ -61,10 +62,8 @@ class BertConfig(ModelConfig):
             )
         check_choice(self, "activation", ("gelu", "gelu_tanh", "relu"))
         check_choice(self, "pooling", POOLINGS)
-        if not (isinstance(self.eps, float) and self.eps > 0):
-            raise ValueError(f"BertConfig.eps must be a positive float, got {self.eps!r}")
-        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
-            raise ValueError(f"BertConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        positive_float("BertConfig.eps", self.eps)
+        check_probability(self, "dropout")
         if not (isinstance(self.pad_id, int) and 0 <= self.pad_id < self.vocab_size):
             raise ValueError(f"BertConfig.pad_id must be in [0, {self.vocab_size}), got {self.pad_id!r}")
         if self.max_seq_length is not None:

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
+from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
 from attnlab.nn.attention import AdditiveAttention, LuongAttention
 
 CELLS = ("gru", "lstm")
@@ -62,12 +62,7 @@ class RNNConfig(ModelConfig):
     def __post_init__(self) -> None:
         check_positive(self, "src_vocab", "tgt_vocab", "emb", "hidden", "layers")
         check_choice(self, "cell", CELLS)
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, (int, float))
-            or not 0.0 <= self.dropout < 1.0
-        ):
-            raise ValueError(f"{type(self).__name__}.dropout must be in [0, 1), got {self.dropout!r}")
+        check_probability(self, "dropout")
         if (
             isinstance(self.pad_id, bool)
             or not isinstance(self.pad_id, int)

@@ -18,7 +18,7 @@ import math
 import torch
 from torch import nn
 
-from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive
+from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
 from attnlab.nn.config import ACTIVATIONS, NORM_PLACES, BlockConfig
 from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import Decoder, Encoder
@@ -49,12 +49,6 @@ def check_ids(name: str, ids: torch.Tensor, vocab: int, max_len: int, ndim: int 
         raise ValueError(f"{name} has length {ids.shape[1]}, longer than max_len={max_len}")
     if ndim == 2 and ids.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {list(ids.shape)})")
-
-
-def check_dropout(config, name: str = "dropout") -> None:
-    value = getattr(config, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ValueError(f"{type(config).__name__}.{name} must lie in [0, 1), got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +88,7 @@ class TransformerConfig(ModelConfig):
             )
         check_choice(self, "norm", NORM_PLACES)
         check_choice(self, "activation", ACTIVATIONS)
-        check_dropout(self)
+        check_probability(self, "dropout")
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(
                 f"TransformerConfig.share_embeddings needs src_vocab == tgt_vocab, got "

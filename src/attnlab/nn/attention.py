@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab._checks import positive_int
+from attnlab._checks import choice, positive_int
 
 LUONG_KINDS = ("dot", "general", "concat")
 
@@ -124,8 +124,7 @@ class LuongAttention(nn.Module):
 
     def __init__(self, d_s: int, d_h: int, kind: str = "dot", d_a: int | None = None) -> None:
         super().__init__()
-        if kind not in LUONG_KINDS:
-            raise ValueError(f"kind must be one of {list(LUONG_KINDS)}, got {kind!r}")
+        choice("kind", kind, LUONG_KINDS)
         self.d_s, self.d_h, self.kind = positive_int("d_s", d_s), positive_int("d_h", d_h), kind
         if kind == "dot" and d_s != d_h:
             raise ValueError(f"the dot score needs d_s == d_h, got d_s={d_s}, d_h={d_h}")

@@ -135,17 +135,20 @@ class EncoderLayer(HookPoints, nn.Module):
         *,
         is_causal: bool = False,
         need_weights: bool = False,
+        empty_rows: str = "error",
     ):
         """``x [B, T, d_model] -> [B, T, d_model]``; with ``need_weights`` also the self-attention
-        weights ``[B, h, T, T]``. ``mask``: bool, broadcastable to ``[B, T, T]`` (True = may attend)."""
+        weights ``[B, h, T, T]``. ``mask``: bool, broadcastable to ``[B, T, T]`` (True = may attend);
+        ``empty_rows`` as :meth:`MultiHeadAttention.forward`'s."""
         x = self._at("resid_pre", x)
+        kw = dict(mask=mask, is_causal=is_causal, need_weights=need_weights, empty_rows=empty_rows)
         if self.norm_first:
-            a, w = self.self_attn(self.norm1(x), mask=mask, is_causal=is_causal, need_weights=need_weights)
+            a, w = self.self_attn(self.norm1(x), **kw)
             x = self._at("resid_mid", x + self.dropout1(a))
             if self.ffn is not None:
                 x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            a, w = self.self_attn(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
+            a, w = self.self_attn(x, **kw)
             x = self._at("resid_mid", self.norm1(x + self.dropout1(a)))
             if self.ffn is not None:
                 x = self.norm2(x + self.dropout2(self.ffn(x)))
@@ -204,6 +207,7 @@ class DecoderLayer(HookPoints, nn.Module):
         cache: KVCache | None = None,
         memory_cache: KVCache | None = None,
         need_weights: bool = False,
+        empty_rows: str = "error",
     ):
         """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]``.
 
@@ -214,6 +218,7 @@ class DecoderLayer(HookPoints, nn.Module):
             cache: the self-attention :class:`KVCache`; memory_cache: a static cache for the
                 cross-attention's K/V of the memory (then ``memory`` may be None after the first step).
             need_weights: also return ``self_weights [B, h, T, T_k]`` and ``cross_weights [B, h, T, S]``.
+            empty_rows: as :meth:`MultiHeadAttention.forward`'s (for both attentions).
         Returns:
             ``z`` or, with ``need_weights``, ``(z, self_weights, cross_weights)``.
         """
@@ -221,28 +226,23 @@ class DecoderLayer(HookPoints, nn.Module):
         if has_cross and memory is None and (memory_cache is None or memory_cache.length == 0):
             raise ValueError("this decoder layer has cross-attention: pass memory [B, S, d_model]")
         cross_w = None
+        kw = dict(need_weights=need_weights, empty_rows=empty_rows)
         y = self._at("resid_pre", y)
         if self.norm_first:
-            a, self_w = self.self_attn(
-                self.norm1(y), mask=self_mask, is_causal=is_causal, need_weights=need_weights, cache=cache
-            )
+            a, self_w = self.self_attn(self.norm1(y), mask=self_mask, is_causal=is_causal, cache=cache, **kw)
             y = self._at("resid_mid", y + self.dropout1(a))
             if has_cross:
                 c, cross_w = self.cross_attn(
-                    self.norm2(y), memory, mask=memory_mask, need_weights=need_weights, cache=memory_cache
+                    self.norm2(y), memory, mask=memory_mask, cache=memory_cache, **kw
                 )
                 y = self._at("resid_cross", y + self.dropout2(c))
             if self.ffn is not None:
                 y = y + self.dropout3(self.ffn(self.norm3(y)))
         else:
-            a, self_w = self.self_attn(
-                y, mask=self_mask, is_causal=is_causal, need_weights=need_weights, cache=cache
-            )
+            a, self_w = self.self_attn(y, mask=self_mask, is_causal=is_causal, cache=cache, **kw)
             y = self._at("resid_mid", self.norm1(y + self.dropout1(a)))
             if has_cross:
-                c, cross_w = self.cross_attn(
-                    y, memory, mask=memory_mask, need_weights=need_weights, cache=memory_cache
-                )
+                c, cross_w = self.cross_attn(y, memory, mask=memory_mask, cache=memory_cache, **kw)
                 y = self._at("resid_cross", self.norm2(y + self.dropout2(c)))
             if self.ffn is not None:
                 y = self.norm3(y + self.dropout3(self.ffn(y)))

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab._checks import positive_int
+from attnlab._checks import EMPTY_ROWS, choice, empty_row_error, positive_int
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints, add_hook, remove_hook
 from attnlab.nn.masks import causal_mask, sliding_window_mask
@@ -99,6 +99,14 @@ def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.T
     return mask
 
 
+def _refuse_empty_rows(mask: torch.Tensor) -> None:
+    """Raise the one empty-row error (:func:`attnlab._checks.empty_row_error`) if a query row of
+    ``mask [..., T_q, T_k]`` has no key."""
+    empty = ~mask.any(dim=-1)  # [..., T_q]
+    if bool(empty.any()):
+        raise empty_row_error(tuple(int(i) for i in empty.nonzero()[0]))
+
+
 class MultiHeadAttention(HookPoints, nn.Module):
     """Multi-head attention (self or cross) as a :class:`~attnlab.nn.BlockConfig` describes it.
 
@@ -161,6 +169,7 @@ class MultiHeadAttention(HookPoints, nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        empty_rows: str = "error",
     ):
         """MultiHead(X_q, X_kv) = Concat(H_1..H_h) W^O, H_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i.
 
@@ -172,17 +181,21 @@ class MultiHeadAttention(HookPoints, nn.Module):
             need_weights: run the explicit path and return the weights.
             cache: a :class:`KVCache`; new K/V are appended (or, for a static cache already filled,
                 the cached K/V are used and ``x_kv`` is ignored).
+            empty_rows: a query row the mask leaves with no key is a ``ValueError`` naming it
+                (``"error"``, as in :mod:`attnlab.ref`) or gets weights and output 0 (``"zero"``,
+                PyTorch's convention).
         Returns:
             ``(out [B, T_q, d_model], weights [B, h, T_q, T_k] or None)``.
         """
+        choice("empty_rows", empty_rows, EMPTY_ROWS)
         hooked = self._hooks is not None and not {"scores", "weights"}.isdisjoint(self._hooks)
         explicit = need_weights or hooked or self.attention == "explicit"
         q, k, v = self._project(x_q, x_kv, cache)  # [B, h, T_q, d_k], [B, h_kv, T_k, d_k] x2
-        mask, bias, sdpa_causal = self._mask(mask, is_causal, q, k.shape[-2], explicit)
+        mask, bias, in_kernel = self._mask(mask, is_causal, q, k.shape[-2], explicit, empty_rows)
         if explicit:
             z, weights = self._explicit(q, k, v, mask, bias)  # [B, h, T_q, d_k], [B, h, T_q, T_k]
         else:
-            z, weights = self._fast(q, k, v, mask, bias, sdpa_causal), None  # [B, h, T_q, d_k]
+            z, weights = self._fast(q, k, v, mask, bias, in_kernel), None  # [B, h, T_q, d_k]
         return self._merge(z), (weights if need_weights else None)
 
     # ----------------------------------------------------------------------------- project
@@ -257,35 +270,40 @@ class MultiHeadAttention(HookPoints, nn.Module):
                 raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
 
     # ----------------------------------------------------------------------------- mask
-    def _mask(self, mask, is_causal: bool, q: torch.Tensor, t_k: int, explicit: bool):
-        """``(mask, bias, sdpa_causal)``: the boolean mask (the caller's, the lower-right causal or
-        sliding-window mask), ALiBi's bias ``[h, T_q, T_k]`` or None, and whether PyTorch's
-        ``is_causal=True`` stands for the causal mask (only when it is the same thing: T_q == T_k
-        and nothing else to add; flash aligns causal and window to the lower right itself)."""
+    def _mask(self, mask, is_causal: bool, q: torch.Tensor, t_k: int, explicit: bool, empty_rows: str):
+        """``(mask, bias, in_kernel)``: the boolean mask (the caller's, and the lower-right causal or
+        sliding-window mask), ALiBi's bias ``[h, T_q, T_k]`` or None, and whether the kernel applies
+        the causal/window mask itself: flash always (lower right), PyTorch's ``is_causal=True`` only
+        when it is the same mask (T_q == T_k, nothing else to add). A query row left with no key is
+        an error unless ``empty_rows="zero"``."""
         b, _, t_q, _ = q.shape
         if mask is not None:
             mask = _check_mask(mask, (b, self.num_heads, t_q, t_k))
+        if is_causal and t_k < t_q:
+            raise ValueError(
+                f"is_causal needs T_k >= T_q (queries are the last positions), got T_q={t_q}, T_k={t_k}"
+            )
         bias = None
         if self.positions == "alibi":
             bias = alibi_bias(self.num_heads, t_q, t_k, device=q.device, dtype=q.dtype)  # [h, T_q, T_k]
+        ordered = self.window is not None or (is_causal and t_q > 1)  # one query at the end sees every key
         flash = self.attention == "flash" and not explicit
-        if self.window is not None:  # the causal sliding window: keys p - W < j <= p
-            if flash:
-                return mask, bias, False
-            extra = sliding_window_mask(t_q, t_k, self.window, device=q.device)  # [T_q, T_k]
-        elif is_causal:
-            if t_k < t_q:
-                raise ValueError(
-                    f"is_causal needs T_k >= T_q (queries are the last positions), got T_q={t_q}, T_k={t_k}"
-                )
-            if flash or (t_q == t_k and mask is None and bias is None and not explicit):
-                return mask, bias, True
-            if t_q == 1:  # one query at the end sees every key: nothing to mask
-                return mask, bias, False
-            extra = causal_mask(t_q, t_k, device=q.device)  # [T_q, T_k]
-        else:
-            return mask, bias, False
-        return (extra if mask is None else mask & extra), bias, False
+        in_kernel = ordered and (
+            flash or (self.window is None and t_q == t_k and mask is None and bias is None and not explicit)
+        )
+        if ordered and (not in_kernel or mask is not None):
+            order = (  # [T_q, T_k]; with flash built only to check the rows
+                causal_mask(t_q, t_k, device=q.device)
+                if self.window is None
+                else sliding_window_mask(t_q, t_k, self.window, device=q.device)
+            )
+            if not in_kernel:
+                mask = order if mask is None else mask & order
+            elif empty_rows == "error":
+                _refuse_empty_rows(mask & order)
+        if mask is not None and empty_rows == "error":
+            _refuse_empty_rows(mask)
+        return mask, bias, in_kernel
 
     # ----------------------------------------------------------------------------- attend
     def _fast(self, q, k, v, mask, bias, causal: bool) -> torch.Tensor:
@@ -323,7 +341,7 @@ class MultiHeadAttention(HookPoints, nn.Module):
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)  # [B, h, T_q, T_k]
-        if mask is not None:  # a query with no key left gets zeros (PyTorch's convention), never NaN
+        if mask is not None:  # a query with no key left (empty_rows="zero"): zeros, never NaN
             weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
         weights = self._at("weights", weights)
         if self.training and self.dropout > 0:

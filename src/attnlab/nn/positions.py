@@ -8,11 +8,12 @@ are aligned to the lower right (queries are the last positions).
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import nn
 
+from attnlab._checks import choice, positive_int
+from attnlab.nn.config import ROPE_LAYOUTS
 from attnlab.nn.rope_scaling import rope_frequencies
 
 
@@ -125,8 +126,7 @@ def apply_rope(
     if layout == "half":
         a, b = x.chunk(2, dim=-1)  # [..., T, d/2] each: features i and i + d/2
         return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)  # [..., T, d]
-    if layout != "interleaved":
-        raise ValueError(f"layout must be one of ['interleaved', 'half'], got {layout!r}")
+    choice("layout", layout, ROPE_LAYOUTS)
     a, b = x[..., 0::2], x[..., 1::2]  # [..., T, d/2] each
     rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # [..., T, d/2, 2]
     return rotated.flatten(-2)  # [..., T, d]
@@ -140,8 +140,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
         start = 2.0 ** (-8.0 / n)
         return [start ** (k + 1) for k in range(n)]
 
-    if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads <= 0:
-        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")  # not log2's error
+    positive_int("num_heads", num_heads)  # not log2's error
     n = 2 ** int(math.floor(math.log2(num_heads)))
     slopes = power_of_two(n)
     if n < num_heads:

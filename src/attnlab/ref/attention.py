@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from attnlab._checks import EMPTY_ROWS, choice
 from attnlab.ref._checks import as_float, as_mask
 from attnlab.ref.masks import check_rows
 from attnlab.ref.softmax import softmax
@@ -78,8 +79,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
         )
     _broadcast_lead("q", q, "k", k)
     _broadcast_lead("k", k, "v", v)
-    if empty_rows not in ("error", "zero"):  # checked here too: without a mask it is never consulted
-        raise ValueError(f"empty_rows must be 'error' or 'zero', got {empty_rows!r}")
+    choice("empty_rows", empty_rows, EMPTY_ROWS)  # checked here too: without a mask it is never consulted
     if k.shape[-2] == 0:
         raise ValueError(f"k has T_k=0: there is no key to attend to (q {list(q.shape)}, k {list(k.shape)})")
     d_k = q.shape[-1]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._checks import finite_float
+from attnlab._checks import EMPTY_ROWS, choice, empty_row_error, finite_float
 from attnlab.ref._checks import as_float, positive_int
 
 
@@ -148,8 +148,7 @@ def flash_attention(
     if window is not None:
         window = positive_int("window", window)
         causal = True
-    if empty_rows not in ("error", "zero"):
-        raise ValueError(f"empty_rows must be 'error' or 'zero', got {empty_rows!r}")
+    choice("empty_rows", empty_rows, EMPTY_ROWS)
     t_q, t_k = q.shape[-2], k.shape[-2]
     mask = _check_inputs(q, k, v, mask, t_q, t_k)
     lead = _lead_shape(q, k, v, mask)
@@ -195,10 +194,7 @@ def flash_attention(
         if empty_rows == "error" and empty.any():
             idx = [int(i) for i in np.argwhere(empty)[0]]
             idx[-1] += q_lo  # index within the block -> query index
-            raise ValueError(
-                f"mask leaves query row {tuple(idx)} (index [..., T_q]) with no key to attend to; "
-                f"pass empty_rows='zero' for PyTorch's convention (output 0)"
-            )
+            raise empty_row_error(tuple(idx))
         l_safe = np.where(l == 0, 1.0, l)  # [..., 1, bq]
         out[..., q_lo:q_hi, :] = acc / np.swapaxes(l_safe, -1, -2)  # Z_i = O / l  [..., bq, d_v]
         with np.errstate(divide="ignore"):

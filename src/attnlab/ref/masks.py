@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlab._checks import EMPTY_ROWS, choice, empty_row_error
 from attnlab.ref._checks import check_fits, positive_int
 
 
@@ -87,15 +88,10 @@ def check_rows(mask: np.ndarray, empty_rows: str = "error") -> np.ndarray:
     Returns:
         bool ``[..., T_q]``, True where a row is empty.
     """
-    if empty_rows not in ("error", "zero"):
-        raise ValueError(f"empty_rows must be 'error' or 'zero', got {empty_rows!r}")
+    choice("empty_rows", empty_rows, EMPTY_ROWS)
     empty = ~mask.any(axis=-1)
     if empty_rows == "error" and empty.any():
-        idx = tuple(int(i) for i in np.argwhere(empty)[0])
-        raise ValueError(
-            f"mask leaves query row {idx} (index [..., T_q]) with no key to attend to; "
-            f"pass empty_rows='zero' for PyTorch's convention (output 0)"
-        )
+        raise empty_row_error(tuple(int(i) for i in np.argwhere(empty)[0]))
     return empty
 
 
