@@ -102,9 +102,15 @@ def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.T
 def _refuse_empty_rows(mask: torch.Tensor) -> None:
     """Raise the one empty-row error (:func:`attnlab._checks.empty_row_error`) if a query row of
     ``mask [..., T_q, T_k]`` has no key."""
-    empty = ~mask.any(dim=-1)  # [..., T_q]
-    if bool(empty.any()):
-        raise empty_row_error(tuple(int(i) for i in empty.nonzero()[0]))
+    rows = mask.any(dim=-1)  # [..., T_q]: True where a row has a key
+    if not bool(rows.all()):  # the index is found only on the way to the error
+        raise empty_row_error(tuple(int(i) for i in (~rows).nonzero()[0]))
+
+
+def _needs_weights(hooks) -> bool:
+    """Whether hooks (``{point: [fn]}`` or None) read or replace ``scores``/``weights``, which only the
+    explicit path forms."""
+    return hooks is not None and ("scores" in hooks or "weights" in hooks)
 
 
 class MultiHeadAttention(HookPoints, nn.Module):
@@ -187,9 +193,9 @@ class MultiHeadAttention(HookPoints, nn.Module):
         Returns:
             ``(out [B, T_q, d_model], weights [B, h, T_q, T_k] or None)``.
         """
-        choice("empty_rows", empty_rows, EMPTY_ROWS)
-        hooked = self._hooks is not None and not {"scores", "weights"}.isdisjoint(self._hooks)
-        explicit = need_weights or hooked or self.attention == "explicit"
+        if empty_rows not in EMPTY_ROWS:
+            choice("empty_rows", empty_rows, EMPTY_ROWS)
+        explicit = need_weights or self.attention == "explicit" or _needs_weights(self._hooks)
         q, k, v = self._project(x_q, x_kv, cache)  # [B, h, T_q, d_k], [B, h_kv, T_k, d_k] x2
         mask, bias, in_kernel = self._mask(mask, is_causal, q, k.shape[-2], explicit, empty_rows)
         if explicit:
@@ -213,14 +219,16 @@ class MultiHeadAttention(HookPoints, nn.Module):
         else:
             x_kv = x_q if x_kv is None else x_kv
             q, k, v = self.q_proj(x_q), self.k_proj(x_kv), self.v_proj(x_kv)
-        q = self._split(self._at("q", q), self.num_heads)  # [B, h, T_q, d_k]
+        h, h_kv, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        q = self._at("q", q).view(b, t_q, h, d_k).transpose(1, 2)  # [B, h, T_q, d_k]
         if k is None:
             k, v = cache.k, cache.v  # [B, h_kv, T_k, d_k]
         else:
-            k = self._split(self._at("k", k), self.num_kv_heads)  # [B, h_kv, T_new, d_k]
-            v = self._split(self._at("v", v), self.num_kv_heads)  # [B, h_kv, T_new, d_k]
+            t_new = k.shape[1]
+            k = self._at("k", k).view(b, t_new, h_kv, d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
+            v = self._at("v", v).view(b, t_new, h_kv, d_k).transpose(1, 2)  # [B, h_kv, T_new, d_k]
             if self.positions == "rope":  # queries and new keys are the last positions before T_k
-                q, k = self._rope(q, k, k.shape[-2] + (cache.length if cache is not None else 0))
+                q, k = self._rope(q, k, t_new + (cache.length if cache is not None else 0))
             if cache is not None:
                 k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
         return self._at("q_heads", q), self._at("k_heads", k), self._at("v_heads", v)
@@ -241,11 +249,6 @@ class MultiHeadAttention(HookPoints, nn.Module):
         kv = self.num_kv_heads * self.d_k
         hd = self.num_heads * self.d_k  # = d_model, except after attnlab.interp.prune_heads
         return F.linear(x, w, b).split([hd, kv, kv], dim=-1)  # [B, T, h d_k], [B, T, kv] x2
-
-    def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
-        """``[B, T, heads*d_k] -> [B, heads, T, d_k]``."""
-        b, t, _ = x.shape
-        return x.view(b, t, heads, self.d_k).transpose(1, 2)  # [B, heads, T, d_k]
 
     def _rope(self, q: torch.Tensor, k: torch.Tensor, t_k: int):
         """RoPE on ``q [B, h, T_q, d_k]`` and new keys ``k [B, h_kv, T_new, d_k]``, both the last
@@ -276,6 +279,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
         the causal/window mask itself: flash always (lower right), PyTorch's ``is_causal=True`` only
         when it is the same mask (T_q == T_k, nothing else to add). A query row left with no key is
         an error unless ``empty_rows="zero"``."""
+        if mask is None and not is_causal and self.window is None and self.positions != "alibi":
+            return None, None, False  # nothing to mask (most calls of an encoder without padding)
         b, _, t_q, _ = q.shape
         if mask is not None:
             mask = _check_mask(mask, (b, self.num_heads, t_q, t_k))
@@ -351,8 +356,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
     # ----------------------------------------------------------------------------- merge
     def _merge(self, z: torch.Tensor) -> torch.Tensor:
         """Per-head outputs ``[B, h, T_q, d_k]`` -> ``Concat(H_1..H_h) W^O [B, T_q, d_model]``."""
+        b, _, t_q, _ = z.shape
         z = self._at("z", z.transpose(1, 2))  # [B, T_q, h, d_k]
-        b, t_q = z.shape[:2]
         # h*d_k = d_model, except after attnlab.interp.prune_heads removed heads
         concat = self._at("concat", z.reshape(b, t_q, self.num_heads * self.d_k))  # [B, T_q, h*d_k]
         return self._at("out", self.out_proj(concat))  # [B, T_q, d_model]
