@@ -242,15 +242,48 @@ def audit_cost(
     with ``measure`` also "measured": the reconciliation with FlopCounterMode on the attnlab module
     (``path`` "sdpa" or "explicit"), see :mod:`attnlab.audit.measure`.
     """
-    a = model_spec(model)
+    a, w = _checked(model_spec(model), workload, training)
+    bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
+    report = {
+        "model": a.model,
+        "config": {
+            **a.to_dict(),
+            "seq": w.seq,
+            "batch": w.batch,
+            "causal": w.causal,
+            "window": w.window,
+            "training": training,
+            "bytes_per_value": bytes_per_value,
+        },
+        **_flops(a, w),
+        "activations": _activation_memory(a, w, bytes_per_value),
+        "kv_cache": _kv_cache(a, w, bytes_per_value),
+        "growth": _growth(a, w.seq, w.batch, w.causal, w.window, w.S),
+        "convention": CONVENTION,
+    }
+    if preset_info(model) is not None:
+        report["preset"] = preset_info(model)
+    _model_specifics(report, a, w)
+    if training:
+        report["training"] = _training(a, w.seq, report["flops_per_token"])
+    if measure:
+        from attnlab.audit.measure import measure_model, reconcile
+
+        report["measured"] = reconcile(report, measure_model(a, w, path=path))
+    return report
+
+
+def _checked(a: ModelSpec, workload: Workload | None, training: bool) -> tuple[ModelSpec, Workload]:
+    """The spec and workload as the audit counts them, after the checks: a learned position table
+    long enough for the input, and ``causal`` set where the model implies it (GPT and every decoder
+    self-attention are causal; a sliding window is a causal window)."""
     w = Workload() if workload is None else workload
     if not isinstance(w, Workload):
         raise ValueError(f"workload must be an attnlab.audit.Workload, got {type(w).__name__}")
-    seq, batch, src_seq, causal, window = w.seq, w.batch, w.S, w.causal, w.window
-    name = a.model
+    name, seq, src_seq, window = a.model, w.seq, w.S, w.window
     if src_seq != seq and name not in CROSS_MODELS:
         raise ValueError(f"src_seq applies to decoder-layer and transformer (cross-attention), not {name!r}")
-    if name == "bert" and (causal or window is not None):
+    if name == "bert" and (w.causal or window is not None):
         raise ValueError("model 'bert' is bidirectional; causal and window do not apply")
     if name == "transformer" and window is not None:
         raise ValueError(
@@ -262,42 +295,29 @@ def audit_cost(
             f"training FLOPs per token (PaLM's 6N + 12·L·h·d_k·T) cover one token stream: "
             f"encoder-layer, gpt and bert, not {name!r}"
         )
-    bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
     if window is not None and window > seq:
         raise ValueError(f"window={window} is larger than the sequence seq={seq}")
-    if a.max_len < max(seq, src_seq):  # a learned position table long enough for the input
+    if a.max_len < max(seq, src_seq):
         a = dataclasses.replace(a, max_len=max(seq, src_seq))
-    # GPT and every decoder self-attention are causal; the sliding window is a causal window
-    if name in ("gpt", *CROSS_MODELS) or window is not None:
-        causal = True
-    terms = _terms(a, seq, batch, causal, window, src_seq)
-    A = attended_entries(seq, causal, window)
-    B, T, d, h, L = batch, seq, a.d_model, a.heads, a.layers
+    causal = w.causal or name in ("gpt", *CROSS_MODELS) or window is not None
+    return a, Workload(seq, w.batch, src_seq, causal, window)
+
+
+def _flops(a: ModelSpec, w: Workload) -> dict:
+    """The FLOP terms (masked), their totals, the score entries, what a dense kernel executes, and
+    the notes' estimates 4n²d and 16nd² beside the terms."""
+    B, T, d, h, L = w.batch, w.seq, a.d_model, a.heads, a.layers
+    terms = _terms(a, T, B, w.causal, w.window, w.S)
+    dense = _terms(a, T, B, False, None, w.S)
     total_flops = sum(t["flops"] for t in terms)
-    dense = _terms(a, seq, batch, False, None, src_seq)
-    acts = _activations(a, seq, batch, src_seq)
-    per_layer = sum(x["entries"] for x in acts)
-    fused = per_layer - sum(x["entries"] for x in acts if "scores" in x["tensor"] or "weights" in x["tensor"])
-    logits_entries = B * T * a.vocab if a.vocab and a.model != "bert" else 0  # bert: no LM head
-    cached = min(seq, window) if window else seq
-    report = {
-        "model": a.model,
-        "config": {
-            **a.to_dict(),
-            "seq": seq,
-            "batch": batch,
-            "causal": causal,
-            "window": window,
-            "training": training,
-            "bytes_per_value": bytes_per_value,
-        },
+    return {
         "terms": terms,
         "total_macs": sum(t["macs"] for t in terms),
         "total_flops": total_flops,
         "flops_per_token": total_flops / (B * T),
         "score_entries": B * h * T * T,
         "score_entries_all_layers": L * B * h * T * T,
-        "attended_entries": B * h * A,
+        "attended_entries": B * h * attended_entries(T, w.causal, w.window),
         "executed": {
             "note": "a dense kernel computes every score and masks it afterwards",
             "total_flops": sum(t["flops"] for t in dense),
@@ -309,41 +329,57 @@ def audit_cost(
             "mlp_16nd2_per_layer_per_sequence": 16 * T * d * d,
             "mlp_by_terms": 2 * 2 * T * d * a.d_ff,
         },
-        "activations": {
-            "per_layer": acts,
-            "per_layer_entries": per_layer,
-            "per_layer_bytes": per_layer * bytes_per_value,
-            "all_layers_bytes": L * per_layer * bytes_per_value,
-            "fused_attention_all_layers_bytes": L * fused * bytes_per_value,
-            "logits_bytes": logits_entries * bytes_per_value,
-            "note": "the main tensors one layer's forward pass produces (what training keeps for backward "
-            "without recomputation); a fused kernel (SDPA/flash) never stores the two [B, h, T, T] tensors",
-        },
-        "kv_cache": {
-            "bytes_per_token": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value),
-            "bytes_per_sequence": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=cached),
-            "bytes_batch": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=cached, batch=B),
-            "tokens_cached": cached,
-            "formula": "2·L·h_kv·d_h·bytes per token",
-        },
-        "growth": _growth(a, seq, batch, causal, window, src_seq),
-        "convention": CONVENTION,
     }
-    if preset_info(model) is not None:
-        report["preset"] = preset_info(model)
+
+
+def _activation_memory(a: ModelSpec, w: Workload, bytes_per_value: int) -> dict:
+    """One layer's activations (and all layers', with and without a fused kernel), and the logits."""
+    acts = _activations(a, w.seq, w.batch, w.S)
+    per_layer = sum(x["entries"] for x in acts)
+    fused = per_layer - sum(x["entries"] for x in acts if "scores" in x["tensor"] or "weights" in x["tensor"])
+    logits_entries = w.batch * w.seq * a.vocab if a.vocab and a.model != "bert" else 0  # bert: no LM head
+    return {
+        "per_layer": acts,
+        "per_layer_entries": per_layer,
+        "per_layer_bytes": per_layer * bytes_per_value,
+        "all_layers_bytes": a.layers * per_layer * bytes_per_value,
+        "fused_attention_all_layers_bytes": a.layers * fused * bytes_per_value,
+        "logits_bytes": logits_entries * bytes_per_value,
+        "note": "the main tensors one layer's forward pass produces (what training keeps for backward "
+        "without recomputation); a fused kernel (SDPA/flash) never stores the two [B, h, T, T] tensors",
+    }
+
+
+def _kv_cache(a: ModelSpec, w: Workload, bytes_per_value: int) -> dict:
+    """The self-attention KV cache (a sliding window keeps W positions) per token, sequence, batch."""
+    L, cached = a.layers, min(w.seq, w.window) if w.window else w.seq
+    return {
+        "bytes_per_token": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value),
+        "bytes_per_sequence": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=cached),
+        "bytes_batch": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=cached, batch=w.batch),
+        "tokens_cached": cached,
+        "formula": "2·L·h_kv·d_h·bytes per token",
+    }
+
+
+def _model_specifics(report: dict, a: ModelSpec, w: Workload) -> None:
+    """What only some models have: cross-attention's memory K/V and score entries (decoder-layer,
+    transformer), the encoder's scores (transformer), no KV cache and free embeddings (bert)."""
+    B, T, S, h, L, name = w.batch, w.seq, w.S, a.heads, a.layers, a.model
+    bytes_per_value = report["config"]["bytes_per_value"]
     if name in CROSS_MODELS:
-        report["config"]["src_seq"] = src_seq
-        report["cross_score_entries"] = B * h * T * src_seq
+        report["config"]["src_seq"] = S
+        report["cross_score_entries"] = B * h * T * S
         report["kv_cache"]["cross_attention"] = {
             "bytes_per_source_token": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value),
-            "bytes_per_sequence": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=src_seq),
-            "bytes_batch": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=src_seq, batch=B),
-            "source_tokens": src_seq,
+            "bytes_per_sequence": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=S),
+            "bytes_batch": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=S, batch=B),
+            "source_tokens": S,
             "note": "the cross-attention K/V of the memory: computed once per layer from the S source "
             "tokens, then reused at every decoding step (fixed size, separate from the self-attention cache)",
         }
     if name == "transformer":
-        report["encoder_score_entries"] = B * h * src_seq * src_seq
+        report["encoder_score_entries"] = B * h * S * S
         report["activations"]["note"] += "; transformer: per layer = one encoder layer + one decoder layer"
     if name == "bert":
         report["kv_cache"] = None  # an encoder: nothing is decoded token by token
@@ -351,15 +387,6 @@ def audit_cost(
             "word, position and token-type embeddings are table lookups and additions: 0 FLOPs; "
             "no LM head (no logits); the pooler W_p runs on [CLS] only"
         )
-    if training:
-        report["training"] = _training(a, seq, total_flops / (B * T))
-    if measure:
-        from attnlab.audit.measure import measure_model, reconcile
-
-        report["measured"] = reconcile(
-            report, measure_model(a, Workload(seq, batch, src_seq, causal, window), path=path)
-        )
-    return report
 
 
 def _growth(a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None, src_seq: int) -> list[dict]:
@@ -424,31 +451,51 @@ def render_measured(rec: dict) -> list[str]:
 
 def render_cost(report: dict) -> str:
     """The cost report as text: terms, totals, scores, memory, KV cache, growth, training."""
-    c = report["config"]
+    out = _render_header(report)
+    out += table(
+        ("term", "MACs", "FLOPs", "formula"),
+        [[t["term"], _f(t["macs"]), _f(t["flops"]), t["formula"]] for t in report["terms"]],
+        left=(0, 3),
+    )
+    out += ["", *_render_totals(report), "", *_render_memory(report), "", *_render_growth(report)]
+    if "training" in report:
+        t = report["training"]
+        out += [
+            "",
+            f"training FLOPs per token (PaLM): 6N + 12·L·h·d_k·T = {_f(t['six_N'])} + "
+            f"{_f(t['attention_term'])} = {_f(t['flops_per_token'])} (N = {_f(t['N'])}); "
+            f"3 × forward = {_f(t['three_times_forward'])}",
+        ]
+    if "measured" in report:
+        out += ["", *render_measured(report["measured"])]
+    out += ["", f"convention: {report['convention']}"]
+    return "\n".join(out)
+
+
+def _render_header(report: dict) -> list[str]:
+    """The first line: the model, its sizes and the mask; then a blank line."""
+    c, model = report["config"], report["model"]
     mask = f"causal sliding window W={c['window']}" if c["window"] else ("causal" if c["causal"] else "dense")
-    model = report["model"]
+    if model == "transformer":
+        mask = "encoder dense, decoder causal"
     what = {
         "decoder-layer": f"decoder-layer: {c['layers']} layer(s)",
         "transformer": f"transformer: {c['layers']} encoder + {c['layers']} decoder layer(s)",
         "bert": f"bert: {c['layers']} layer(s)",
     }.get(model, f"{c['layers']} layer(s)")
     src = f", S={c['src_seq']}" if "src_seq" in c else ""
-    if model == "transformer":
-        mask = "encoder dense, decoder causal"
-    out = [
+    return [
         f"cost of {what}, d={c['d_model']}, h={c['heads']}, "
         f"h_kv={c['kv_heads'] or c['heads']}, "
         f"f={c['d_ff']}, T={c['seq']}{src}, B={c['batch']}, {mask}"
         + (f", V={c['vocab']}" if c["vocab"] else ""),
         "",
     ]
-    out += table(
-        ("term", "MACs", "FLOPs", "formula"),
-        [[t["term"], _f(t["macs"]), _f(t["flops"]), t["formula"]] for t in report["terms"]],
-        left=(0, 3),
-    )
-    out += [
-        "",
+
+
+def _render_totals(report: dict) -> list[str]:
+    """Forward totals, what a dense kernel executes, score entries, and the notes' 4n²d / 16nd²."""
+    out = [
         f"total forward: {_f(report['total_macs'])} MACs, {_f(report['total_flops'])} FLOPs "
         f"({_f(report['flops_per_token'])} FLOPs per token)",
         f"dense kernel executes: {_f(report['executed']['total_flops'])} FLOPs",
@@ -462,15 +509,20 @@ def render_cost(report: dict) -> str:
     if "embeddings_note" in report:
         out.append(f"embeddings: {report['embeddings_note']}")
     n = report["notes_check"]
-    out += [
+    out.append(
         f"notes, per layer and sequence: 4n²d = {_f(n['attn_4n2d_per_layer_per_sequence'])} "
         f"(QKᵀ + AV dense: {_f(n['attn_measured_by_terms'])}); 16nd² = "
-        f"{_f(n['mlp_16nd2_per_layer_per_sequence'])} (FFN with f = {c['d_ff']}: {_f(n['mlp_by_terms'])})"
-    ]
+        f"{_f(n['mlp_16nd2_per_layer_per_sequence'])} (FFN with f = {report['config']['d_ff']}: "
+        f"{_f(n['mlp_by_terms'])})"
+    )
+    return out
+
+
+def _render_memory(report: dict) -> list[str]:
+    """Activation memory, the self-attention KV cache and (cross-attention) the memory's K/V."""
     m = report["activations"]
-    per = "per encoder + decoder layer" if model == "transformer" else "per layer"
-    out += [
-        "",
+    per = "per encoder + decoder layer" if report["model"] == "transformer" else "per layer"
+    out = [
         f"activation memory {per}: {_f(m['per_layer_entries'])} values = {_bytes(m['per_layer_bytes'])}; "
         f"all layers {_bytes(m['all_layers_bytes'])}; with fused attention "
         f"{_bytes(m['fused_attention_all_layers_bytes'])}"
@@ -478,43 +530,28 @@ def render_cost(report: dict) -> str:
     ]
     k = report["kv_cache"]
     if k is None:
-        out.append("KV cache: none (an encoder: nothing is decoded token by token)")
-    else:
-        self_ = "self-attention " if "cross_attention" in k else ""
-        out.append(
-            f"{self_}KV cache ({k['formula']}): {_bytes(k['bytes_per_token'])} per token, "
-            f"{_bytes(k['bytes_per_sequence'])} per sequence of {k['tokens_cached']} tokens, "
-            f"{_bytes(k['bytes_batch'])} for the batch"
-        )
-    if k is not None and "cross_attention" in k:
+        return [*out, "KV cache: none (an encoder: nothing is decoded token by token)"]
+    self_ = "self-attention " if "cross_attention" in k else ""
+    out.append(
+        f"{self_}KV cache ({k['formula']}): {_bytes(k['bytes_per_token'])} per token, "
+        f"{_bytes(k['bytes_per_sequence'])} per sequence of {k['tokens_cached']} tokens, "
+        f"{_bytes(k['bytes_batch'])} for the batch"
+    )
+    if "cross_attention" in k:
         x = k["cross_attention"]
         out.append(
             f"cross-attention K/V cache (memory, computed once): {_bytes(x['bytes_per_source_token'])} per "
             f"source token, {_bytes(x['bytes_per_sequence'])} per source of {x['source_tokens']} tokens, "
             f"{_bytes(x['bytes_batch'])} for the batch"
         )
-    out += ["", "when T and S double:" if model in CROSS_MODELS else "when T doubles:"]
-    out += table(
-        ("term", "FLOPs at T", "FLOPs at 2T", "ratio"),
-        [
-            [
-                g["term"],
-                _f(g["flops_T"]),
-                _f(g["flops_2T"]),
-                "-" if g["ratio"] is None else f"×{g['ratio']:.3f}",
-            ]
-            for g in report["growth"]
-        ],
-    )
-    if "training" in report:
-        t = report["training"]
-        out += [
-            "",
-            f"training FLOPs per token (PaLM): 6N + 12·L·h·d_k·T = {_f(t['six_N'])} + "
-            f"{_f(t['attention_term'])} = {_f(t['flops_per_token'])} (N = {_f(t['N'])}); "
-            f"3 × forward = {_f(t['three_times_forward'])}",
-        ]
-    if "measured" in report:
-        out += ["", *render_measured(report["measured"])]
-    out += ["", f"convention: {report['convention']}"]
-    return "\n".join(out)
+    return out
+
+
+def _render_growth(report: dict) -> list[str]:
+    """The table of every term at T and 2T (and S, 2S with cross-attention)."""
+    head = "when T and S double:" if report["model"] in CROSS_MODELS else "when T doubles:"
+    rows = [
+        [g["term"], _f(g["flops_T"]), _f(g["flops_2T"]), "-" if g["ratio"] is None else f"×{g['ratio']:.3f}"]
+        for g in report["growth"]
+    ]
+    return [head, *table(("term", "FLOPs at T", "FLOPs at 2T", "ratio"), rows)]
