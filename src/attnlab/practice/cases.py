@@ -13,6 +13,7 @@ weights, softmax, masks, head splits and multi-head attention from :mod:`attnlab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,159 +84,169 @@ def _mha(cid: str, title: str, rng, x_q, x_kv, h: int, mask=None, dtype=np.float
     )
 
 
+# The cases of the exercise, in the order the learner meets them: each draws its random inputs from
+# the one seeded generator, in this order (so a seed always gives the same checks).
+Case = Callable[[np.random.Generator], list[Check]]
+CASES: list[Case] = []
+
+
+def case(fn: Case) -> Case:
+    """Register ``fn(rng) -> [Check, ...]`` as the next case of the exercise."""
+    CASES.append(fn)
+    return fn
+
+
 def attention_checks(seed: int = 0) -> list[Check]:
     """Every check of the attention exercise, worked cases first; random inputs from ``seed``."""
     rng = np.random.default_rng(seed)
-    n = lambda *shape, dtype=np.float64: rng.normal(size=shape).astype(dtype)
-    checks: list[Check] = []
+    return [check for make in CASES for check in make(rng)]
 
+
+def _normal(rng: np.random.Generator, *shape: int, dtype=np.float64) -> np.ndarray:
+    return rng.normal(size=shape).astype(dtype)
+
+
+def _ref_check(cid: str, function: str, title: str, args: tuple, expected, **kwargs) -> Check:
+    """A check whose oracle is :mod:`attnlab.ref` (``expected`` computed by the caller from it)."""
+    return Check(cid, function, title, args, expected, "attnlab.ref", kwargs)
+
+
+# ------------------------------------------------------------------------------------- softmax
+@case
+def _softmax(rng):
     e = np.array([2.0, 0.0])
-    checks.append(
-        Check(
+    x, cols = _normal(rng, 2, 3, 5), _normal(rng, 4, 3)
+    large = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4 + 1.0, -1e4 + 2.0]])
+    return [
+        _ref_check(
             "softmax-worked",
             "softmax",
             "softmax of the notes' scores [2, 0] is [0.881, 0.119]",
             (e,),
             ref.softmax(e),
-            "attnlab.ref",
-        )
-    )
-    x = n(2, 3, 5)
-    checks.append(
-        Check(
+        ),
+        _ref_check(
             "softmax-random",
             "softmax",
             "softmax over the last axis of [2, 3, 5]",
             (x,),
             ref.softmax(x, axis=-1),
-            "attnlab.ref",
-            {"axis": -1},
-        )
-    )
-    x = n(4, 3)
-    checks.append(
-        Check(
+            axis=-1,
+        ),
+        _ref_check(
             "softmax-axis0",
             "softmax",
             "softmax(x, axis=0) of [4, 3] (columns sum to 1)",
-            (x,),
-            ref.softmax(x, axis=0),
-            "attnlab.ref",
-            {"axis": 0},
-        )
-    )
-    x = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4 + 1.0, -1e4 + 2.0]])
-    checks.append(
-        Check(
+            (cols,),
+            ref.softmax(cols, axis=0),
+            axis=0,
+        ),
+        _ref_check(
             "softmax-large",
             "softmax",
             "softmax of logits of +-1e4 (no overflow)",
-            (x,),
-            ref.softmax(x),
-            "attnlab.ref",
-            {"axis": -1},
-        )
-    )
+            (large,),
+            ref.softmax(large),
+            axis=-1,
+        ),
+    ]
 
-    for t_q, t_k in ((4, 4), (3, 5)):
-        checks.append(
-            Check(
-                f"causal-{t_q}x{t_k}",
-                "causal_mask",
-                f"causal_mask({t_q}, {t_k})"
-                + (": T_q < T_k, aligned to the lower right" if t_q < t_k else ""),
-                (t_q, t_k),
-                ref.causal_mask(t_q, t_k),
-                "attnlab.ref",
-            )
-        )
 
+# ------------------------------------------------------------------------------------- masks
+@case
+def _causal_masks(rng):
+    return [
+        _ref_check(
+            f"causal-{t_q}x{t_k}",
+            "causal_mask",
+            f"causal_mask({t_q}, {t_k})" + (": T_q < T_k, aligned to the lower right" if t_q < t_k else ""),
+            (t_q, t_k),
+            ref.causal_mask(t_q, t_k),
+        )
+        for t_q, t_k in ((4, 4), (3, 5))
+    ]
+
+
+# ------------------------------------------------------------------------------------- attention
+@case
+def _sdpa_worked(rng):
+    """The notes' worked examples: Q = K = V = I, the 1/sqrt(d_k) scale, a sum of values."""
     eye = np.eye(2)[None]  # [1, T=2, d_k=2]
-    checks.append(
+    q_scale = np.ones((1, 1, 64))  # [1, T_q=1, d_k=64]
+    k_scale = np.stack([np.full(64, 8 / 64), np.zeros(64)])[None]  # [1, 2, 64]: raw scores [8, 0]
+    q_one, k_zero = np.ones((1, 1, 1)), np.zeros((1, 2, 1))
+    v = np.array([[[1.0, 0.0], [0.0, 2.0]]])  # [1, 2, d_v=2]
+    return [
         _sdpa(
             "sdpa-worked-identity",
             "the notes' example Q = K = V = I (d_k = 2): weights [[0.670, 0.330], [0.330, 0.670]]",
             eye,
             eye,
             eye,
-        )
-    )
-    q = np.ones((1, 1, 64))  # [1, T_q=1, d_k=64]
-    k = np.stack([np.full(64, 8 / 64), np.zeros(64)])[None]  # [1, 2, 64]: raw scores [8, 0]
-    checks.append(
+        ),
         _sdpa(
             "sdpa-worked-scale",
             "the notes' raw scores [8, 0] at d_k = 64: weights [0.731, 0.269], not [0.9997, 0.0003]",
-            q,
-            k,
+            q_scale,
+            k_scale,
             np.eye(2)[None],
-        )
-    )
-    q, k = np.ones((1, 1, 1)), np.zeros((1, 2, 1))
-    v = np.array([[[1.0, 0.0], [0.0, 2.0]]])  # [1, 2, d_v=2]
-    checks.append(
+        ),
         _sdpa(
             "sdpa-worked-values",
             "the notes' q = 1, k = 0, v = [1, 0], [0, 2]: z = [0.5, 1] (a sum of values)",
-            q,
-            k,
+            q_one,
+            k_zero,
             v,
-        )
-    )
+        ),
+    ]
 
-    b, h = 2, 3
-    checks.append(
+
+@case
+def _sdpa_random(rng):
+    """Batch and heads, T_q != T_k, d_k != d_v, padding, causal with T_q < T_k, float32."""
+    b, h, f32 = 2, 3, np.float32
+    n = lambda *shape, dtype=np.float64: _normal(rng, *shape, dtype=dtype)
+    checks = [
         _sdpa(
             "sdpa-random",
             f"random [B={b}, h={h}, T=4, d=8], no mask",
             n(b, h, 4, 8),
             n(b, h, 4, 8),
             n(b, h, 4, 8),
-        )
-    )
-    checks.append(
-        _sdpa("sdpa-shapes", "T_q=3 != T_k=6 and d_k=8 != d_v=5", n(b, h, 3, 8), n(b, h, 6, 8), n(b, h, 6, 5))
-    )
+        ),
+        _sdpa(
+            "sdpa-shapes", "T_q=3 != T_k=6 and d_k=8 != d_v=5", n(b, h, 3, 8), n(b, h, 6, 8), n(b, h, 6, 5)
+        ),
+    ]
     mask, lengths = _padding(rng, b, 6)
+    title = f"padding mask [B, 1, 1, T_k] (lengths {lengths} of 6)"
+    checks.append(_sdpa("sdpa-padding", title, n(b, h, 4, 8), n(b, h, 6, 8), n(b, h, 6, 5), mask))
+    title = "causal mask with T_q=3 < T_k=6 (aligned to the lower right)"
     checks.append(
-        _sdpa(
-            "sdpa-padding",
-            f"padding mask [B, 1, 1, T_k] (lengths {lengths} of 6)",
-            n(b, h, 4, 8),
-            n(b, h, 6, 8),
-            n(b, h, 6, 5),
-            mask,
-        )
+        _sdpa("sdpa-causal", title, n(b, h, 3, 8), n(b, h, 6, 8), n(b, h, 6, 8), ref.causal_mask(3, 6))
     )
-    causal = ref.causal_mask(3, 6)
+    q, k, v = (n(b, h, 5, 8, dtype=f32) for _ in range(3))
     checks.append(
-        _sdpa(
-            "sdpa-causal",
-            "causal mask with T_q=3 < T_k=6 (aligned to the lower right)",
-            n(b, h, 3, 8),
-            n(b, h, 6, 8),
-            n(b, h, 6, 8),
-            causal,
-        )
+        _sdpa("sdpa-float32", "float32 inputs with a causal mask (T=5)", q, k, v, ref.causal_mask(5, 5))
     )
-    f32 = np.float32
-    checks.append(
-        _sdpa(
-            "sdpa-float32",
-            "float32 inputs with a causal mask (T=5)",
-            n(b, h, 5, 8, dtype=f32),
-            n(b, h, 5, 8, dtype=f32),
-            n(b, h, 5, 8, dtype=f32),
-            ref.causal_mask(5, 5),
-        )
-    )
-    # d_k = 1: scores q k_j of +-1e4, the largest of them masked
-    v = n(1, 4, 3)
+    return checks
+
+
+@case
+def _sdpa_large(rng):
+    """d_k = 1: scores q k_j of +-1e4, the largest of them masked."""
+    v = _normal(rng, 1, 4, 3)
     mask = np.array([[False, True, True, True], [True, True, False, True]])
     q, k = np.array([[[100.0]]]), np.array([[[100.0], [99.0], [0.0]]])  # scores [1e4, 9900, 0]
-    checks.append(
-        _sdpa("sdpa-large-scores", "logits of 1e4 without a mask (exp(1e4) overflows)", q, k, n(1, 3, 2))
-    )
+    checks = [
+        _sdpa(
+            "sdpa-large-scores",
+            "logits of 1e4 without a mask (exp(1e4) overflows)",
+            q,
+            k,
+            _normal(rng, 1, 3, 2),
+        )
+    ]
     q = np.array([[[100.0], [-100.0]]])  # [1, T_q=2, 1]
     k = np.array([[[100.0], [0.0], [-100.0], [1.0]]])  # [1, T_k=4, 1]
     checks.append(
@@ -248,70 +259,51 @@ def attention_checks(seed: int = 0) -> list[Check]:
             "real scores of -2e4 and -1.5e4, a masked one of 5000 (a finite -1e4 fill would win)",
             q,
             k,
-            n(1, 3, 2),
+            _normal(rng, 1, 3, 2),
             np.array([True, True, False]),
         )
     )
+    return checks
 
-    x = n(2, 5, 12)
-    checks.append(
-        Check(
+
+# ------------------------------------------------------------------------------------- heads
+@case
+def _heads(rng):
+    x = _normal(rng, 2, 5, 12)
+    heads = np.array([[[[1.0, 2.0]], [[3.0, 4.0]]]])  # [B=1, h=2, T=1, d_k=2]
+    y = _normal(rng, 2, 3, 5, 4)
+    return [
+        _ref_check(
             "split-heads",
             "split_heads",
             "split_heads([2, 5, 12], 3) -> [2, 3, 5, 4]",
             (x, 3),
             ref.split_heads(x, 3),
-            "attnlab.ref",
-        )
-    )
-    heads = np.array([[[[1.0, 2.0]], [[3.0, 4.0]]]])  # [B=1, h=2, T=1, d_k=2]
-    checks.append(
-        Check(
+        ),
+        _ref_check(
             "merge-worked",
             "merge_heads",
             "the notes' heads [1, 2] and [3, 4] concatenate to [1, 2, 3, 4]",
             (heads,),
             ref.merge_heads(heads),
-            "attnlab.ref",
-        )
-    )
-    x = n(2, 3, 5, 4)
-    checks.append(
-        Check(
-            "merge-heads",
-            "merge_heads",
-            "merge_heads([2, 3, 5, 4]) -> [2, 5, 12]",
-            (x,),
-            ref.merge_heads(x),
-            "attnlab.ref",
-        )
-    )
+        ),
+        _ref_check(
+            "merge-heads", "merge_heads", "merge_heads([2, 3, 5, 4]) -> [2, 5, 12]", (y,), ref.merge_heads(y)
+        ),
+    ]
 
-    x = n(2, 5, 12)
-    checks.append(_mha("mha-self", "self-attention [2, 5, 12], 3 heads", rng, x, x, 3))
+
+@case
+def _multi_head(rng):
+    """Self-attention, cross-attention with padding, causal float32."""
+    x = _normal(rng, 2, 5, 12)
+    checks = [_mha("mha-self", "self-attention [2, 5, 12], 3 heads", rng, x, x, 3)]
     mask, lengths = _padding(rng, 2, 7)
+    title = f"cross-attention T_q=4, T_k=7, 4 heads, padding (lengths {lengths})"
+    checks.append(_mha("mha-cross", title, rng, _normal(rng, 2, 4, 16), _normal(rng, 2, 7, 16), 4, mask))
+    x = _normal(rng, 2, 6, 8, dtype=np.float32)
+    title = "causal self-attention, float32 [2, 6, 8], 2 heads"
     checks.append(
-        _mha(
-            "mha-cross",
-            f"cross-attention T_q=4, T_k=7, 4 heads, padding (lengths {lengths})",
-            rng,
-            n(2, 4, 16),
-            n(2, 7, 16),
-            4,
-            mask,
-        )
-    )
-    x = n(2, 6, 8, dtype=f32)
-    checks.append(
-        _mha(
-            "mha-causal-float32",
-            "causal self-attention, float32 [2, 6, 8], 2 heads",
-            rng,
-            x,
-            x,
-            2,
-            ref.causal_mask(6, 6)[None, None],
-            f32,
-        )
+        _mha("mha-causal-float32", title, rng, x, x, 2, ref.causal_mask(6, 6)[None, None], np.float32)
     )
     return checks

@@ -69,15 +69,10 @@ def run_generation(
     Returns a dict: "prompt", "prompt_tokens", "tokens" (the new ids), "text", "new_tokens",
     "stopped_at_eos", "seconds", "tokens_per_s" (new tokens over the decoding time, prompt included),
     "strategy", "cache" ({"positions_held", "bytes", "rolling_window"} or None)."""
-    from attnlab.decoding import beam_search, stream
     from attnlab.devices import resolve_device
-    from attnlab.models.gpt import GPT
 
     device = resolve_device(request.device)
-    model = load_hf(directory).to(device)
-    if not isinstance(model, GPT):
-        raise ValueError(f"{directory} holds an encoder (BERT); attnlab generate needs a decoder checkpoint")
-    tokenizer = load_hf_tokenizer(directory, vocab_size=model.config.vocab_size)
+    model, tokenizer = _load_decoder(directory, device)
     ids = tokenizer.encode(request.prompt).ids
     if not ids:
         raise ValueError("the prompt is empty: it encodes to no tokens")
@@ -85,60 +80,94 @@ def run_generation(
     eos = eos_ids(directory)
     out = _TextStream(tokenizer, on_text)
     start = time.perf_counter()
-    state = None
     if request.beam is not None:
-        limit = model.config.max_len
-        if len(ids) + request.max_new > limit:
-            raise ValueError(
-                f"prompt length {len(ids)} + max_new_tokens {request.max_new} exceeds max_len={limit}"
-            )
-        best = beam_search(model, prompt, request.beam, request.max_new, eos_id=eos[0] if eos else -1)
-        for tok in best.hypotheses[0][0].tokens:
-            out.add(int(tok))
-        strategy = f"beam search, {request.beam} beams"
+        _beam(model, prompt, request, eos, out)
+        state = None
     else:
-        steps = stream(
-            model,
-            prompt,
-            request.max_new,
-            use_cache=request.use_cache,
-            temperature=request.temperature,
-            top_k=request.top_k,
-            top_p=request.top_p,
-            seed=request.seed,
-            eos_id=eos or None,
-        )
-        for tok, _ in steps:
-            out.add(int(tok[0]))
-        state = steps.state
-        strategy = (
-            "greedy" if request.temperature == 0 else f"sampling at temperature {request.temperature:g}"
-        )
-        if request.temperature and request.top_k:
-            strategy += f", top-k {request.top_k}"
-        if request.temperature and request.top_p is not None:
-            strategy += f", top-p {request.top_p:g}"
+        state = _sample(model, prompt, request, eos, out)
     seconds = time.perf_counter() - start
-    if on_text is not None and out.shown != tokenizer.decode(out.ids):
-        on_text(tokenizer.decode(out.ids)[len(out.shown) :])
-    cache = None
-    if state is not None:
-        caches = state.caches
-        cache = {
-            "positions_held": max(c.k.shape[-2] for c in caches),
-            "bytes": sum(c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size() for c in caches),
-            "rolling_window": model.config.window,
-        }
+    text = tokenizer.decode(out.ids)
+    if on_text is not None and out.shown != text:  # the rest (beam search, a last partial character)
+        on_text(text[len(out.shown) :])
     n = len(out.ids)
     return {
         "prompt": request.prompt,
         "prompt_tokens": len(ids),
         "tokens": out.ids,
-        "text": tokenizer.decode(out.ids),
+        "text": text,
         "new_tokens": n,
         "stopped_at_eos": bool(eos) and n > 0 and out.ids[-1] in eos,
         "seconds": seconds,
         "tokens_per_s": n / seconds if seconds > 0 else float("inf"),
-        "strategy": strategy,
-        "cache": cache,
+        "strategy": _strategy(request),
+        "cache": None if state is None else _cache_held(state.caches, model.config.window),
+    }
+
+
+def _load_decoder(directory: str | Path, device):
+    """The GPT-family model of ``directory`` on ``device`` and its tokenizer (an encoder is refused)."""
+    from attnlab.models.gpt import GPT
+
+    model = load_hf(directory).to(device)
+    if not isinstance(model, GPT):
+        raise ValueError(f"{directory} holds an encoder (BERT); attnlab generate needs a decoder checkpoint")
+    return model, load_hf_tokenizer(directory, vocab_size=model.config.vocab_size)
+
+
+def _beam(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream) -> None:
+    """Beam search from ``prompt [1, P]``; the best hypothesis's tokens go to ``out`` at the end."""
+    from attnlab.decoding import beam_search
+
+    limit = model.config.max_len
+    if prompt.shape[1] + request.max_new > limit:
+        raise ValueError(
+            f"prompt length {prompt.shape[1]} + max_new_tokens {request.max_new} exceeds max_len={limit}"
+        )
+    best = beam_search(model, prompt, request.beam, request.max_new, eos_id=eos[0] if eos else -1)
+    for tok in best.hypotheses[0][0].tokens:
+        out.add(int(tok))
+
+
+def _sample(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream):
+    """Greedy or sampled decoding from ``prompt [1, P]``, each token to ``out`` as it comes; returns
+    the decoding state (its KV caches)."""
+    from attnlab.decoding import stream
+
+    steps = stream(
+        model,
+        prompt,
+        request.max_new,
+        use_cache=request.use_cache,
+        temperature=request.temperature,
+        top_k=request.top_k,
+        top_p=request.top_p,
+        seed=request.seed,
+        eos_id=eos or None,
+    )
+    for tok, _ in steps:
+        out.add(int(tok[0]))
+    return steps.state
+
+
+def _strategy(request: GenerationRequest) -> str:
+    """The decoding strategy in words: "greedy", "sampling at temperature 0.8, top-k 40",
+    "beam search, 4 beams"."""
+    if request.beam is not None:
+        return f"beam search, {request.beam} beams"
+    if request.temperature == 0:
+        return "greedy"
+    name = f"sampling at temperature {request.temperature:g}"
+    if request.top_k:
+        name += f", top-k {request.top_k}"
+    if request.top_p is not None:
+        name += f", top-p {request.top_p:g}"
+    return name
+
+
+def _cache_held(caches, window: int | None) -> dict:
+    """What the KV caches ``[B, h_kv, T, d_k]`` per layer held at the end: positions, bytes, window."""
+    return {
+        "positions_held": max(c.k.shape[-2] for c in caches),
+        "bytes": sum(c.k.numel() * c.k.element_size() + c.v.numel() * c.v.element_size() for c in caches),
+        "rolling_window": window,
     }
