@@ -241,36 +241,20 @@ def model_spec(model) -> ModelSpec:
 def _from_model_config(c) -> ModelSpec:
     """The spec of an ``attnlab.models`` config (its block when it has one, else its fields)."""
     name = type(c).__name__
-    block = getattr(c, "block", None)
     if name == "GPTConfig":
-        if not isinstance(block, BlockConfig):
-            positions = getattr(c, "positions", "learned")
-            block = BlockConfig(
-                d_model=c.d_model,
-                num_heads=c.num_heads,
-                d_ff=c.d_ff,
-                num_kv_heads=c.num_kv_heads,
-                **{**MODEL_BLOCKS["gpt"], "positions": positions},
-            )
+        positions = getattr(c, "positions", "learned")
         return ModelSpec(
             "gpt",
-            block,
+            _block_of(c, "gpt", num_kv_heads=c.num_kv_heads, positions=positions),
             c.num_layers,
             c.vocab_size,
             c.max_len,
             tie_head=bool(getattr(c, "tie_weights", True)),
         )
     if name == "BertConfig":
-        if not isinstance(block, BlockConfig):
-            block = BlockConfig(
-                d_model=c.d_model,
-                num_heads=c.num_heads,
-                d_ff=c.d_ff,
-                **{**MODEL_BLOCKS["bert"], "activation": c.activation, "norm_eps": c.eps},
-            )
         return ModelSpec(
             "bert",
-            block,
+            _block_of(c, "bert", activation=c.activation, norm_eps=c.eps),
             c.num_layers,
             c.vocab_size,
             c.max_len,
@@ -287,20 +271,24 @@ def _from_model_config(c) -> ModelSpec:
             f"the audit's transformer has one vocabulary V; this config has src_vocab={c.src_vocab} "
             f"and tgt_vocab={c.tgt_vocab}"
         )
-    if not isinstance(block, BlockConfig):
-        block = BlockConfig(
-            d_model=c.d_model,
-            num_heads=c.num_heads,
-            d_ff=c.d_ff,
-            **{**MODEL_BLOCKS["transformer"], "norm_place": c.norm, "activation": c.activation},
-        )
     return ModelSpec(
         "transformer",
-        block,
+        _block_of(c, "transformer", norm_place=c.norm, activation=c.activation),
         c.num_encoder_layers,
         c.src_vocab,
         c.max_len,
         share_embeddings=bool(c.share_embeddings),
+    )
+
+
+def _block_of(c, model: str, **fields) -> BlockConfig:
+    """``c.block`` when the model config carries one, else the block its flat fields describe: the
+    model's defaults (:data:`MODEL_BLOCKS`) with ``fields`` (the config's own choices) over them."""
+    block = getattr(c, "block", None)
+    if isinstance(block, BlockConfig):
+        return block
+    return BlockConfig(
+        d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff, **{**MODEL_BLOCKS[model], **fields}
     )
 
 

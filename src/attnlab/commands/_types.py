@@ -177,3 +177,22 @@ def device_option():
         type=choice(DEVICES),
         help="Where to run: auto (CUDA when present, else CPU), cpu, or cuda (an error if absent).",
     )
+
+
+def decode_options(what: str = "Decoding."):
+    """``--decode`` (:data:`attnlab.training.config.DECODERS`) and ``--beam-size``, as ``train``,
+    ``evaluate`` and ``translate`` take them; ``what`` is ``--decode``'s help."""
+
+    def apply(f):
+        f = click.option(
+            "--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam)."
+        )(f)
+        return click.option(
+            "--decode",
+            type=choice("attnlab.training.config:DECODERS"),
+            default="greedy",
+            show_default=True,
+            help=what,
+        )(f)
+
+    return apply

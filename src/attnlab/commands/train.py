@@ -17,6 +17,7 @@ from attnlab.commands._types import (
     SEED,
     Positive,
     choice,
+    decode_options,
     device_option,
 )
 
@@ -55,14 +56,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--weight-decay", type=float, default=0.01, show_default=True, help="AdamW weight decay.")
 @click.option("--eval-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
 @click.option("--eval-size", type=POSITIVE, default=200, show_default=True, help="Validation examples.")
-@click.option(
-    "--decode",
-    type=choice("attnlab.training.config:DECODERS"),
-    default="greedy",
-    show_default=True,
-    help="Decoding for evaluation.",
-)
-@click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@decode_options("Decoding for evaluation.")
 @click.option("--ckpt-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
 @click.option("--train-size", type=POSITIVE, default=10000, show_default=True, help="Training examples.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed (data, init, dropout).")
@@ -219,14 +213,7 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed of the examples.")
 @click.option("--min-len", type=POSITIVE, default=None, help="Override the task's shortest source.")
 @click.option("--max-len", type=POSITIVE, default=None, help="Override the task's longest source.")
-@click.option(
-    "--decode",
-    type=choice("attnlab.training.config:DECODERS"),
-    default="greedy",
-    show_default=True,
-    help="Decoding.",
-)
-@click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@decode_options()
 @device_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
 @usage_errors
@@ -281,14 +268,7 @@ def evaluate(
 @click.command()
 @click.argument("directory", type=str)
 @click.argument("text", nargs=-1, required=True)
-@click.option(
-    "--decode",
-    type=choice("attnlab.training.config:DECODERS"),
-    default="greedy",
-    show_default=True,
-    help="Decoding.",
-)
-@click.option("--beam-size", type=POSITIVE, default=4, show_default=True, help="Beam width (--decode beam).")
+@decode_options()
 @device_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the outputs as JSON.")
 @usage_errors
