@@ -1,12 +1,15 @@
-"""Atomic file writes: a reader never sees a half-written file.
+"""Atomic file writes: a reader never sees a half-written file; and JSON that is always JSON.
 
 Each write goes to a temporary file in the same folder, is flushed and fsynced, then renamed over
-the target with ``os.replace`` (atomic on POSIX).
+the target with ``os.replace`` (atomic on POSIX). :func:`dumps_json` is what every ``--json``
+prints: a NaN or an infinity becomes ``null`` (Python's ``json.dumps`` would print a bare ``NaN``,
+which no strict parser accepts).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -34,6 +37,24 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def finite_or_none(obj):
+    """``obj`` (nested dicts, lists and tuples) with every non-finite float (NaN, +-inf, NumPy's
+    included) replaced by None; everything else as it is."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    return obj
+
+
+def dumps_json(obj, **kw) -> str:
+    """``json.dumps(obj, **kw)`` that is valid JSON (RFC 8259) whatever ``obj`` holds: non-finite
+    floats are written as ``null`` (:func:`finite_or_none`). Every ``--json`` output uses it."""
+    return json.dumps(finite_or_none(obj), allow_nan=False, **kw)
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:

@@ -7,10 +7,10 @@ comes from a library registry (models, presets, norms, FFNs, activations, attent
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.audit.config import MODELS, from_options
 from attnlab.audit.presets import PRESETS
 from attnlab.commands._errors import BadInput, usage_errors
@@ -105,7 +105,7 @@ def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, 
 
 
 def _emit(report: dict, as_json: bool, render) -> None:
-    click.echo(json.dumps(report, indent=2, ensure_ascii=False) if as_json else render(report))
+    click.echo(dumps_json(report, indent=2, ensure_ascii=False) if as_json else render(report))
 
 
 @click.group()

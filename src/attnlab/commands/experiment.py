@@ -5,14 +5,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import POSITIVE, SEED, choice
 from attnlab.experiments.extrapolation import TRAINED as TRAINED_POSITIONS
+
+
+def _one_writer(out: str | None):
+    """The folder's writer lock (``OUT/.attnlab.lock``, :func:`attnlab.training.rundir.writer_lock`),
+    taken before any work: a second experiment writing into ``--out`` is refused naming the first's
+    pid, and a lock left by a killed process is taken over. Nothing to lock without ``--out``."""
+    if out is None:
+        return contextlib.nullcontext()
+    from attnlab._io import check_out_path
+    from attnlab.training.rundir import writer_lock
+
+    return writer_lock(check_out_path(out, "--out"), "experiment")
 
 
 @click.group()
@@ -49,14 +63,12 @@ def bottleneck(
     if steps is not None:
         changes["steps"] = steps
     settings = dataclasses.replace(settings, **changes)
-    from attnlab._io import check_out_path
-
-    check_out_path(out, "--out")  # before minutes of training
     log = (lambda *_: None) if as_json else click.echo
-    result = run(settings, out, progress=not quiet, log=log)
+    with _one_writer(out):  # checked and locked before minutes of training
+        result = run(settings, out, progress=not quiet, log=log)
     if as_json:
         with open(result.files["json"]) as f:
-            click.echo(json.dumps(json.load(f), indent=2))
+            click.echo(dumps_json(json.load(f), indent=2))
         return
     click.echo("")
     click.echo("Exact-sequence accuracy on held-out sources, by source length:")
@@ -113,14 +125,11 @@ def extrapolation(
     if models is not None:
         changes["models"] = tuple(m.strip() for m in models.split(",") if m.strip())
     settings = dataclasses.replace(QUICK if quick else Settings(), **changes)
-    if out is not None:
-        from attnlab._io import check_out_path
-
-        check_out_path(out, "--out")  # before minutes of training
     log = (lambda *_: None) if (as_json or quiet) else click.echo
-    result = run(settings, out, progress=not quiet, log=log)
+    with _one_writer(out):  # checked and locked before minutes of training
+        result = run(settings, out, progress=not quiet, log=log)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(dumps_json(result.to_json(), indent=2))
         return
     if not quiet:
         click.echo("")
@@ -161,10 +170,11 @@ def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, 
         changes["steps"] = steps
     settings = dataclasses.replace(settings, **changes)
     log = (lambda *_: None) if as_json or quiet else click.echo
-    result = run(settings, out, show_progress=not quiet and not as_json, log=log)
+    with _one_writer(out):
+        result = run(settings, out, show_progress=not quiet and not as_json, log=log)
     if as_json:
         with open(result.files["json"]) as f:
-            click.echo(json.dumps(json.load(f), indent=2))
+            click.echo(dumps_json(json.load(f), indent=2))
         return
     click.echo("")
     click.echo(result.table())
@@ -191,7 +201,8 @@ def recall(quick: bool, out: str | None, steps: int | None, seed: int, quiet: bo
         changes["steps"] = steps
     settings = dataclasses.replace(settings, **changes)
     log = (lambda *_: None) if (as_json or quiet) else click.echo
-    result = run(settings, out, log=log)
+    with _one_writer(out):
+        result = run(settings, out, log=log)
     if as_json:
         click.echo(dumps(result))
         return

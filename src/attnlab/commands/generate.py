@@ -3,13 +3,13 @@ Llama, Mistral, Qwen2), streaming the text as each token is chosen; tokens/s at 
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import POSITIVE as POS
 from attnlab.commands._types import PositiveNumber, device_option
@@ -81,7 +81,7 @@ def generate(
     start = time.perf_counter()
     result = run_generation(directory, request, on_text=show)
     if as_json:
-        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        click.echo(dumps_json(result, indent=2, ensure_ascii=False))
         return
     click.echo("")
     if not quiet:

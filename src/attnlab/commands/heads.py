@@ -3,10 +3,9 @@ induction, first-token and current-token score (:mod:`attnlab.interp`)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 
 
@@ -67,7 +66,7 @@ def heads(
         text = click.get_text_stream("stdin").read() if tokens == "-" else tokens
         scans = scan_text(text.strip(), model, **excl)
     if as_json:
-        click.echo(json.dumps([s.to_json(threshold) for s in scans]))
+        click.echo(dumps_json([s.to_json(threshold) for s in scans]))
         return
     for s in scans:
         click.echo(f"{s.model}: {s.view}, {len(s.tokens)} tokens")
@@ -100,7 +99,7 @@ def prune(model: str, seed: int, as_json: bool) -> None:
     net, tokenizer = load_pretrained("minilm")
     result = minilm_pruning(net, tokenizer, random_seed=seed)
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(dumps_json(result))
         return
     click.echo(f"MiniLM: agreement with the unpruned model on {len(HELD_OUT)} held-out sentences")
     click.echo("(heads removed from the weights; every layer keeps at least one head)\n")

@@ -3,11 +3,11 @@ Concept, Code, Output and Interpretation."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 
 
@@ -47,7 +47,7 @@ def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) ->
     if list_only:
         if as_json:
             click.echo(
-                json.dumps(
+                dumps_json(
                     [{"number": n, "title": les.title, "concept": les.concept} for n, les in LESSONS.items()],
                     indent=2,
                 )
@@ -60,7 +60,7 @@ def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) ->
     results = [(les, les.run()) for les in chosen]
     if as_json:
         click.echo(
-            json.dumps(
+            dumps_json(
                 [
                     {
                         "number": les.number,

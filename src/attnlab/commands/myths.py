@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 
 
@@ -29,7 +29,7 @@ def myths(number: str | None, as_json: bool) -> None:
     if number is None:
         if as_json:
             click.echo(
-                json.dumps(
+                dumps_json(
                     [
                         {"number": m.number, "claim": m.claim, "source": m.source, "why_false": m.why_false}
                         for m in MYTHS
@@ -48,7 +48,7 @@ def myths(number: str | None, as_json: bool) -> None:
     lines, evidence = myth.demonstrate()
     if as_json:
         click.echo(
-            json.dumps(
+            dumps_json(
                 {
                     "number": myth.number,
                     "claim": myth.claim,

@@ -9,11 +9,11 @@ when every check passes, 1 when one fails, 2 for bad input. Logic lives in :mod:
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.practice.path import EXERCISES, GRADED
 
@@ -75,7 +75,7 @@ def list_(data_dir: str | None, as_json: bool) -> None:
             status = f"latest {last['score']}/{last['total']}" + (", passed" if e.name in passed else "")
         rows.append({"name": e.name, "level": e.level, "title": e.title, "task": e.task, "status": status})
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(dumps_json(rows, indent=2))
         return
     for r in rows:
         click.echo(f"{r['name']:<10} {r['level']:<8} {r['title']:<30} {r['status']}")
@@ -211,7 +211,7 @@ def check(
                 show(r)
     _record(data_dir, exercise, file, report)
     if as_json:
-        click.echo(json.dumps({"exercise": exercise, **report.to_json()}, indent=2))
+        click.echo(dumps_json({"exercise": exercise, **report.to_json()}, indent=2))
     else:
         click.echo(
             f"score: {report.score}/{report.total} checks passed"

@@ -7,12 +7,12 @@ is not a number is explained and the question asked again.
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import choice
 
@@ -81,7 +81,7 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
         if not answers:
             raise ValueError("--json prints the answers: use it with --answers")
         click.echo(
-            json.dumps(
+            dumps_json(
                 {
                     "seed": s,
                     "topic": topic,

@@ -7,11 +7,11 @@ deletes anything. Logic lives in :mod:`attnlab.practice` (``path``, ``store``, `
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.practice.path import LESSONS
 
@@ -78,7 +78,7 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
         click.echo(f"wrote {html_out}")
         return
     if as_json:
-        click.echo(json.dumps({"database": str(path), **state}, indent=2))
+        click.echo(dumps_json({"database": str(path), **state}, indent=2))
         return
     from attnlab.practice.study_page import render_text
 

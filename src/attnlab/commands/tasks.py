@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import json
 
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import POSITIVE, SEED, choice
 
@@ -35,7 +35,7 @@ def list_tasks(as_json: bool) -> None:
             }
         )
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(dumps_json(rows, indent=2))
         return
     for r in rows:
         click.echo(f"{r['name']:<8} {r['description']}")
@@ -76,9 +76,9 @@ def show(
     tok = task.tokenizer
     examples = task.iter_sample(split, n, seed=seed)  # streamed: --n 10**9 prints in bounded memory
     if as_json:
-        # the same document json.dumps(indent=2) would print, written one example at a time
+        # the same document dumps_json(indent=2) would print, written one example at a time
         head = {"task": task.spec(), "vocab_size": tok.vocab_size, "split": split}
-        click.echo(json.dumps(head, indent=2)[:-2] + ',\n  "examples": [')
+        click.echo(dumps_json(head, indent=2)[:-2] + ',\n  "examples": [')
         for i, e in enumerate(examples):
             item = {
                 "src": e.src,
@@ -86,7 +86,7 @@ def show(
                 "src_ids": tok.encode(e.src) + [EOS],
                 "tgt_ids": tok.encode(e.tgt) + [EOS],
             }
-            text = "\n".join("    " + line for line in json.dumps(item, indent=2).splitlines())
+            text = "\n".join("    " + line for line in dumps_json(item, indent=2).splitlines())
             click.echo(("" if i == 0 else ",\n") + text, nl=False)
         click.echo("\n  ]\n}")
         return

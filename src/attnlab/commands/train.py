@@ -3,12 +3,12 @@ task, score a trained model, and run it on your own input."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import (
     NON_NEGATIVE,
@@ -158,7 +158,7 @@ def train(
         "loss": final.get("loss"),
     }
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(dumps_json(summary, indent=2))
         return
     if final:
         click.echo(
@@ -253,7 +253,7 @@ def evaluate(
     ]
     if as_json:
         click.echo(
-            json.dumps({"task": t.spec(), "split": split, "overall": total, "by_length": rows}, indent=2)
+            dumps_json({"task": t.spec(), "split": split, "overall": total, "by_length": rows}, indent=2)
         )
         return
     click.echo(
@@ -290,7 +290,7 @@ def translate(
         raise ValueError("text must not be empty")
     preds = predict(model, t, list(text), decode=decode, beam_size=beam_size)
     if as_json:
-        click.echo(json.dumps([{"src": s, "out": p} for s, p in zip(text, preds)], indent=2))
+        click.echo(dumps_json([{"src": s, "out": p} for s, p in zip(text, preds)], indent=2))
         return
     for s, p in zip(text, preds):
         click.echo(f"{s}  ->  {p}")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import RATE, choice, device_option
 
@@ -35,7 +34,7 @@ def figures(out_dir: str, fmt: str, as_json: bool) -> None:
         result = draw_figures(out_dir, fmt, progress=bar.update)
     if as_json:
         click.echo(
-            json.dumps(
+            dumps_json(
                 {
                     name: {"path": str(r["path"]), "numbers": _plain(r["numbers"])}
                     for name, r in result.items()

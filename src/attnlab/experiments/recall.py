@@ -23,7 +23,6 @@ it; linear attention and the SSM, whose memory is a fixed-size state, need more 
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._checks import positive_int
-from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab._io import atomic_write_bytes, atomic_write_json, dumps_json
 from attnlab.nn.linear import linear_attention, selective_scan
 from attnlab.nn.masks import sliding_window_mask
 
@@ -318,4 +317,4 @@ def to_json(result: RecallResult) -> dict:
 
 
 def dumps(result: RecallResult) -> str:
-    return json.dumps(to_json(result), indent=2)
+    return dumps_json(to_json(result), indent=2)

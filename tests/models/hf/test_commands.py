@@ -23,12 +23,16 @@ def _run(capsys, *args: str) -> tuple[int, str, str]:
     return exc.value.code, out.out, out.err
 
 
+def _not_json(constant: str):
+    raise ValueError(f"--json printed {constant}, which is not JSON")
+
+
 def test_generate_greedy_json_is_transformers_tokens(hf_dirs, hf_oracles, hf_tokenizer, capsys):
     code, out, _ = _run(
         capsys, "generate", str(hf_dirs["llama"]), "The keys and values", "--max-new", "12", "--json"
     )
     assert code == 0
-    result = json.loads(out)
+    result = json.loads(out, parse_constant=_not_json)
     prompt = torch.tensor([hf_tokenizer.encode("The keys and values").ids])
     theirs = hf_oracles["llama"].generate(
         prompt, max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0
