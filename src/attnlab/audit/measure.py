@@ -81,6 +81,41 @@ def _inputs(a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None
     return (x,), ({"mask": _mask(seq, window)} if (causal or window) else {})
 
 
+# what --measure is assumed to run at when its time is estimated: a CPU core's float32 matmul rate,
+# the order of magnitude this machine's `attnlab audit peak` reports (it is a rough bound, not a promise)
+ASSUMED_FLOPS_PER_S = 1e11
+MOST_SECONDS = 3600
+
+
+def check_measurable(report: dict, seq: int, memory: int) -> None:
+    """Refuse, before anything is built, a ``--measure`` that cannot run here. ``report``: the
+    analytic float32 audit of the same model and workload (``audit_cost(spec, workload,
+    bytes_per_value=4)``). The run keeps one layer's tensors at once (the ``[B, h, T, T]`` scores and
+    weights among them: ``activations.per_layer_bytes``) and the logits ``[B, T, V]``; a
+    ``ValueError`` names that memory against ``memory`` (half of it may be used, as for models) and
+    the rough time of ``executed.total_flops`` at :data:`ASSUMED_FLOPS_PER_S` (refused past an hour)."""
+    a = report["activations"]
+    need = a["per_layer_bytes"] + a["logits_bytes"]
+    flops = report["executed"]["total_flops"]
+    seconds = flops / ASSUMED_FLOPS_PER_S
+    if need <= memory // 2 and seconds <= MOST_SECONDS:
+        return
+    raise ValueError(
+        f"--measure at T={seq:,} would need about {need / 2**30:,.1f} GiB (one layer's float32 tensors, "
+        f"the [B, h, T, T] scores and weights among them) and {flops:.2e} FLOPs (about "
+        f"{_duration(seconds)} at {ASSUMED_FLOPS_PER_S:.0e} FLOP/s); this machine has "
+        f"{memory / 2**30:,.1f} GiB of memory: leave out --measure (the arithmetic needs neither) "
+        f"or use a smaller --seq"
+    )
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.1f} s"
+
+
 def measure_model(a: ModelSpec, workload: Workload, path: str = "sdpa", seed: int = 0) -> dict:
     """Run the attnlab model for ``a`` on ``workload`` under the counter and split its FLOPs by term.
 

@@ -193,6 +193,11 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags
     window = getattr(spec, "window", None)  # a checkpoint's sliding window applies when T exceeds it
     if window is not None and w.window is None and window < w.seq:
         w = dataclasses.replace(w, window=window)
+    if measure:  # refused up front when the run would not fit: the audit's own arithmetic knows
+        from attnlab._checks import memory_bytes
+        from attnlab.audit.measure import check_measurable
+
+        check_measurable(audit_cost(spec, w, bytes_per_value=4), w.seq, memory_bytes())
     report = audit_cost(
         spec, w, training=training, bytes_per_value=bytes_per_value, measure=measure, path=path
     )
