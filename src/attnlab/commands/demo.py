@@ -19,21 +19,30 @@ from attnlab.commands._types import POSITIVE
 @click.option(
     "--steps", type=POSITIVE, default=None, help="Training steps per model of the quick experiment."
 )
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Every section at tiny sizes (about a minute; the numbers are not meant to be read): a smoke test.",
+)
 @click.option("--no-explorer", is_flag=True, help="Skip the attention explorer pages (MiniLM).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @usage_errors
-def demo(out: str, steps: int | None, no_explorer: bool, quiet: bool) -> None:
+def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: bool) -> None:
     """Build OUT/index.html: the five lessons, the encoder-layer audit, the quick bottleneck
     experiment with its plot, table and alignment heatmaps, and the attention explorer."""
     import dataclasses
 
     from attnlab._io import check_out_path
     from attnlab.experiments.bottleneck import QUICK
-    from attnlab.experiments.demo import build_demo
+    from attnlab.experiments.demo import build_demo, quick_settings
 
     check_out_path(out, "--out")  # before minutes of work
-    settings = QUICK if steps is None else dataclasses.replace(QUICK, steps=steps)
-    result = build_demo(out, settings=settings, progress=not quiet, explorer=not no_explorer)
+    settings, induction = quick_settings() if quick else (QUICK, None)
+    if steps is not None:
+        settings = dataclasses.replace(settings, steps=steps)
+    result = build_demo(
+        out, settings=settings, progress=not quiet, explorer=not no_explorer, induction=induction
+    )
     missing = {k: v for k, v in result["sections"].items() if isinstance(v, str)}
     for key, err in missing.items():
         click.echo(f"warning: section {key} could not be built: {err}", err=True)

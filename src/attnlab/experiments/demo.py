@@ -338,6 +338,28 @@ def _task_for(settings):
     return _task(settings)
 
 
+def quick_settings():
+    """``(bottleneck settings, induction settings)`` of ``attnlab demo --quick``: every section of the
+    full report, at sizes that build in a minute (the numbers are not meant to be read)."""
+    import dataclasses
+
+    from attnlab.experiments.bottleneck import Settings
+    from attnlab.experiments.induction import DEMO
+
+    bottleneck = Settings(
+        min_len=3,
+        max_len=6,
+        bucket_width=2,
+        target_params=4000,
+        steps=10,
+        batch_size=16,
+        train_size=200,
+        eval_per_bucket=4,
+        warmup=3,
+    )
+    return bottleneck, dataclasses.replace(DEMO, steps=20, eval_every=10, eval_size=16)
+
+
 def build_demo(
     out_dir: str | Path,
     *,
