@@ -95,9 +95,12 @@ class Number(click.ParamType):
 
 
 class PositiveNumber(click.ParamType):
-    """A finite number > 0 (a rate, a time)."""
+    """A finite number > 0 (a rate, a time), at most ``maximum`` (a time past which nobody waits)."""
 
     name = "X"
+
+    def __init__(self, maximum: float = math.inf):
+        self.maximum = maximum
 
     def convert(self, value, param, ctx):
         try:
@@ -106,6 +109,8 @@ class PositiveNumber(click.ParamType):
             x = -1.0
         if not x > 0 or not math.isfinite(x):
             raise BadInput(f"{_flag(param)} must be a positive number, got {value!r}")
+        if x > self.maximum:
+            raise BadInput(f"{_flag(param)} must be at most {self.maximum:g}, got {value!r}")
         return x
 
 

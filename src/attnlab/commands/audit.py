@@ -14,7 +14,7 @@ from attnlab._io import dumps_json
 from attnlab.audit.config import MODELS, from_options
 from attnlab.audit.presets import PRESETS
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, Positive, choice, options
+from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, Positive, PositiveNumber, choice, options
 from attnlab.models.precision import DTYPES
 from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
 
@@ -207,7 +207,11 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags
 @audit.command("peak")
 @_model
 @click.option(
-    "--seconds", default=2.0, show_default=True, type=POSITIVE_NUMBER, help="Time to spend measuring."
+    "--seconds",
+    default=2.0,
+    show_default=True,
+    type=PositiveNumber(600),
+    help="Time to spend measuring (at most 600 s).",
 )
 @click.option(
     "--mfu",

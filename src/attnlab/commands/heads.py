@@ -7,6 +7,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import SEED, Positive
 
 
 def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
@@ -29,10 +30,15 @@ def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
     help="'repeat': random probes [BOS, r_1..r_L, r_1..r_L]; anything else is a text to run (or '-': stdin).",
 )
 @click.option(
-    "--length", type=int, default=None, help="L of the repeat probe (default 20, or what fits a GPT)."
+    "--length",
+    type=Positive(100_000),
+    default=None,
+    help="L of the repeat probe (default 20, or what fits a GPT).",
 )
-@click.option("--batch", type=int, default=8, show_default=True, help="Repeat probes to average over.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the repeat probes.")
+@click.option(
+    "--batch", type=Positive(10_000), default=8, show_default=True, help="Repeat probes to average over."
+)
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the repeat probes.")
 @click.option(
     "--threshold", type=float, default=0.4, show_default=True, help="Name the heads above this score."
 )
