@@ -182,6 +182,7 @@ def encoder_layer(
     mask=None,
     eps: float = 1e-5,
     num_kv_heads: int | None = None,
+    empty_rows: str = "error",
 ) -> np.ndarray:
     """One Transformer encoder layer.
 
@@ -190,6 +191,8 @@ def encoder_layer(
     Args:
         x: ``[B, T, d_model]``. params: ``{"attn", "ffn", "norm1", "norm2"}``.
         mask: bool broadcastable to ``[B, T, T]`` (e.g. :func:`padding_mask`).
+        empty_rows: a query row the mask leaves with no key: ``"error"`` or ``"zero"``
+            (the one policy, docs/reference.md#empty-rows; as :func:`scaled_dot_product_attention`).
     Returns:
         ``[B, T, d_model]``: the layer preserves the shape.
     """
@@ -198,7 +201,8 @@ def encoder_layer(
     _require(params, ("attn", "ffn", "norm1", "norm2"))
 
     def attn(z):
-        return multi_head_attention(z, z, params["attn"], num_heads, num_kv_heads=num_kv_heads, mask=mask)[0]
+        kw = dict(num_kv_heads=num_kv_heads, mask=mask, empty_rows=empty_rows)
+        return multi_head_attention(z, z, params["attn"], num_heads, **kw)[0]
 
     if norm == "post":
         u = _norm(x + attn(x), params["norm1"], eps, "norm1")  # [B, T, d]
@@ -219,6 +223,7 @@ def decoder_layer(
     memory_mask=None,
     eps: float = 1e-5,
     num_kv_heads: int | None = None,
+    empty_rows: str = "error",
 ) -> np.ndarray:
     """One Transformer decoder layer: masked self-attention, cross-attention over ``memory``, FFN.
 
@@ -229,6 +234,7 @@ def decoder_layer(
         y: ``[B, T_tgt, d_model]``. memory: ``[B, T_src, d_model]`` (encoder output).
         self_mask: bool broadcastable to ``[B, T_tgt, T_tgt]`` (usually :func:`causal_mask`).
         memory_mask: bool broadcastable to ``[B, T_tgt, T_src]`` (source padding).
+        empty_rows: ``"error"`` or ``"zero"`` for a query row left with no key, in both attentions.
     Returns:
         ``[B, T_tgt, d_model]``.
     """
@@ -238,14 +244,12 @@ def decoder_layer(
     _require(params, ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"))
 
     def self_attn(z):
-        return multi_head_attention(
-            z, z, params["self_attn"], num_heads, num_kv_heads=num_kv_heads, mask=self_mask
-        )[0]
+        kw = dict(num_kv_heads=num_kv_heads, mask=self_mask, empty_rows=empty_rows)
+        return multi_head_attention(z, z, params["self_attn"], num_heads, **kw)[0]
 
     def cross_attn(z):
-        return multi_head_attention(
-            z, memory, params["cross_attn"], num_heads, num_kv_heads=num_kv_heads, mask=memory_mask
-        )[0]
+        kw = dict(num_kv_heads=num_kv_heads, mask=memory_mask, empty_rows=empty_rows)
+        return multi_head_attention(z, memory, params["cross_attn"], num_heads, **kw)[0]
 
     n1, n2, n3 = params["norm1"], params["norm2"], params["norm3"]
     if norm == "post":
