@@ -160,20 +160,51 @@ def flash_attention(
 
     out = np.empty(lead + (t_q, v.shape[-1]), dtype=dtype)  # [..., T_q, d_v]
     lse = np.empty(lead + (t_q,), dtype=dtype)  # [..., T_q]
-    # Each tile is held transposed, S_ij^T [B_k, B_q]: the row max and row sum of S_ij then run
-    # down the columns, which NumPy does with whole-vector operations (several times faster than
-    # reducing many short rows). The statistics m and l are therefore [..., 1, B_q].
+    tiles = _Tiles(k, v, mask, scale, block_k, offset, causal, window)
     for q_lo in range(0, t_q, block_q):
         q_hi = min(q_lo + block_q, t_q)
-        q_t = np.swapaxes(q[..., q_lo:q_hi, :] * scale, -1, -2)  # Q_i^T, scaled once  [..., d_k, bq]
-        m = np.full(lead + (1, q_hi - q_lo), -np.inf, dtype=dtype)  # running max  [..., 1, bq]
-        l = np.zeros(lead + (1, q_hi - q_lo), dtype=dtype)  # running sum  [..., 1, bq]
-        acc = np.zeros(lead + (q_hi - q_lo, v.shape[-1]), dtype=dtype)  # unnormalised O  [..., bq, d_v]
-        k_begin, k_end = key_block_range(q_lo, q_hi, t_k, offset, causal, window)
+        acc, m, l = tiles.run(q[..., q_lo:q_hi, :], q_lo, lead, dtype)  # [..., bq, d_v], [..., 1, bq] x2
+        empty = l[..., 0, :] == 0  # no key seen at all  [..., bq]
+        if empty_rows == "error" and empty.any():
+            idx = [int(i) for i in np.argwhere(empty)[0]]
+            idx[-1] += q_lo  # index within the block -> query index
+            raise empty_row_error(tuple(idx))
+        l_safe = np.where(l == 0, 1.0, l)  # [..., 1, bq]
+        out[..., q_lo:q_hi, :] = acc / np.swapaxes(l_safe, -1, -2)  # Z_i = O / l  [..., bq, d_v]
+        with np.errstate(divide="ignore"):
+            lse[..., q_lo:q_hi] = (m + np.log(l))[..., 0, :]  # L_i = m + log l (-inf if empty)
+    return (out, lse) if return_lse else out
+
+
+class _Tiles:
+    """The key/value side of :func:`flash_attention`: ``k [..., T_k, d_k]``, ``v [..., T_k, d_v]``, the
+    broadcast ``mask [..., T_q, T_k]`` (or None), the scale, the key block size, and the causal /
+    window geometry (``offset = T_k - T_q``, the position of query 0)."""
+
+    def __init__(self, k, v, mask, scale: float, block_k: int, offset: int, causal: bool, window):
+        self.k, self.v, self.mask, self.scale, self.block_k = k, v, mask, scale, block_k
+        self.offset, self.causal, self.window = offset, causal, window
+
+    def run(self, q_block, q_lo: int, lead: tuple, dtype):
+        """One query block ``Q_i [..., bq, d_k]`` (queries ``q_lo ..``) over every key block it may
+        see: the online-softmax recurrence. Returns the unnormalised ``O [..., bq, d_v]``, the
+        running max ``m`` and sum ``l`` ``[..., 1, bq]``.
+
+        Each tile is held transposed, S_ij^T [B_k, B_q]: the row max and row sum of S_ij then run
+        down the columns, which NumPy does with whole-vector operations (several times faster than
+        reducing many short rows); hence m and l are ``[..., 1, bq]``."""
+        k, v, mask, block_k = self.k, self.v, self.mask, self.block_k
+        bq = q_block.shape[-2]
+        q_hi = q_lo + bq
+        q_t = np.swapaxes(q_block * self.scale, -1, -2)  # Q_i^T, scaled once  [..., d_k, bq]
+        m = np.full(lead + (1, bq), -np.inf, dtype=dtype)  # running max  [..., 1, bq]
+        l = np.zeros(lead + (1, bq), dtype=dtype)  # running sum  [..., 1, bq]
+        acc = np.zeros(lead + (bq, v.shape[-1]), dtype=dtype)  # unnormalised O  [..., bq, d_v]
+        k_begin, k_end = key_block_range(q_lo, q_hi, k.shape[-2], self.offset, self.causal, self.window)
         # key blocks are aligned to multiples of block_k so tiles are the same for every query block
         for k_lo in range((k_begin // block_k) * block_k, k_end, block_k):
             k_hi = min(k_lo + block_k, k_end)
-            allowed = _tile_mask(q_lo, q_hi, k_lo, k_hi, offset, causal, window)  # [bq, bk] or None
+            allowed = _tile_mask(q_lo, q_hi, k_lo, k_hi, self.offset, self.causal, self.window)  # [bq, bk]
             if mask is not None:
                 tile = mask[..., q_lo:q_hi, k_lo:k_hi]  # [..., bq, bk]
                 allowed = tile if allowed is None else tile & allowed
@@ -190,13 +221,4 @@ def flash_attention(
             l = rescale * l + p_t.sum(axis=-2, keepdims=True)  # [..., 1, bq]
             acc = np.swapaxes(rescale, -1, -2) * acc + np.swapaxes(p_t, -1, -2) @ v[..., k_lo:k_hi, :]
             m = m_new
-        empty = l[..., 0, :] == 0  # no key seen at all  [..., bq]
-        if empty_rows == "error" and empty.any():
-            idx = [int(i) for i in np.argwhere(empty)[0]]
-            idx[-1] += q_lo  # index within the block -> query index
-            raise empty_row_error(tuple(idx))
-        l_safe = np.where(l == 0, 1.0, l)  # [..., 1, bq]
-        out[..., q_lo:q_hi, :] = acc / np.swapaxes(l_safe, -1, -2)  # Z_i = O / l  [..., bq, d_v]
-        with np.errstate(divide="ignore"):
-            lse[..., q_lo:q_hi] = (m + np.log(l))[..., 0, :]  # L_i = m + log l (-inf if empty)
-    return (out, lse) if return_lse else out
+        return acc, m, l
