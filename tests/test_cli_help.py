@@ -48,7 +48,7 @@ def _registry(path: str, flag: str):
     from attnlab.lessons.quiz import TOPICS
     from attnlab.models.precision import DTYPES
     from attnlab.models.rnn import ATTENTIONS, CELLS
-    from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
+    from attnlab.nn.config import ACTIVATIONS, ATTENTION_KINDS, FFNS, NORM_PLACES, NORMS
     from attnlab.tasks import TASKS
     from attnlab.tasks.base import SPLITS
     from attnlab.training.config import DECODERS, MODEL_KINDS
@@ -66,6 +66,8 @@ def _registry(path: str, flag: str):
         return {**common, **audit}.get(flag)
     if path == "train" and flag == "--model":
         return MODEL_KINDS
+    if path == "train" and flag == "--attention":  # attention-rnn's scores, then gpt's block kinds
+        return tuple(ATTENTIONS) + ATTENTION_KINDS
     return common.get(flag)
 
 

@@ -42,7 +42,11 @@ from attnlab.nn.config import ACTIVATIONS, ATTENTION_KINDS, FFNS, NORM_PLACES, N
             r"BlockConfig.rope_scaling must be None or a dict with a 'rope_type'",
         ),
         (dict(window=0), r"BlockConfig.window must be a positive integer, got 0"),
-        (dict(attention="ring"), r"BlockConfig.attention must be one of \['sdpa', 'explicit', 'flash'\]"),
+        (
+            dict(attention="ring"),
+            r"BlockConfig.attention must be one of "
+            r"\['sdpa', 'explicit', 'flash', 'block_sparse', 'linear', 'ssm'\]",
+        ),
         (dict(attention="flash", positions="alibi"), r"attention='flash' does not take an additive bias"),
         (dict(dropout=1.0), r"BlockConfig.dropout must be a number in \[0, 1\), got 1.0"),
     ],
@@ -85,8 +89,14 @@ def test_defaults_and_derived_sizes():
 def test_json_round_trip(
     h, d_k, kv, norm, place, ffn, act, biases, positions, layout, base, scaling, window, attention, dropout
 ):
-    if attention == "flash" and positions == "alibi":
+    if attention in ("flash", "block_sparse", "linear", "ssm") and positions == "alibi":
         positions = "rope"
+    if attention == "block_sparse" and window is None:
+        window = 3
+    if attention in ("linear", "ssm"):
+        window = None
+    if attention == "ssm":
+        positions, kv = ("none" if positions == "rope" else positions), None
     c = BlockConfig(
         h * d_k, h, 3 * d_k, num_kv_heads=kv, norm=norm, norm_place=place, ffn=ffn, activation=act,
         qkv_bias=biases[0], out_bias=biases[1], ffn_bias=biases[2], positions=positions, rope_layout=layout,

@@ -133,7 +133,7 @@ class Choice(click.ParamType):
         if isinstance(reg, str):
             module, _, attr = reg.partition(":")
             reg = getattr(importlib.import_module(module), attr)
-        elif callable(reg):
+        if callable(reg):  # a function returning the choices (directly or named "module:NAME")
             reg = reg()
         return tuple(reg)
 

@@ -72,9 +72,9 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--cell", type=choice("attnlab.models.rnn:CELLS"), default=None, help="RNN cell (default gru).")
 @click.option(
     "--attention",
-    type=choice("attnlab.models.rnn:ATTENTIONS"),
+    type=choice("attnlab.training.models:attention_choices"),
     default=None,
-    help="attention-rnn score (default bahdanau).",
+    help="attention-rnn: the score (default bahdanau); gpt: the block's attention kind (default sdpa).",
 )
 @click.option("--dropout", type=RATE, default=None, help="Dropout rate in [0, 1) (default: the model's).")
 @click.option(

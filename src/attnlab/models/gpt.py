@@ -32,10 +32,9 @@ from attnlab.models.base import ModelConfig, SavableModel, check_positive
 from attnlab.models.transformer import check_ids
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
-from attnlab.nn.layers import DecoderLayer, make_norm
+from attnlab.nn.layers import DecoderLayer, make_cache, make_norm
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import LearnedPositions, SinusoidalPositions
-from attnlab.nn.rolling_cache import RollingKVCache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +66,7 @@ class GPTConfig(ModelConfig):
     rope_scaling: dict | None = dataclasses.field(default=None, hash=False)
     window: int | None = None
     attention: str = "sdpa"
+    state_size: int = 16
 
     def __post_init__(self) -> None:
         check_positive(self, "vocab_size", "num_layers", "max_len")
@@ -194,9 +194,9 @@ class GPT(HookPoints, SavableModel):
         """Consume ``prompt [B, P]`` into fresh KV caches; ``state.last_logits [B, V]`` predicts token P."""
         c = self.config
         check_ids("prompt", prompt, c.vocab_size, c.max_len)
-        # a sliding-window model keeps only the last W positions' keys and values per layer
-        new_cache = (lambda: RollingKVCache(c.window)) if c.window is not None else KVCache
-        state = GPTState([new_cache() for _ in self.blocks], 0, None)
+        # a sliding-window model keeps only the last W positions' keys and values per layer;
+        # linear attention and the SSM a recurrent state of fixed size
+        state = GPTState([make_cache(c.block) for _ in self.blocks], 0, None)
         state.last_logits = self._run(prompt, state)
         return state
 

@@ -30,9 +30,12 @@ from attnlab.nn.layers import (
     EncoderLayer,
     FeedForward,
     RMSNorm,
+    make_cache,
+    make_mixer,
     make_norm,
 )
 from attnlab.nn.linear import (
+    LinearAttentionState,
     elu_feature_map,
     linear_attention,
     linear_attention_step,
@@ -57,12 +60,20 @@ from attnlab.nn.positions import (
     rope_cos_sin,
     sinusoidal_positions,
 )
+from attnlab.nn.rolling_cache import RollingKVCache
 from attnlab.nn.rope_scaling import rope_frequencies
 from attnlab.nn.sparse import block_sparse_attention
+from attnlab.nn.state_space import SelectiveSSM, SSMState
 
 __all__ = [
     "detect_nonfinite",
     "NonFiniteError",
+    "LinearAttentionState",
+    "RollingKVCache",
+    "SSMState",
+    "SelectiveSSM",
+    "make_cache",
+    "make_mixer",
     "block_sparse_attention",
     "elu_feature_map",
     "linear_attention",

@@ -38,7 +38,10 @@ FFNS = ("mlp", "glu", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("none", "sinusoidal", "learned", "rope", "alibi")
 ROPE_LAYOUTS = ("interleaved", "half")
-ATTENTION_KINDS = ("sdpa", "explicit", "flash")
+ATTENTION_KINDS = ("sdpa", "explicit", "flash", "block_sparse", "linear", "ssm")
+# Kinds that compute something other than softmax attention over every key (issue 15):
+# block_sparse needs a window; linear and ssm have no softmax, so no window, bias or weights.
+SUBQUADRATIC_KINDS = ("block_sparse", "linear", "ssm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,13 @@ class BlockConfig:
     ``rope_scaling`` (a Hugging Face ``rope_scaling`` dict, or ``None``). ``window``: sliding-window
     width W (a query sees itself and the W - 1 keys before it), ``None`` for full attention.
     ``attention``: the kernel (``sdpa`` fused, ``explicit`` step by step with weights, ``flash``
-    tiled online softmax). ``dropout``: on attention weights, residual branches and inside the FFN.
+    tiled online softmax), or what replaces quadratic attention: ``block_sparse`` (the sliding
+    window of ``window`` keys through :func:`attnlab.nn.block_sparse_attention`, which skips the
+    tiles the window leaves empty; needs ``window``), ``linear`` (causal linear attention,
+    phi = elu + 1, Katharopoulos et al. 2020; a ``d_k x d_k`` state per head when generating) or
+    ``ssm`` (a selective state-space layer in place of attention, :class:`attnlab.nn.SelectiveSSM`,
+    state width ``state_size`` n per channel). ``dropout``: on attention weights, residual branches
+    and inside the FFN.
     """
 
     d_model: int
@@ -79,6 +88,7 @@ class BlockConfig:
     window: int | None = None
     attention: str = "sdpa"
     dropout: float = 0.0
+    state_size: int = 16
 
     def __post_init__(self) -> None:
         n = "BlockConfig"
@@ -117,6 +127,36 @@ class BlockConfig:
                 f"{n}: attention='flash' does not take an additive bias; use positions='rope' or 'none'"
             )
         probability(f"{n}.dropout", self.dropout)
+        positive_int(f"{n}.state_size", self.state_size)
+        self._check_subquadratic(n)
+
+    def _check_subquadratic(self, n: str) -> None:
+        """The settings the block-sparse, linear and SSM kinds cannot honour: one-line errors."""
+        kind = self.attention
+        if kind == "block_sparse" and self.window is None:
+            raise ValueError(
+                f"{n}: attention='block_sparse' needs window=W (it skips the tiles a sliding window "
+                "leaves empty); for full attention use 'sdpa'"
+            )
+        if kind in ("block_sparse", "linear", "ssm") and self.positions == "alibi":
+            raise ValueError(
+                f"{n}: attention='{kind}' does not take ALiBi's additive bias; use positions='rope' or 'none'"
+            )
+        if kind in ("linear", "ssm") and self.window is not None:
+            raise ValueError(
+                f"{n}: attention='{kind}' has no window (its state already summarises every earlier "
+                f"token), got window={self.window}; use attention='block_sparse' for a sliding window"
+            )
+        if kind == "ssm":
+            if self.positions == "rope":
+                raise ValueError(
+                    f"{n}: attention='ssm' has no queries or keys for RoPE to rotate; "
+                    "use positions='none' or 'learned'"
+                )
+            if self.num_kv_heads is not None:
+                raise ValueError(
+                    f"{n}: attention='ssm' has no key/value heads, got num_kv_heads={self.num_kv_heads}"
+                )
 
     @property
     def head_dim(self) -> int:

@@ -92,6 +92,37 @@ class FeedForward(HookPoints, nn.Module):
         return self._at("out", self.linear2(self.dropout(hidden)))  # [..., d_model]
 
 
+def make_mixer(config: BlockConfig) -> nn.Module:
+    """The self-attention sub-block a config asks for: :class:`~attnlab.nn.SelectiveSSM` for
+    ``attention="ssm"``, else :class:`MultiHeadAttention` (every softmax kind, block-sparse, linear).
+    Both map ``x [B, T, d_model]`` to ``(out [B, T, d_model], weights or None)``."""
+    if config.attention == "ssm":
+        from attnlab.nn.state_space import SelectiveSSM
+
+        return SelectiveSSM(config)
+    return MultiHeadAttention(config)
+
+
+def make_cache(config: BlockConfig):
+    """A fresh generation cache for one self-attention sub-block: the last ``window`` keys and
+    values (:class:`~attnlab.nn.RollingKVCache`, ``[B, h_kv, <= W, d_k]``) for a windowed kind, the
+    recurrent state for ``linear`` (``S [B, h, d_k, d_k]``, ``z [B, h, d_k]``) and ``ssm`` (conv
+    tail ``[B, 3, d]``, ``h [B, d, n]``), every key and value (``[B, h_kv, T, d_k]``) otherwise."""
+    if config.attention == "ssm":
+        from attnlab.nn.state_space import SSMState
+
+        return SSMState()
+    if config.attention == "linear":
+        from attnlab.nn.linear import LinearAttentionState
+
+        return LinearAttentionState()
+    if config.window is not None:
+        from attnlab.nn.rolling_cache import RollingKVCache
+
+        return RollingKVCache(config.window)
+    return KVCache()
+
+
 def _sublayers(layer: nn.Module, config: BlockConfig, ffn_norm: str) -> None:
     """The FFN, its norm (named ``ffn_norm``) and residual dropout of a layer; None when ffn='none'."""
     has_ffn = config.ffn != "none"
@@ -121,6 +152,10 @@ class EncoderLayer(HookPoints, nn.Module):
     def __init__(self, config: BlockConfig):
         super().__init__()
         c = self.config = _check_config("EncoderLayer", config)
+        if c.attention == "ssm":
+            raise ValueError(
+                "EncoderLayer: attention='ssm' is a causal recurrence; an encoder reads both ways"
+            )
         self.norm_first = c.norm_place == "pre"
         self.self_attn = MultiHeadAttention(c)
         self.norm1 = make_norm(c)
@@ -182,8 +217,13 @@ class DecoderLayer(HookPoints, nn.Module):
     def __init__(self, config: BlockConfig, *, cross_attention: bool = True, memory_dim: int | None = None):
         super().__init__()
         c = self.config = _check_config("DecoderLayer", config)
+        if c.attention == "ssm" and cross_attention:
+            raise ValueError(
+                "DecoderLayer: attention='ssm' has no cross-attention (it mixes one sequence); "
+                "pass cross_attention=False"
+            )
         self.norm_first = c.norm_place == "pre"
-        self.self_attn = MultiHeadAttention(c)
+        self.self_attn = make_mixer(c)
         self.norm1 = make_norm(c)
         self.dropout1 = nn.Dropout(c.dropout)
         if cross_attention:

@@ -141,6 +141,65 @@ def linear_attention_step(
     return out, (s, z)
 
 
+class LinearAttentionState:
+    """Generation state of one linear-attention layer: ``S [B, h, d_k, d_v]`` and ``z [B, h, d_k]`` (the
+    sums of :func:`linear_attention_step`), the same size at every position; ``length`` counts the
+    positions consumed (RoPE's next position). ``append`` only counts: the layer updates ``S, z``."""
+
+    static = False
+
+    def __init__(self):
+        self.s: Tensor | None = None
+        self.z: Tensor | None = None
+        self.length = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Count the new positions of ``k, v [B, h_kv, T_new, d]`` and return them unchanged."""
+        if self.s is not None and k.shape[0] != self.s.shape[0]:
+            raise ValueError(f"cache holds batch {self.s.shape[0]} but k has batch {k.shape[0]}")
+        self.length += k.shape[-2]
+        return k, v
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: constant in the number of positions."""
+        return sum(t.numel() * t.element_size() for t in (self.s, self.z) if t is not None)
+
+    def reorder(self, index: Tensor) -> LinearAttentionState:
+        """Keep batch rows ``index [B']`` (beam search); in place, returns ``self``."""
+        if self.s is not None:
+            self.s, self.z = self.s.index_select(0, index), self.z.index_select(0, index)
+        return self
+
+
+def causal_linear_attention_with_state(
+    q: Tensor, k: Tensor, v: Tensor, state: LinearAttentionState
+) -> Tensor:
+    """Causal linear attention of new positions that continue ``state`` (updated in place):
+    ``Z_t = phi(q_t)^T S_t / phi(q_t)^T z_t`` with ``S_t, z_t`` the sums over every position so far.
+
+    The first call (an empty state) runs the chunked parallel form and keeps ``S = phi(K)^T V``,
+    ``z = phi(K)^T 1``; later calls run :func:`linear_attention_step` token by token.
+
+    Args:
+        q, k: ``[B, h, T_new, d]``. v: ``[B, h, T_new, d_v]``. state: :class:`LinearAttentionState`.
+    Returns:
+        ``Z [B, h, T_new, d_v]``.
+    """
+    if state.s is None:
+        out = linear_attention(q, k, v, causal=True)  # [B, h, T_new, d_v]
+        fk = elu_feature_map(k)  # [B, h, T_new, d]
+        state.s, state.z = fk.transpose(-1, -2) @ v, fk.sum(dim=-2)  # [B, h, d, d_v], [B, h, d]
+        return out
+    outs = []
+    carry = (state.s, state.z)
+    for t in range(q.shape[-2]):
+        z_t, carry = linear_attention_step(q[..., t, :], k[..., t, :], v[..., t, :], carry)  # [B, h, d_v]
+        outs.append(z_t)
+    state.s, state.z = carry
+    return torch.stack(outs, dim=-2)  # [B, h, T_new, d_v]
+
+
 def _check_scan(x, delta, A, B, C, D):
     _finite("x", x)
     if x.dim() != 3:

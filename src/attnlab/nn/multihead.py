@@ -197,6 +197,9 @@ class MultiHeadAttention(HookPoints, nn.Module):
             choice("empty_rows", empty_rows, EMPTY_ROWS)
         explicit = need_weights or self.attention == "explicit" or _needs_weights(self._hooks)
         q, k, v = self._project(x_q, x_kv, cache)  # [B, h, T_q, d_k], [B, h_kv, T_k, d_k] x2
+        if self.attention == "linear":  # [B, h, T_q, d_k]
+            z, weights = self._linear(q, k, v, mask, is_causal, cache, explicit, empty_rows)
+            return self._merge(z), (weights if need_weights else None)
         mask, bias, in_kernel = self._mask(mask, is_causal, q, k.shape[-2], explicit, empty_rows)
         if explicit:
             z, weights = self._explicit(q, k, v, mask, bias)  # [B, h, T_q, d_k], [B, h, T_q, T_k]
@@ -292,7 +295,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
         if self.positions == "alibi":
             bias = alibi_bias(self.num_heads, t_q, t_k, device=q.device, dtype=q.dtype)  # [h, T_q, T_k]
         ordered = self.window is not None or (is_causal and t_q > 1)  # one query at the end sees every key
-        flash = self.attention == "flash" and not explicit
+        # flash and the block-sparse window apply the causal/window mask themselves
+        flash = (self.attention == "flash" and not explicit) or self._block_sparse(mask, t_q, explicit)
         in_kernel = ordered and (
             flash or (self.window is None and t_q == t_k and mask is None and bias is None and not explicit)
         )
@@ -310,11 +314,32 @@ class MultiHeadAttention(HookPoints, nn.Module):
             _refuse_empty_rows(mask)
         return mask, bias, in_kernel
 
+    def _block_sparse(self, mask, t_q: int, explicit: bool) -> bool:
+        """Whether the window goes through :func:`attnlab.nn.block_sparse_attention`: the kind asks
+        for it, and nothing needs a dense mask or the weights. A caller's mask (padding), dropout
+        on the weights, the explicit path and a one-query decoding step (at most W + 1 keys held:
+        nothing to skip) take SDPA with the window's boolean mask instead."""
+        return (
+            self.attention == "block_sparse"
+            and self.window is not None
+            and mask is None
+            and not explicit
+            and t_q > 1
+            and not (self.training and self.dropout > 0)
+        )
+
     # ----------------------------------------------------------------------------- attend
     def _fast(self, q, k, v, mask, bias, causal: bool) -> torch.Tensor:
         """Fused attention: ``q [B, h, T_q, d_k]``, ``k, v [B, h_kv, T_k, d_k]`` -> ``[B, h, T_q, d_k]``."""
         p = self.dropout if self.training else 0.0
         gqa = self.num_kv_heads != self.num_heads
+        if self._block_sparse(mask, q.shape[-2], False):  # the window, skipping empty tiles
+            from attnlab.nn.sparse import block_sparse_attention
+
+            group = self.num_heads // self.num_kv_heads
+            k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+            v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+            return block_sparse_attention(q, k, v, causal=True, window=self.window)
         if self.attention == "flash":
             from attnlab.nn.flash import flash_attention
 
@@ -351,6 +376,43 @@ class MultiHeadAttention(HookPoints, nn.Module):
         weights = self._at("weights", weights)
         if self.training and self.dropout > 0:
             weights = F.dropout(weights, self.dropout)
+        return weights @ v, weights  # [B, h, T_q, d_k], [B, h, T_q, T_k]
+
+    def _linear(self, q, k, v, mask, is_causal: bool, cache, explicit: bool, empty_rows: str):
+        """Linear attention (``attention="linear"``), phi = elu + 1: ``q [B, h, T_q, d_k]``, ``k, v
+        [B, h_kv, T_k, d_k]`` -> ``(z [B, h, T_q, d_k], weights [B, h, T_q, T_k] or None)``.
+
+        Three forms, one function of the inputs: with a :class:`~attnlab.nn.linear.LinearAttentionState`
+        (generation) the recurrent sums; with no mask and no weights wanted the chunked prefix sums
+        (O(T)); otherwise the quadratic form ``A = (phi(Q) phi(K)^T * M) / row sums``, ``Z = A V``,
+        whose ``A`` are the weights (points ``scores`` = phi(Q) phi(K)^T before the mask, ``weights``).
+        """
+        from attnlab.nn.linear import (
+            LinearAttentionState,
+            causal_linear_attention_with_state,
+            elu_feature_map,
+            linear_attention,
+        )
+
+        if self.num_kv_heads != self.num_heads:
+            group = self.num_heads // self.num_kv_heads
+            k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+            v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+        if isinstance(cache, LinearAttentionState):
+            if mask is not None or explicit or not is_causal:
+                raise ValueError(
+                    "linear attention with a recurrent state is causal and keeps no keys: "
+                    "no mask, no weights, is_causal=True"
+                )
+            return causal_linear_attention_with_state(q, k, v, cache), None
+        if mask is None and not explicit:
+            return linear_attention(q, k, v, causal=is_causal), None
+        mask, _, _ = self._mask(mask, is_causal, q, k.shape[-2], True, empty_rows)  # [.., T_q, T_k] or None
+        scores = self._at("scores", elu_feature_map(q) @ elu_feature_map(k).transpose(-2, -1))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, 0.0)  # [B, h, T_q, T_k]
+        total = scores.sum(dim=-1, keepdim=True)  # [B, h, T_q, 1]; 0 only for a row with no key
+        weights = self._at("weights", scores / torch.where(total > 0, total, torch.ones_like(total)))
         return weights @ v, weights  # [B, h, T_q, d_k], [B, h, T_q, T_k]
 
     # ----------------------------------------------------------------------------- merge

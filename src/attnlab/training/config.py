@@ -152,7 +152,7 @@ MODEL_OPTIONS = {
     "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
     "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
     "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
-    "gpt": {"d_model", "heads", "d_ff", "layers", "dropout"},
+    "gpt": {"d_model", "heads", "d_ff", "layers", "attention", "dropout"},
 }
 
 

@@ -7,8 +7,9 @@ User-facing options (``model_params``) and their defaults:
   ``dropout`` 0.0.
 - ``transformer``: ``d_model`` 64, ``heads`` 4, ``d_ff`` 4 * d_model, ``layers`` 2 (encoder and
   decoder each), ``dropout`` 0.0, ``max_len`` 256.
-- ``gpt``: ``d_model`` 64, ``heads`` 4, ``d_ff`` 4 * d_model, ``layers`` 2, ``dropout`` 0.0,
-  ``max_len`` 256.
+- ``gpt``: ``d_model`` 64, ``heads`` 4, ``d_ff`` 4 * d_model, ``layers`` 2, ``attention`` "sdpa"
+  (a block kind, :data:`attnlab.nn.config.ATTENTION_KINDS`: linear and ssm need nothing else),
+  ``dropout`` 0.0, ``max_len`` 256.
 
 Each option is mapped onto the model's frozen config (``attnlab.models``) by field name.
 """
@@ -31,7 +32,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "dropout": 0.0,
     },
     "transformer": {"d_model": 64, "heads": 4, "d_ff": None, "layers": 2, "dropout": 0.0, "max_len": 256},
-    "gpt": {"d_model": 64, "heads": 4, "d_ff": None, "layers": 2, "dropout": 0.0, "max_len": 256},
+    "gpt": {
+        "d_model": 64,
+        "heads": 4,
+        "d_ff": None,
+        "layers": 2,
+        "attention": "sdpa",
+        "dropout": 0.0,
+        "max_len": 256,
+    },
 }
 
 # our option name -> the config field names it may go by in attnlab.models
@@ -47,6 +56,14 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "d_ff": ("d_ff",),
     "max_len": ("max_len",),
 }
+
+
+def attention_choices() -> tuple[str, ...]:
+    """What ``--attention`` takes: the attention-rnn scores, then the gpt block kinds."""
+    from attnlab.models.rnn import ATTENTIONS
+    from attnlab.nn.config import ATTENTION_KINDS
+
+    return tuple(ATTENTIONS) + tuple(k for k in ATTENTION_KINDS if k not in ATTENTIONS)
 
 
 def model_class(kind: str):
