@@ -56,7 +56,7 @@ def _registry(path: str, flag: str):
     from attnlab.viz.figures import FORMATS
 
     audit = {"--model": MODELS, "--preset": PRESETS, "--norm": NORM_PLACES, "--norm-kind": NORMS}
-    audit |= {"--ffn": FFNS, "--activation": ACTIVATIONS}
+    audit |= {"--ffn": FFNS, "--activation": ACTIVATIONS, "--attention": ATTENTION_KINDS}
     common = {"--task": TASKS, "NAME": TASKS, "--split": SPLITS, "--decode": DECODERS, "--topic": TOPICS}
     common |= {"--schedule": SCHEDULES, "--cell": CELLS, "--attention": ATTENTIONS, "--format": FORMATS}
     common |= {"--device": DEVICES, "--dtype": DTYPES}

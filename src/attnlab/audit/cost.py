@@ -21,6 +21,16 @@ import dataclasses
 
 from attnlab._checks import positive_int
 from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec, preset_info
+from attnlab.audit.cost_kinds import (
+    BLOCK_SIZE,
+    becomes,
+    block_sparse_tiles,
+    check_kind,
+    linear_attention_executed,
+    mixer_acts,
+    mixer_terms,
+    state_bytes,
+)
 from attnlab.audit.params import audit_params
 from attnlab.audit.render import bytes_text, number, table
 
@@ -137,7 +147,7 @@ def _terms(
         rows += _cross_attention(a, "decoder ", L, B, T, S)
         rows += _ffn(a, "decoder ", L, B, T, "T")
     else:
-        rows = _self_attention(a, "", L, B, T, A, "T", "A")
+        rows = mixer_terms(a, "", L, B, T, "T") or _self_attention(a, "", L, B, T, A, "T", "A")
         if a.model == "decoder-layer":
             rows += _cross_attention(a, "", L, B, T, S)
         rows += _ffn(a, "", L, B, T, "T")
@@ -207,6 +217,9 @@ def _activations(a: ModelSpec, seq: int, batch: int, src_seq: int | None = None)
     transformer: one encoder layer (over S) and one decoder layer (over T), prefixed by their stack.
     """
     S = seq if src_seq is None else src_seq
+    mixer = mixer_acts(a, batch, seq)
+    if mixer is not None:  # linear attention or the SSM (gpt, encoder-layer): no [B, h, T, T] tensors
+        return [_act("layer input x", batch, seq, a.d_model), *mixer, *_ffn_acts(a, batch, seq, 2)]
     if a.model == "transformer":
         enc = [{**x, "tensor": "encoder " + x["tensor"]} for x in _layer_acts(a, batch, S, None)]
         return enc + [{**x, "tensor": "decoder " + x["tensor"]} for x in _layer_acts(a, batch, seq, S)]
@@ -243,6 +256,7 @@ def audit_cost(
     (``path`` "sdpa" or "explicit"), see :mod:`attnlab.audit.measure`.
     """
     a, w = _checked(model_spec(model), workload, training)
+    check_kind(a, training, measure, w.window)
     bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
     report = {
         "model": a.model,
@@ -264,6 +278,7 @@ def audit_cost(
     if preset_info(model) is not None:
         report["preset"] = preset_info(model)
     _model_specifics(report, a, w)
+    _kind_specifics(report, a, w)
     if training:
         report["training"] = _training(a, w.seq, report["flops_per_token"])
     if measure:
@@ -308,7 +323,7 @@ def _flops(a: ModelSpec, w: Workload) -> dict:
     the notes' estimates 4n²d and 16nd² beside the terms."""
     B, T, d, h, L = w.batch, w.seq, a.d_model, a.heads, a.layers
     terms = _terms(a, T, B, w.causal, w.window, w.S)
-    dense = _terms(a, T, B, False, None, w.S)
+    dense, executed_note = _executed(a, T, B, w.window, w.S, terms)
     total_flops = sum(t["flops"] for t in terms)
     return {
         "terms": terms,
@@ -319,7 +334,7 @@ def _flops(a: ModelSpec, w: Workload) -> dict:
         "score_entries_all_layers": L * B * h * T * T,
         "attended_entries": B * h * attended_entries(T, w.causal, w.window),
         "executed": {
-            "note": "a dense kernel computes every score and masks it afterwards",
+            "note": executed_note,
             "total_flops": sum(t["flops"] for t in dense),
             "terms": dense,
         },
@@ -387,6 +402,47 @@ def _model_specifics(report: dict, a: ModelSpec, w: Workload) -> None:
             "word, position and token-type embeddings are table lookups and additions: 0 FLOPs; "
             "no LM head (no logits); the pooler W_p runs on [CLS] only"
         )
+
+
+def _kind_specifics(report: dict, a: ModelSpec, w: Workload) -> None:
+    """What the beyond-quadratic kinds change: what the notes' 4n²d becomes, and for linear
+    attention and the SSM a fixed-size state instead of the KV cache and no score entries."""
+    line = becomes(a, w.seq, w.window)
+    if line is not None:
+        report["notes_check"]["becomes"] = line
+    state = state_bytes(a, report["config"]["bytes_per_value"])
+    if state is not None:
+        report["kv_cache"] = None
+        report["state"] = {**state, "bytes_batch": state["bytes_per_sequence"] * w.batch}
+        report["score_entries"] = report["score_entries_all_layers"] = report["attended_entries"] = 0
+
+
+def _executed(a: ModelSpec, seq: int, batch: int, window, src_seq: int, terms: list[dict]):
+    """``(terms, note)``: what the block's kernel actually computes. Softmax kinds: a dense kernel
+    computes every score and masks afterwards; block_sparse computes the kept 128×128 tiles;
+    linear attention's chunked form adds the masked product inside each chunk; the SSM is as counted."""
+    kind = a.block.attention
+    if kind == "ssm":
+        return terms, "the chunked scan does the counted work (no score matrix)"
+    if kind == "linear":
+        extra = linear_attention_executed(a, a.layers, batch, seq)
+        rows = [*terms, {"term": "chunk products (C = 64)", "macs": extra, "flops": 2 * extra,
+                         "formula": "2·L·B·h·⌈T/C⌉·C²·d_k"}]  # fmt: skip
+        return rows, "the chunked parallel form adds the masked C×C product inside each chunk of C = 64"
+    if kind == "block_sparse" and window is not None:
+        tiles = block_sparse_tiles(seq, window)
+        rows = _terms(a, seq, batch, True, None, src_seq)  # causal terms, then the tiles' entries
+        entries = tiles * BLOCK_SIZE * BLOCK_SIZE
+        h, d_k, L, B = a.heads, a.d_k, a.layers, batch
+        for r in rows:
+            if r["term"] in ("QKᵀ", "AV"):
+                r.update(macs=L * B * h * entries * d_k, flops=2 * L * B * h * entries * d_k,
+                         formula=f"L·B·h·(tiles·128²)·d_k, {tiles} tiles")  # fmt: skip
+            elif r["term"] == "softmax":
+                r.update(flops=SOFTMAX_FLOPS_PER_ENTRY * L * B * h * entries, formula="5·L·B·h·tiles·128²")
+        return rows, f"the block-sparse kernel computes only the {tiles} kept tiles of 128×128 scores"
+    dense = _terms(a, seq, batch, False, None, src_seq)
+    return dense, "a dense kernel computes every score and masks it afterwards"
 
 
 def _growth(a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None, src_seq: int) -> list[dict]:
@@ -498,7 +554,9 @@ def _render_totals(report: dict) -> list[str]:
     out = [
         f"total forward: {_f(report['total_macs'])} MACs, {_f(report['total_flops'])} FLOPs "
         f"({_f(report['flops_per_token'])} FLOPs per token)",
-        f"dense kernel executes: {_f(report['executed']['total_flops'])} FLOPs",
+        f"dense kernel executes: {_f(report['executed']['total_flops'])} FLOPs"
+        if report["executed"]["note"].startswith("a dense kernel")
+        else f"kernel executes: {_f(report['executed']['total_flops'])} FLOPs ({report['executed']['note']})",
         f"score entries B·h·T² per layer: {_f(report['score_entries'])} "
         f"(attended {_f(report['attended_entries'])}; all layers {_f(report['score_entries_all_layers'])})",
     ]
@@ -515,6 +573,8 @@ def _render_totals(report: dict) -> list[str]:
         f"{_f(n['mlp_16nd2_per_layer_per_sequence'])} (FFN with f = {report['config']['d_ff']}: "
         f"{_f(n['mlp_by_terms'])})"
     )
+    if "becomes" in n:
+        out.append(n["becomes"])
     return out
 
 
@@ -529,6 +589,13 @@ def _render_memory(report: dict) -> list[str]:
         + (f"; logits {_bytes(m['logits_bytes'])}" if m["logits_bytes"] else ""),
     ]
     k = report["kv_cache"]
+    if "state" in report:
+        st = report["state"]
+        return [
+            *out,
+            f"state instead of a KV cache ({st['formula']}): {_bytes(st['bytes_per_sequence'])} per "
+            f"sequence at any length, {_bytes(st['bytes_batch'])} for the batch",
+        ]
     if k is None:
         return [*out, "KV cache: none (an encoder: nothing is decoded token by token)"]
     self_ = "self-attention " if "cross_attention" in k else ""

@@ -155,6 +155,17 @@ def shapes(ctx, as_json, preset, **flags):
     _emit(audit_shapes(_spec(ctx, preset, as_json, **flags), w), as_json, render_shapes)
 
 
+def _with_attention(spec, attention: str, w):
+    """``spec`` with the block's attention kind set (a block-sparse block takes the workload's window)."""
+    if attention == "block_sparse" and w.window is None:
+        raise BadInput("--attention block_sparse needs --window W (the window whose empty tiles it skips)")
+    if attention == "ssm":  # no queries or keys: RoPE and key/value heads do not apply (nor cost)
+        positions = "none" if spec.block.positions in ("rope", "alibi") else spec.block.positions
+        spec = dataclasses.replace(spec, block=spec.block.replace(positions=positions, num_kv_heads=None))
+    window = w.window if attention == "block_sparse" else None
+    return dataclasses.replace(spec, block=spec.block.replace(attention=attention, window=window))
+
+
 @audit.command("cost")
 @_model
 @click.option("--seq", default=128, show_default=True, type=POSITIVE, help="Sequence length T.")
@@ -181,15 +192,24 @@ def shapes(ctx, as_json, preset, **flags):
     type=choice(("sdpa", "explicit")),
     help="Attention path run by --measure: sdpa (fused) or explicit (step by step).",
 )
+@click.option(
+    "--attention",
+    default=None,
+    type=choice("attnlab.nn.config:ATTENTION_KINDS"),
+    help="The block's attention kind (default: the model's); block_sparse needs --window, linear and "
+    "ssm replace the T² terms (see docs/concepts/16-beyond-quadratic.md).",
+)
 @_block
 @click.pass_context
 @usage_errors
-def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, **flags):
+def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, attention, **flags):
     """FLOPs term by term (MACs and FLOPs), memory, KV cache, growth with T."""
     from attnlab.audit.cost import audit_cost, render_cost
 
     w = _workload(flags)
     spec = _spec(ctx, preset, as_json, **flags)
+    if attention is not None:
+        spec = _with_attention(spec, attention, w)
     window = getattr(spec, "window", None)  # a checkpoint's sliding window applies when T exceeds it
     if window is not None and w.window is None and window < w.seq:
         w = dataclasses.replace(w, window=window)

@@ -182,7 +182,7 @@ def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, 
 
 
 @experiment.command()
-@click.option("--quick", is_flag=True, help="The small preset (pairs 4 and 8, widths 16 and 64, 200 steps).")
+@click.option("--quick", is_flag=True, help="The small preset (pairs 4 and 8, widths 16 and 64, 400 steps).")
 @click.option("--out", type=str, default=None, help="Folder for results.json, table.txt and the plot.")
 @click.option("--steps", type=int, default=None, help="Training steps per model (overrides the preset).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every model and batch.")

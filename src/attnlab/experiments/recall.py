@@ -5,17 +5,16 @@ Multi-query associative recall (MQAR, as in the Zoology paper, Arora et al. 2023
 at each of those queries the model must output the value that followed that key. Accuracy is the
 share of queries answered correctly on fresh sequences.
 
-Every kind runs in the same tiny model: token embedding, a token shift (``x_t + x_{t-1} W``, the
-short convolution that Zoology's and Mamba's blocks have, so the key is visible at its value's
-position), ``layers`` pre-norm blocks of *mixer* + MLP, and a read-out. The mixers:
+Every kind is attnlab's GPT (:class:`attnlab.models.GPT`) with ``layers`` pre-norm blocks, one
+head and an MLP, differing only in the block's ``attention`` setting (:data:`KIND_BLOCKS`):
 
-- ``attention``: full causal softmax attention, one head (``F.scaled_dot_product_attention``);
+- ``attention``: full causal softmax attention (``sdpa``, RoPE);
 - ``window``: the same with a causal sliding window of ``window`` tokens, shorter than the distance
-  from most queries back to their keys (the window's boolean mask, which
-  :func:`attnlab.nn.block_sparse_attention` is proven equal to);
-- ``linear``: causal linear attention (:func:`attnlab.nn.linear_attention`), a ``d x d`` state;
-- ``ssm``: a selective state-space layer (:func:`attnlab.nn.selective_scan`, Mamba's core with
-  input-dependent ``delta``, ``B``, ``C`` and a SiLU gate), a ``d x n`` state.
+  from most queries back to their keys (SDPA under the window's mask, which the ``block_sparse``
+  kind is proven equal to);
+- ``linear``: causal linear attention (``linear``), a ``d x d`` state;
+- ``ssm``: the selective state-space layer (``ssm``, :class:`attnlab.nn.SelectiveSSM`: Mamba's
+  short convolution, input-dependent ``delta``, ``B``, ``C`` and a SiLU gate), a ``d x n`` state.
 
 Expected (Zoology): attention solves it at every length; the window only for the few keys inside
 it; linear attention and the SSM, whose memory is a fixed-size state, need more width as P grows.
@@ -30,12 +29,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from attnlab._checks import positive_int
 from attnlab._io import atomic_write_bytes, atomic_write_json, dumps_json
-from attnlab.nn.linear import linear_attention, selective_scan
-from attnlab.nn.masks import sliding_window_mask
+from attnlab.models.gpt import GPT, GPTConfig
 
 KINDS = ("attention", "window", "linear", "ssm")
 
@@ -77,7 +74,19 @@ class Settings:
             raise ValueError(f"kinds must be a non-empty subset of {list(KINDS)}, got {list(self.kinds)}")
 
 
-QUICK = Settings(pairs=(4, 8), widths=(16, 64), steps=200, eval_size=256)
+# 16 keys and values, a batch of 32 and a high rate: 400 steps are enough for full attention to
+# start solving 4 pairs on two CPU cores in minutes (measured table: docs/concepts/16-beyond-quadratic.md)
+QUICK = Settings(
+    pairs=(4, 8),
+    widths=(16, 64),
+    num_keys=16,
+    num_values=16,
+    state=8,
+    steps=400,
+    batch_size=32,
+    lr=1e-2,
+    eval_size=256,
+)
 
 
 def mqar_batch(n: int, pairs: int, settings: Settings, generator: torch.Generator):
@@ -96,73 +105,35 @@ def mqar_batch(n: int, pairs: int, settings: Settings, generator: torch.Generato
     return ids, targets, distance
 
 
-class Mixer(nn.Module):
-    """The sequence mixer of one block: ``x [B, T, d] -> [B, T, d]`` (see the module docstring)."""
-
-    def __init__(self, kind: str, d: int, window: int, state: int):
-        super().__init__()
-        self.kind, self.window = kind, window
-        if kind == "ssm":
-            self.in_proj = nn.Linear(d, 2 * d)  # the scan's input and the gate
-            self.dt_proj = nn.Linear(d, d)
-            self.bc_proj = nn.Linear(d, 2 * state)
-            self.a_log = nn.Parameter(torch.log(torch.arange(1, state + 1, dtype=torch.float32)).repeat(d, 1))
-            self.skip = nn.Parameter(torch.ones(d))
-        else:
-            self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, T, d]`` -> ``[B, T, d]``."""
-        t = x.shape[1]
-        if self.kind == "ssm":
-            u, gate = self.in_proj(x).chunk(2, dim=-1)  # [B, T, d] each
-            delta = F.softplus(self.dt_proj(u) - 4.0)  # > 0; starts near exp(-4)
-            b, c = self.bc_proj(u).chunk(2, dim=-1)  # [B, T, n] each
-            y = selective_scan(u, delta, -torch.exp(self.a_log), b, c, self.skip)  # [B, T, d]
-            return self.out(y * F.silu(gate))
-        q, k, v = (z.unsqueeze(1) for z in self.qkv(x).chunk(3, dim=-1))  # [B, 1, T, d] each
-        if self.kind == "attention":
-            z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif self.kind == "window":
-            mask = sliding_window_mask(t, window=self.window, device=x.device)  # [T, T]
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        else:
-            z = linear_attention(q, k, v, causal=True)
-        return self.out(z.squeeze(1))  # [B, T, d]
+# Each kind is a block configuration of attnlab's GPT (attnlab.nn.BlockConfig), nothing private.
+KIND_BLOCKS = {
+    "attention": {"attention": "sdpa", "positions": "rope"},
+    # sdpa under the window's boolean mask: at T <= 3 * 32 every sequence fits in one 128-tile, where
+    # block_sparse (proven equal to it) would skip nothing and cost a compile
+    "window": {"attention": "sdpa", "positions": "rope"},
+    "linear": {"attention": "linear", "positions": "rope"},
+    "ssm": {"attention": "ssm", "positions": "none"},
+}
 
 
-class RecallModel(nn.Module):
-    """Embedding, token shift, ``layers`` pre-norm blocks (mixer + MLP), read-out: ids ``[B, T]``
-    -> logits ``[B, T, vocab]``."""
-
-    def __init__(self, kind: str, vocab: int, d: int, settings: Settings):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, d)
-        self.shift = nn.Linear(d, d, bias=False)
-        self.blocks = nn.ModuleList()
-        for _ in range(settings.layers):
-            self.blocks.append(
-                nn.ModuleDict(
-                    {
-                        "norm1": nn.LayerNorm(d),
-                        "mix": Mixer(kind, d, settings.window, settings.state),
-                        "norm2": nn.LayerNorm(d),
-                        "mlp": nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)),
-                    }
-                )
-            )
-        self.norm = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids ``[B, T]`` -> logits ``[B, T, vocab]``."""
-        x = self.embed(ids)  # [B, T, d]
-        x = x + self.shift(F.pad(x, (0, 0, 1, 0))[:, :-1])  # x_t + x_{t-1} W
-        for blk in self.blocks:
-            x = x + blk["mix"](blk["norm1"](x))
-            x = x + blk["mlp"](blk["norm2"](x))
-        return self.head(self.norm(x))
+def build_model(kind: str, vocab: int, width: int, settings: Settings) -> GPT:
+    """The GPT of ``kind`` (:data:`KIND_BLOCKS`): ``settings.layers`` pre-norm blocks of width
+    ``width``, one head, an MLP of ``2 width``; ids ``[B, T]`` -> logits ``[B, T, vocab]``."""
+    block = dict(KIND_BLOCKS[kind])
+    if kind == "window":
+        block["window"] = settings.window
+    if kind == "ssm":
+        block["state_size"] = settings.state
+    config = GPTConfig(
+        vocab_size=vocab,
+        d_model=width,
+        num_heads=1,
+        num_layers=settings.layers,
+        d_ff=2 * width,
+        max_len=3 * max(settings.pairs),
+        **block,
+    )
+    return GPT(config)
 
 
 @dataclass
@@ -201,7 +172,7 @@ def train_one(kind: str, pairs: int, width: int, settings: Settings) -> Cell:
     seed = settings.seed * 1000 + 97 * pairs + width + KINDS.index(kind)
     torch.manual_seed(seed)
     vocab = settings.num_keys + settings.num_values
-    model = RecallModel(kind, vocab, width, settings)
+    model = build_model(kind, vocab, width, settings)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1
