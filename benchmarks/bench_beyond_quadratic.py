@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from _common import summary, table, target, time_interleaved
 
+from attnlab.models.precision import cpu_features
 from attnlab.nn import block_sparse_attention, linear_attention, selective_scan, sliding_window_mask
 from attnlab.nn.sparse import compile_fallback_reason
 
@@ -155,6 +156,8 @@ def run(ctx: dict) -> dict:
             target(f"{n}: time exponent", "≤ 1.2", exps[n][0], exps[n][0] <= 1.2, f"{exps[n][0]:.2f}")
         )
     fallback = compile_fallback_reason()
+    cpu = cpu_features()
+    features = ", ".join(k for k, on in cpu["flags"].items() if on) or "none of AVX2/AVX-512/AMX"
     return {
         "name": NAME,
         "title": TITLE,
@@ -167,6 +170,7 @@ def run(ctx: dict) -> dict:
             "memory_exponents": mem_exp,
             "load_average_per_length": {str(t): loads[t] for t in lengths},
             "compile_fallback": fallback,
+            "cpu": cpu,
         },
         "tables": [
             table(
@@ -192,8 +196,10 @@ def run(ctx: dict) -> dict:
             f"block-sparse kernel (flex_attention compiled by torch.compile, a {WINDOW}-wide window in "
             f"tiles of 128) computes at most 4 of the T/128 key tiles per query tile, so its time grows "
             f"like T·W.",
-            "Linear attention (causal: prefix sums over chunks of 64) and the selective scan (chunked "
-            "log-depth scan) never form a T×T matrix: time and memory grow linearly in T.",
+            "Linear attention (causal: prefix sums over chunks of 64) and the selective scan (two-level "
+            "chunked scan) never form a T×T matrix: time and memory grow linearly in T.",
             "Compiled kernel: " + ("used" if fallback is None else f"NOT used ({fallback})") + ".",
+            f"CPU: {cpu['model']}; features: {features}; PyTorch's CPU capability: "
+            f"{cpu['torch_capability']} (the float32 kernels here use AVX-512, not AMX, which is bf16/int8).",
         ],
     }

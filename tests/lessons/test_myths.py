@@ -75,6 +75,10 @@ def check_10(ev):
         assert row["qk_macs"] == row["av_macs"] == 2 * t * t * 8
         assert row["projection_macs"] == 4 * t * 16 * 16
     assert ev["doubling_ratio"] == 4.0
+    growth = ev["kinds_doubling"]  # audit_cost's terms: the dense causal ones nearly x4, the rest x2
+    assert 3.0 < growth["dense causal"] < 4.0
+    assert growth["linear attention"] == growth["SSM"] == 2.0
+    assert 1.99 < growth["window W=256"] < 2.01
 
 
 def check_11(ev):

@@ -37,7 +37,10 @@ def _more_heads_more_weights():
     10,
     claim="Self-attention is linear in sequence length, since one query inspects T keys.",
     source=f"{NOTES}, section 6, Dangerous Misconception; {PLAIN}, section 7, Mistakes",
-    why_false=("There are T queries, so T^2 query-key pairs per head: both QK^T and AV grow quadratically."),
+    why_false=(
+        "There are T queries, so T^2 query-key pairs per head: both QK^T and AV grow quadratically. "
+        "Only a different computation is linear: a sliding window, linear attention or a state-space layer."
+    ),
 )
 def _linear_in_t():
     rng = np.random.default_rng(6)
@@ -67,7 +70,36 @@ def _linear_in_t():
     ]
     ratio = rows[-1]["score_entries"] / rows[-2]["score_entries"]
     lines.append(f"Doubling T multiplies the scores, QK^T and AV by {ratio:.0f} (T^2); the projections by 2.")
-    return lines, {"rows": rows, "doubling_ratio": ratio}
+    kinds = _mixing_growth()
+    lines.append(
+        "Linear in T takes a different computation (attnlab audit cost --attention KIND, T 4,096 -> 8,192): "
+        + "; ".join(f"{name} x{r:.2f}" for name, r in kinds.items())
+        + " for a layer's token mixing."
+    )
+    return lines, {"rows": rows, "doubling_ratio": ratio, "kinds_doubling": kinds}
+
+
+def _mixing_growth() -> dict[str, float]:
+    """How one layer's token-mixing FLOPs (all terms but the FFN) grow from T = 4,096 to 8,192 for
+    dense causal attention, a 256-key window, linear attention and the SSM (:func:`audit_cost`)."""
+    from attnlab.audit import Workload, audit_cost
+    from attnlab.audit.config import ModelSpec
+    from attnlab.nn import BlockConfig
+
+    out = {}
+    for name, kind, window in (
+        ("dense causal", "sdpa", None),
+        ("window W=256", "block_sparse", 256),
+        ("linear attention", "linear", None),
+        ("SSM", "ssm", None),
+    ):
+        block = BlockConfig(512, 8, 2048, norm_place="pre", attention=kind, window=window)
+        flops = []
+        for t in (4096, 8192):
+            r = audit_cost(ModelSpec("gpt", block, layers=1, vocab=1000), Workload(seq=t, window=window))
+            flops.append(sum(x["flops"] for x in r["terms"] if x["term"] not in ("FFN", "logits")))
+        out[name] = flops[1] / flops[0]
+    return out
 
 
 @myth(
