@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 import torch
 from _common import fmt_s, ratio, summary, table, target, time_interleaved
-from bench_minilm import _flops_per_sentence, _hf_embedder, corpus
+from bench_minilm import _flops_per_sentence, _hf_embedder, _tokens_computed, corpus
 
 NAME = "embed"
 TITLE = "Sentence embeddings at the machine's limit: float32, bfloat16, int8 and the peers"
@@ -226,6 +226,19 @@ def run(ctx: dict) -> dict:
     cos_i8, cos_ort_i8 = raw["attnlab int8"]["min_cosine"], raw[orti8]["min_cosine"]
     flags = cpu_features()["flags"]
     amx = flags["amx_bf16"]
+    # What bounds the float32 ratios: the same float32 GEMM at the same ceiling on both sides, so
+    # attnlab's edge is the padding sentence-transformers computes and attnlab does not
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(long)]
+    computed = _tokens_computed(long, lengths)
+    padding = computed["sentence-transformers"] / computed["attnlab"]
+    f32_frac = raw["attnlab float32"]["ceiling_fraction"] or 0.0
+    f32_limit = (
+        f"attnlab float32 runs at {100 * f32_frac:.0f}% of the float32 matmul ceiling "
+        f"({peaks['float32'] / 1e9:.0f} GFLOP/s, AVX-512 FMA); the peers run the same kind of GEMM, "
+        "and sentence-transformers computes "
+        f"{padding:.3f}× attnlab's tokens (padding after its character-length sort), so the same GEMM "
+        "throughput bounds attnlab near that ratio plus what it saves outside the GEMMs"
+    )
     bf_goal = 2.5 if amx else 1.3
     targets = [
         target(
@@ -234,6 +247,7 @@ def run(ctx: dict) -> dict:
             r_st,
             r_st >= 1.25,
             f"{r_st:.2f}×",
+            "" if r_st >= 1.25 else f32_limit,
         ),
         target(
             "float32 sentences/s, attnlab / ONNX Runtime float32",
@@ -241,6 +255,7 @@ def run(ctx: dict) -> dict:
             r_ort,
             r_ort >= 1.25,
             f"{r_ort:.2f}×",
+            "" if r_ort >= 1.25 else f32_limit,
         ),
         target("float32 min cosine to transformers", "≥ 0.99999", cos32, cos32 >= 0.99999, f"{cos32:.7f}"),
         target(

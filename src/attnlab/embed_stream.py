@@ -289,15 +289,7 @@ def embed_file(
     for bad arguments and bad input; never leaves a partial file under ``output``. ``total``: the
     sentence count of :func:`check_job` when the caller ran it already (it reads the whole file).
     """
-    from attnlab.models.precision import check_dtype
-    from attnlab.models.sentence import embed
-
-    if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
-    for name, v in (("--batch", batch_size), ("chunk_size", chunk_size)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    check_dtype(dtype)
+    _check_args(fmt, batch_size, chunk_size, dtype)
     if total is None:
         total = check_job(source, output, fmt, field, resume, overwrite)
     out, parts = _check_output(output, resume, overwrite)
@@ -323,56 +315,13 @@ def embed_file(
     }
     start = time.perf_counter()
     with _locked(parts, output):
-        mpath = parts / "manifest.json"
-        if resume and mpath.is_file():
-            old = json.loads(mpath.read_text())
-            diff = [k for k in manifest if old.get(k) != manifest[k]]
-            if diff:
-                raise ValueError(
-                    f"--resume: the interrupted run used other settings ({', '.join(diff)}); "
-                    "pass the same ones, or --overwrite"
-                )
-        else:
-            for p in parts.glob("*.npy"):
-                p.unlink()
-            tmp = parts / f".manifest.tmp-{os.getpid()}"
-            tmp.write_text(json.dumps(manifest))
-            os.replace(tmp, mpath)
-        done = {p.name.split("-")[0]: p for p in parts.glob("[0-9]*-*.npy")}
+        _start_manifest(parts, manifest, resume)
         bar = (progress or (lambda t: Progress(t)))(total)
-        files = []
         try:
-            for index, texts in enumerate(chunks(read_sentences(source, fmt, field), chunk_size)):
-                key = f"{index:06d}"
-                path = parts / f"{key}-{chunk_hash(texts)}.npy"
-                summary["empty"] += sum(1 for t in texts if not t)
-                if key in done and done[key] != path:
-                    raise ValueError(
-                        f"--resume: chunk {index} of {_describe(source)} differs from the interrupted run's "
-                        "(the input changed); pass --overwrite to start again"
-                    )
-                stats: dict = {}
-                if path.is_file():
-                    summary["resumed_chunks"] += 1
-                    encodings = tokenizer.encode_batch(texts)  # only to count tokens and truncation
-                    stats = {"tokens": sum(len(e.ids) for e in encodings)}
-                    stats["truncated"] = sum(1 for e in encodings if e.overflowing)
-                else:
-                    vectors = embed(model, tokenizer, texts, batch_size=batch_size, dtype=dtype, stats=stats)
-                    _atomic_npy(path, vectors.cpu().numpy().astype("<f4", copy=False))
-                summary["tokens"] += stats["tokens"]
-                summary["truncated"] += stats["truncated"]
-                files.append(path)
-                summary["sentences"] += len(texts)
-                bar.update(len(texts))
+            files = _embed_chunks(model, tokenizer, source, parts, manifest, summary, bar.update)
         finally:
             bar.close()
-        stale = [p for p in parts.glob("[0-9]*-*.npy") if p not in set(files)]
-        if stale:
-            raise ValueError(
-                f"--resume: {parts} holds {len(stale)} chunk(s) past the end of {_describe(source)} "
-                "(the input changed); pass --overwrite to start again"
-            )
+        _refuse_stale(parts, files, source)
         summary["chunks"] = len(files)
         assemble(files, out, d)
     shutil.rmtree(parts)
@@ -381,3 +330,80 @@ def embed_file(
         seconds=seconds, sentences_per_s=summary["sentences"] / max(seconds, 1e-9), output=str(out)
     )
     return summary
+
+
+def _check_args(fmt: str, batch_size: int, chunk_size: int, dtype: str) -> None:
+    """One-line ``ValueError`` for a bad ``--format``, ``--batch``, ``chunk_size`` or ``--dtype``."""
+    from attnlab.models.precision import check_dtype
+
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    for name, v in (("--batch", batch_size), ("chunk_size", chunk_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    check_dtype(dtype)
+
+
+def _start_manifest(parts: Path, manifest: dict, resume: bool) -> None:
+    """On ``--resume``, refuse a run whose settings differ from the interrupted one's; otherwise drop
+    any old chunk and write ``manifest`` atomically."""
+    mpath = parts / "manifest.json"
+    if resume and mpath.is_file():
+        old = json.loads(mpath.read_text())
+        diff = [k for k in manifest if old.get(k) != manifest[k]]
+        if diff:
+            raise ValueError(
+                f"--resume: the interrupted run used other settings ({', '.join(diff)}); "
+                "pass the same ones, or --overwrite"
+            )
+        return
+    for p in parts.glob("*.npy"):
+        p.unlink()
+    tmp = parts / f".manifest.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(manifest))
+    os.replace(tmp, mpath)
+
+
+def _embed_chunks(model, tokenizer, source: str, parts: Path, manifest: dict, summary: dict, advance) -> list:
+    """Embed ``source`` chunk by chunk into ``parts/NNNNNN-HASH.npy`` (each written atomically; a
+    chunk a resumed run finished is kept), counting into ``summary``; the chunk files in order."""
+    from attnlab.models.sentence import embed
+
+    done = {p.name.split("-")[0]: p for p in parts.glob("[0-9]*-*.npy")}
+    files = []
+    sentences = read_sentences(source, manifest["format"], manifest["field"] or "text")
+    for index, texts in enumerate(chunks(sentences, manifest["chunk_size"])):
+        key = f"{index:06d}"
+        path = parts / f"{key}-{chunk_hash(texts)}.npy"
+        summary["empty"] += sum(1 for t in texts if not t)
+        if key in done and done[key] != path:
+            raise ValueError(
+                f"--resume: chunk {index} of {_describe(source)} differs from the interrupted run's "
+                "(the input changed); pass --overwrite to start again"
+            )
+        stats: dict = {}
+        if path.is_file():
+            summary["resumed_chunks"] += 1
+            encodings = tokenizer.encode_batch(texts)  # only to count tokens and truncation
+            stats = {"tokens": sum(len(e.ids) for e in encodings)}
+            stats["truncated"] = sum(1 for e in encodings if e.overflowing)
+        else:
+            batch, dtype = manifest["batch_size"], manifest["dtype"]
+            vectors = embed(model, tokenizer, texts, batch_size=batch, dtype=dtype, stats=stats)  # [n, d]
+            _atomic_npy(path, vectors.cpu().numpy().astype("<f4", copy=False))
+        summary["tokens"] += stats["tokens"]
+        summary["truncated"] += stats["truncated"]
+        summary["sentences"] += len(texts)
+        files.append(path)
+        advance(len(texts))
+    return files
+
+
+def _refuse_stale(parts: Path, files: list, source: str) -> None:
+    """A resumed run's chunks past the input's end mean the input changed: refuse to assemble."""
+    stale = [p for p in parts.glob("[0-9]*-*.npy") if p not in set(files)]
+    if stale:
+        raise ValueError(
+            f"--resume: {parts} holds {len(stale)} chunk(s) past the end of {_describe(source)} "
+            "(the input changed); pass --overwrite to start again"
+        )

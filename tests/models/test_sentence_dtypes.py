@@ -99,9 +99,14 @@ def test_cpu_features_come_from_proc_cpuinfo():
     flags = next(line for line in text.splitlines() if line.startswith("flags")).split(":", 1)[1].split()
     assert info["flags"] == {f: f in flags for f in precision.FEATURES}
     assert precision.fast_bfloat16() == ("amx_bf16" in flags or "avx512_bf16" in flags)
-    unit = "AMX-INT8" if "amx_int8" in flags else "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2"
+    amx = "amx_int8" in flags and "onednn" in torch.backends.quantized.supported_engines
+    unit = "AMX-INT8" if amx else "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2"
+    engine = "onednn" if amx else torch.backends.quantized.engine
     said = precision.kernels("int8")
-    assert unit in said and repr(torch.backends.quantized.engine) in said
+    assert unit in said and repr(engine) in said and precision.int8_engine() == engine
+    before = torch.backends.quantized.engine
+    precision.MAKERS["int8"](torch.randn(8, 4), None)
+    assert torch.backends.quantized.engine == before  # packing under oneDNN leaves the global engine
 
 
 @pytest.mark.parametrize(

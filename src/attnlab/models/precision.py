@@ -7,8 +7,8 @@ autocast's re-casting of every weight on every call; casting the whole model (we
 and LayerNorm in bfloat16) loses three more digits of cosine (measured: 0.9965 minimum on MiniLM,
 docs/pretrained.md). ``int8``: PyTorch's dynamic quantisation — weights quantised once, per output
 channel, to int8; each projection's input quantised per call to uint8 with its own scale;
-``uint8 x int8 -> int32`` matmuls by the quantised engine (``torch.backends.quantized.engine``:
-``x86`` picks fbgemm or oneDNN per shape; see :func:`kernels`) — attention and LayerNorm in float32.
+``uint8 x int8 -> int32`` matmuls by the quantised engine (:func:`int8_engine`: oneDNN on AMX-INT8
+tiles where the CPU has them, else fbgemm; see :func:`kernels`) — attention and LayerNorm in float32.
 Inputs use all 8 bits on a CPU with VNNI or AMX-INT8 (int32 sums), 7 bits elsewhere.
 
     y = s_x s_W (q_x q_W^T) + b,   q_W = round(W / s_W) per row,   q_x = round(x / s_x) + z_x
@@ -16,6 +16,7 @@ Inputs use all 8 bits on a CPU with VNNI or AMX-INT8 (int32 sums), 7 bits elsewh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import warnings
@@ -70,16 +71,19 @@ def kernels(dtype: str) -> str:
     """Which kernels a ``dtype`` path runs on this machine, in words (for reports)."""
     check_dtype(dtype)
     flags = cpu_features()["flags"]
+    packed = "oneDNN prepacked" if onednn_linear() else "F.linear"
     if dtype == "float32":
-        return "float32 GEMM (oneDNN/MKL sgemm) and the fused SDPA kernel"
+        fma = "AVX-512" if flags["avx512f"] else "AVX2"
+        return f"{packed} float32 GEMM ({fma} FMA), bias and GELU fused; the fused SDPA kernel"
     if dtype == "bfloat16":
         unit = "AMX tiles" if flags["amx_bf16"] else "AVX-512 BF16" if flags["avx512_bf16"] else "emulated"
-        return f"oneDNN bfloat16 GEMM ({unit}), bfloat16 flash SDPA; float32 LayerNorm and residual"
-    unit = "AMX-INT8" if flags["amx_int8"] else "AVX-512 VNNI" if flags["avx512_vnni"] else "AVX2"
-    return (
-        f"torch.ops.quantized.linear_dynamic, engine {torch.backends.quantized.engine!r} "
-        f"(fbgemm/oneDNN u8s8->s32, {unit}); float32 attention and LayerNorm"
-    )
+        return f"{packed} bfloat16 GEMM ({unit}), bfloat16 flash SDPA; float32 LayerNorm and residual"
+    engine = int8_engine()
+    if engine == "onednn" and flags["amx_int8"]:
+        unit = "oneDNN brg_matmul u8s8->s32 on AMX-INT8 tiles"
+    else:
+        unit = "fbgemm u8s8->s32 with " + ("AVX-512 VNNI" if flags["avx512_vnni"] else "AVX2")
+    return f"torch.ops.quantized.linear_dynamic, engine {engine!r} ({unit}); float32 attention and LayerNorm"
 
 
 def check_dtype(dtype: str) -> str:
@@ -161,12 +165,33 @@ def _bfloat16(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Li
     return _packed(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
 
 
+def int8_engine() -> str:
+    """The quantised engine the int8 weights are packed for: ``onednn`` on a CPU with AMX-INT8 (its
+    ``brg_matmul`` runs u8 x s8 on AMX tiles; ONEDNN_VERBOSE shows ``avx10_1_512_amx``), else
+    PyTorch's current engine (``x86``: fbgemm with VNNI)."""
+    engines = torch.backends.quantized.supported_engines
+    if cpu_features()["flags"]["amx_int8"] and "onednn" in engines:
+        return "onednn"
+    return torch.backends.quantized.engine
+
+
+@contextlib.contextmanager
+def _engine(name: str):
+    """Pack under quantised engine ``name``; the packed weights keep it, the global setting is restored."""
+    before = torch.backends.quantized.engine
+    torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
+
+
 def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
     """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once."""
     scale = (weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0).double()  # [d_out]
     zero = torch.zeros(weight.shape[0], dtype=torch.long)
-    with warnings.catch_warnings():  # torch >= 2.10 flags quantised tensors as deprecated; still the kernel
-        warnings.simplefilter("ignore", UserWarning)
+    with warnings.catch_warnings(), _engine(int8_engine()):  # torch >= 2.10 flags quantised tensors as
+        warnings.simplefilter("ignore", UserWarning)  # deprecated; they are still the kernel
         qweight = torch.quantize_per_channel(weight.float(), scale, zero, 0, torch.qint8)  # [d_out, d_in]
         packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.float())
     # 7-bit inputs only where u8*s8 pairs are summed in saturating int16 (AVX2's vpmaddubsw); with
