@@ -15,20 +15,31 @@ TINY = ["train", "--task", "reverse", "--model", "gpt", "--steps", "3", "--batch
 TINY += ["--eval-size", "4", "--d-model", "16", "--heads", "2", "--max-len", "5", "--quiet"]
 
 
-@pytest.mark.parametrize("kind", ["linear", "ssm"])
-def test_train_saves_the_kind(kind, tmp_path):
+@pytest.mark.parametrize("kind, window", [("linear", None), ("ssm", None), ("block_sparse", 3), ("sdpa", 2)])
+def test_train_saves_the_kind(kind, window, tmp_path):
     out = tmp_path / "run"
-    res = CliRunner().invoke(cli, [*TINY, "--attention", kind, "--out", str(out)], catch_exceptions=False)
+    extra = [] if window is None else ["--window", str(window)]
+    args = [*TINY, "--attention", kind, *extra, "--out", str(out)]
+    res = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert json.loads((out / "config.json").read_text())["config"]["attention"] == kind
+    saved = json.loads((out / "config.json").read_text())["config"]
+    assert (saved["attention"], saved["window"]) == (kind, window)
     model = load_model(out).eval()
-    assert model.config.attention == kind
+    assert (model.config.attention, model.config.window) == (kind, window)
     ids = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         state = model.start(ids[:, :2])
         _, state = model.step(ids[:, 2], state)
         want = model(ids[:, :3])[:, -1]
     assert (state.last_logits - want).abs().max().item() <= 1e-5
+
+
+def test_window_is_a_gpt_option_only(tmp_path):
+    args = [*TINY, "--window", "3", "--out", str(tmp_path / "r")]
+    args[args.index("gpt")] = "transformer"
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2
+    assert "window" in res.output and len(res.output.strip().splitlines()) == 1
 
 
 def test_block_sparse_without_a_window_is_one_error_line(tmp_path):

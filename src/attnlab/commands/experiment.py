@@ -15,6 +15,15 @@ from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import POSITIVE, SEED, choice
 from attnlab.experiments.extrapolation import TRAINED as TRAINED_POSITIONS
+from attnlab.experiments.recall import QUICK as RECALL_QUICK
+from attnlab.experiments.recall import Settings as _RecallSettings
+
+RECALL_FULL = _RecallSettings()
+
+
+def _sizes(values: tuple[int, ...]) -> str:
+    """``(4, 8, 16)`` -> ``"4/8/16"`` for help texts."""
+    return "/".join(str(v) for v in values)
 
 
 def _one_writer(out: str | None):
@@ -182,7 +191,13 @@ def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, 
 
 
 @experiment.command()
-@click.option("--quick", is_flag=True, help="The small preset (pairs 4 and 8, widths 16 and 64, 400 steps).")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help=f"The small preset (pairs {_sizes(RECALL_QUICK.pairs)}, widths {_sizes(RECALL_QUICK.widths)}, "
+    f"{RECALL_QUICK.steps} steps; default pairs {_sizes(RECALL_FULL.pairs)}, widths "
+    f"{_sizes(RECALL_FULL.widths)}, {RECALL_FULL.steps} steps).",
+)
 @click.option("--out", type=str, default=None, help="Folder for results.json, table.txt and the plot.")
 @click.option("--steps", type=int, default=None, help="Training steps per model (overrides the preset).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every model and batch.")

@@ -76,6 +76,12 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     default=None,
     help="attention-rnn: the score (default bahdanau); gpt: the block's attention kind (default sdpa).",
 )
+@click.option(
+    "--window",
+    type=POSITIVE,
+    default=None,
+    help="gpt: a causal sliding window of W tokens, the query included (needed by --attention block_sparse).",
+)
 @click.option("--dropout", type=RATE, default=None, help="Dropout rate in [0, 1) (default: the model's).")
 @click.option(
     "--out",

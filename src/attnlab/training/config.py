@@ -129,6 +129,7 @@ OPTION_ROUTES = {
     "emb": ("model", "emb"),
     "cell": ("model", "cell"),
     "attention": ("model", "attention"),
+    "window": ("model", "window"),
     "dropout": ("model", "dropout"),
     "steps": ("train", "steps"),
     "batch": ("train", "batch_size"),
@@ -152,7 +153,7 @@ MODEL_OPTIONS = {
     "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
     "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
     "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
-    "gpt": {"d_model", "heads", "d_ff", "layers", "attention", "dropout"},
+    "gpt": {"d_model", "heads", "d_ff", "layers", "attention", "window", "dropout"},
 }
 
 

@@ -9,7 +9,8 @@ User-facing options (``model_params``) and their defaults:
   decoder each), ``dropout`` 0.0, ``max_len`` 256.
 - ``gpt``: ``d_model`` 64, ``heads`` 4, ``d_ff`` 4 * d_model, ``layers`` 2, ``attention`` "sdpa"
   (a block kind, :data:`attnlab.nn.config.ATTENTION_KINDS`: linear and ssm need nothing else),
-  ``dropout`` 0.0, ``max_len`` 256.
+  ``window`` None (a sliding window of W tokens; block_sparse needs one), ``dropout`` 0.0,
+  ``max_len`` 256.
 
 Each option is mapped onto the model's frozen config (``attnlab.models``) by field name.
 """
@@ -38,6 +39,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "d_ff": None,
         "layers": 2,
         "attention": "sdpa",
+        "window": None,
         "dropout": 0.0,
         "max_len": 256,
     },
@@ -50,6 +52,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "layers": ("layers", "num_layers"),
     "cell": ("cell",),
     "attention": ("attention",),
+    "window": ("window",),
     "dropout": ("dropout",),
     "d_model": ("d_model",),
     "heads": ("num_heads", "heads"),
