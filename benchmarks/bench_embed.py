@@ -123,6 +123,15 @@ KIND = {
 }
 
 
+def _cosine(a, b):
+    """Row-wise cosine ``[N]`` of ``a, b [N, d]`` in float64, each row normalised here: a peer's
+    bfloat16 output is only unit-length to bfloat16 rounding (its dot product with itself can
+    exceed 1)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
 def _compare(name: str, sentences: list[str], embedders: dict, tokenizer, peaks: dict, repeats: int) -> dict:
     results = {}
     for fn in embedders.values():
@@ -143,7 +152,7 @@ def _compare(name: str, sentences: list[str], embedders: dict, tokenizer, peaks:
     rows, raw = [], {"sentences": len(sentences), "tokens": sum(lengths), "load": [load_before, load_after]}
     for key in embedders:
         s = summary(runs[key])
-        cos = (results[key] * ref).sum(-1)  # unit vectors
+        cos = _cosine(results[key], ref)  # [N]
         peak = peaks.get(KIND[key])
         frac = flops / s["median"] / peak if peak else None
         raw[key] = {
