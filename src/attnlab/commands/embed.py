@@ -9,10 +9,9 @@ by :func:`attnlab.embed_stream.embed_file` (bounded memory, ``--resume`` after a
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import choice, device_option
 from attnlab.embed_stream import FORMATS
@@ -136,13 +135,19 @@ def embed(
         raise BadInput("--output, --resume and --overwrite go with --input FILE")
     if not texts:
         raise BadInput("give at least one TEXT, or --input FILE --output OUT")
-    from attnlab.devices import resolve_device
-
     if explain:
         _explain(texts, model_name, top, as_json, heatmap)
         return
     if heatmap is not None:
         raise BadInput("--heatmap goes with --explain")
+    _embed_texts(texts, model_name, batch_size, device, dtype, as_json)
+
+
+def _embed_texts(
+    texts: tuple[str, ...], model_name: str, batch_size: int, device: str, dtype: str, as_json: bool
+) -> None:
+    """TEXT arguments: each embedding's norm and token count, and the cosine of every pair."""
+    from attnlab.devices import resolve_device
     from attnlab.models.pretrained import load_pretrained
     from attnlab.models.sentence import embed as embed_sentences
 
@@ -162,7 +167,7 @@ def embed(
     _warn_truncated(stats["truncated"], len(texts), limit)
     if as_json:
         click.echo(
-            json.dumps(
+            dumps_json(
                 {
                     "model": model_name,
                     "dim": c.d_model,
@@ -208,7 +213,7 @@ def _explain(texts: tuple[str, ...], model_name: str, top: int, as_json: bool, h
         _draw(pairs, heatmap)
     if as_json:
         click.echo(
-            json.dumps(
+            dumps_json(
                 {
                     "model": model_name,
                     "texts": list(texts),
@@ -285,7 +290,7 @@ def _embed_file(
     c = model.config
     _warn_truncated(summary["truncated"], summary["sentences"], c.max_seq_length or c.max_len)
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(dumps_json(summary))
         return
     resumed = (
         f" ({summary['resumed_chunks']} of {summary['chunks']} chunks resumed)"
