@@ -27,8 +27,10 @@ from attnlab.audit.cost_kinds import (
     block_sparse_tiles,
     check_kind,
     linear_attention_executed,
+    matmul_row,
     mixer_acts,
     mixer_terms,
+    qkv_projections,
     state_bytes,
 )
 from attnlab.audit.params import audit_params
@@ -71,28 +73,20 @@ def kv_cache_bytes(
     return 2 * layers * kv_heads * d_head * bytes_per_value * tokens * batch
 
 
-def _mm(name: str, macs: int, formula: str) -> dict:
-    return {"term": name, "macs": macs, "flops": 2 * macs, "formula": formula}
-
-
 def _self_attention(a: ModelSpec, pre: str, L: int, B: int, T: int, A: int, tok: str, att: str) -> list[dict]:
     """Q/K/V projections, QKᵀ, softmax, AV and W^O of ``L`` self-attention layers over ``T`` tokens."""
     d, h, d_k = a.d_model, a.heads, a.d_k
-    kv = a.h_kv * d_k
-    kv_formula = f"L·B·{tok}·d·h_kv·d_k" if a.h_kv != a.heads else f"L·B·{tok}·d²"
     return [
-        _mm(f"{pre}Q projection", L * B * T * d * d, f"L·B·{tok}·d²"),
-        _mm(f"{pre}K projection", L * B * T * d * kv, kv_formula),
-        _mm(f"{pre}V projection", L * B * T * d * kv, kv_formula),
-        _mm(f"{pre}QKᵀ", L * B * h * A * d_k, f"L·B·h·{att}·d_k"),
+        *qkv_projections(a, pre, L, B, T, tok),
+        matmul_row(f"{pre}QKᵀ", L * B * h * A * d_k, f"L·B·h·{att}·d_k"),
         {
             "term": f"{pre}softmax",
             "macs": 0,
             "flops": SOFTMAX_FLOPS_PER_ENTRY * L * B * h * A,
             "formula": f"5·L·B·h·{att}",
         },
-        _mm(f"{pre}AV", L * B * h * A * d_k, f"L·B·h·{att}·d_k"),
-        _mm(f"{pre}W^O", L * B * T * d * d, f"L·B·{tok}·d²"),
+        matmul_row(f"{pre}AV", L * B * h * A * d_k, f"L·B·h·{att}·d_k"),
+        matmul_row(f"{pre}W^O", L * B * T * d * d, f"L·B·{tok}·d²"),
     ]
 
 
@@ -103,18 +97,18 @@ def _cross_attention(a: ModelSpec, pre: str, L: int, B: int, T: int, S: int) -> 
     kv = a.h_kv * d_k
     kv_formula = "L·B·S·d·h_kv·d_k" if a.h_kv != a.heads else "L·B·S·d²"
     return [
-        _mm(f"{pre}cross Q projection", L * B * T * d * d, "L·B·T·d²"),
-        _mm(f"{pre}cross K projection", L * B * S * d * kv, f"{kv_formula} (memory, once per layer)"),
-        _mm(f"{pre}cross V projection", L * B * S * d * kv, f"{kv_formula} (memory, once per layer)"),
-        _mm(f"{pre}cross QKᵀ", L * B * h * T * S * d_k, "L·B·h·T·S·d_k"),
+        matmul_row(f"{pre}cross Q projection", L * B * T * d * d, "L·B·T·d²"),
+        matmul_row(f"{pre}cross K projection", L * B * S * d * kv, f"{kv_formula} (memory, once per layer)"),
+        matmul_row(f"{pre}cross V projection", L * B * S * d * kv, f"{kv_formula} (memory, once per layer)"),
+        matmul_row(f"{pre}cross QKᵀ", L * B * h * T * S * d_k, "L·B·h·T·S·d_k"),
         {
             "term": f"{pre}cross softmax",
             "macs": 0,
             "flops": SOFTMAX_FLOPS_PER_ENTRY * L * B * h * T * S,
             "formula": "5·L·B·h·T·S",
         },
-        _mm(f"{pre}cross AV", L * B * h * T * S * d_k, "L·B·h·T·S·d_k"),
-        _mm(f"{pre}cross W^O", L * B * T * d * d, "L·B·T·d²"),
+        matmul_row(f"{pre}cross AV", L * B * h * T * S * d_k, "L·B·h·T·S·d_k"),
+        matmul_row(f"{pre}cross W^O", L * B * T * d * d, "L·B·T·d²"),
     ]
 
 
@@ -124,7 +118,7 @@ def _ffn(a: ModelSpec, pre: str, L: int, B: int, T: int, tok: str) -> list[dict]
     n = {"mlp": 2, "glu": 3, "none": 0}[a.block.ffn]
     if not n:
         return []
-    return [_mm(f"{pre}FFN", L * B * T * n * a.d_model * a.d_ff, f"{n}·L·B·{tok}·d·f")]
+    return [matmul_row(f"{pre}FFN", L * B * T * n * a.d_model * a.d_ff, f"{n}·L·B·{tok}·d·f")]
 
 
 def _terms(
@@ -152,9 +146,9 @@ def _terms(
             rows += _cross_attention(a, "", L, B, T, S)
         rows += _ffn(a, "", L, B, T, "T")
     if a.model == "bert":
-        rows.append(_mm("pooler", B * d * d, "B·d² ([CLS] only)"))
+        rows.append(matmul_row("pooler", B * d * d, "B·d² ([CLS] only)"))
     elif a.vocab:
-        rows.append(_mm("logits", B * T * d * a.vocab, "B·T·d·V"))
+        rows.append(matmul_row("logits", B * T * d * a.vocab, "B·T·d·V"))
     return rows
 
 

@@ -28,8 +28,21 @@ LINEAR_CHUNK = 64  # attnlab.nn.linear_attention's default chunk of the causal p
 KIND_MODELS = {"linear": ("encoder-layer", "gpt"), "ssm": ("gpt",)}
 
 
-def _mm(name: str, macs: int, formula: str) -> dict:
+def matmul_row(name: str, macs: int, formula: str) -> dict:
+    """One matmul-shaped cost row: ``macs`` multiply-adds, ``2·macs`` FLOPs."""
     return {"term": name, "macs": macs, "flops": 2 * macs, "formula": formula}
+
+
+def qkv_projections(a, pre: str, L: int, B: int, T: int, tok: str) -> list[dict]:
+    """The Q, K and V projections of ``L`` layers over ``T`` tokens (K and V at ``h_kv`` heads under
+    grouped-query attention): the rows every attention kind but the SSM starts with."""
+    d, kv = a.d_model, a.h_kv * a.d_k
+    kv_formula = f"L·B·{tok}·d·h_kv·d_k" if a.h_kv != a.heads else f"L·B·{tok}·d²"
+    return [
+        matmul_row(f"{pre}Q projection", L * B * T * d * d, f"L·B·{tok}·d²"),
+        matmul_row(f"{pre}K projection", L * B * T * d * kv, kv_formula),
+        matmul_row(f"{pre}V projection", L * B * T * d * kv, kv_formula),
+    ]
 
 
 def linear_attention_terms(a, pre: str, L: int, B: int, T: int, tok: str) -> list[dict]:
@@ -37,16 +50,12 @@ def linear_attention_terms(a, pre: str, L: int, B: int, T: int, tok: str) -> lis
     projections as in softmax attention, then per head and token ``S_t += φ(k_t) v_tᵀ`` (d_k² MACs),
     ``φ(q_t)ᵀ S_t`` (d_k²) and ``φ(q_t)·z_t`` (d_k): O(T·d·d_k), no T² term. ``a`` is a ModelSpec."""
     d, h, d_k = a.d_model, a.heads, a.d_k
-    kv = a.h_kv * d_k
-    kv_formula = f"L·B·{tok}·d·h_kv·d_k" if a.h_kv != a.heads else f"L·B·{tok}·d²"
     return [
-        _mm(f"{pre}Q projection", L * B * T * d * d, f"L·B·{tok}·d²"),
-        _mm(f"{pre}K projection", L * B * T * d * kv, kv_formula),
-        _mm(f"{pre}V projection", L * B * T * d * kv, kv_formula),
-        _mm(f"{pre}state update φ(K)ᵀV", L * B * h * T * d_k * d_k, f"L·B·h·{tok}·d_k²"),
-        _mm(f"{pre}read-out φ(Q)ᵀS", L * B * h * T * d_k * d_k, f"L·B·h·{tok}·d_k²"),
-        _mm(f"{pre}normaliser φ(Q)·z", L * B * h * T * d_k, f"L·B·h·{tok}·d_k"),
-        _mm(f"{pre}W^O", L * B * T * d * d, f"L·B·{tok}·d²"),
+        *qkv_projections(a, pre, L, B, T, tok),
+        matmul_row(f"{pre}state update φ(K)ᵀV", L * B * h * T * d_k * d_k, f"L·B·h·{tok}·d_k²"),
+        matmul_row(f"{pre}read-out φ(Q)ᵀS", L * B * h * T * d_k * d_k, f"L·B·h·{tok}·d_k²"),
+        matmul_row(f"{pre}normaliser φ(Q)·z", L * B * h * T * d_k, f"L·B·h·{tok}·d_k"),
+        matmul_row(f"{pre}W^O", L * B * T * d * d, f"L·B·{tok}·d²"),
     ]
 
 
@@ -64,13 +73,15 @@ def ssm_terms(a, pre: str, L: int, B: int, T: int, tok: str) -> list[dict]:
     token: ``h = ā h + b̄ x``), the read-out ``y = C·h`` (n MACs per channel) and out_proj ``d -> d``."""
     d, n = a.d_model, a.block.state_size
     return [
-        _mm(f"{pre}in projection (u, gate)", L * B * T * d * 2 * d, f"2·L·B·{tok}·d²"),
-        _mm(f"{pre}causal conv ({CONV_TAPS} taps)", L * B * T * d * CONV_TAPS, f"{CONV_TAPS}·L·B·{tok}·d"),
-        _mm(f"{pre}Δ projection", L * B * T * d * d, f"L·B·{tok}·d²"),
-        _mm(f"{pre}B, C projections", L * B * T * d * 2 * n, f"2·L·B·{tok}·d·n"),
-        _mm(f"{pre}scan h = āh + b̄x", L * B * T * d * n, f"L·B·{tok}·d·n"),
-        _mm(f"{pre}read-out y = C·h", L * B * T * d * n, f"L·B·{tok}·d·n"),
-        _mm(f"{pre}out projection", L * B * T * d * d, f"L·B·{tok}·d²"),
+        matmul_row(f"{pre}in projection (u, gate)", L * B * T * d * 2 * d, f"2·L·B·{tok}·d²"),
+        matmul_row(
+            f"{pre}causal conv ({CONV_TAPS} taps)", L * B * T * d * CONV_TAPS, f"{CONV_TAPS}·L·B·{tok}·d"
+        ),
+        matmul_row(f"{pre}Δ projection", L * B * T * d * d, f"L·B·{tok}·d²"),
+        matmul_row(f"{pre}B, C projections", L * B * T * d * 2 * n, f"2·L·B·{tok}·d·n"),
+        matmul_row(f"{pre}scan h = āh + b̄x", L * B * T * d * n, f"L·B·{tok}·d·n"),
+        matmul_row(f"{pre}read-out y = C·h", L * B * T * d * n, f"L·B·{tok}·d·n"),
+        matmul_row(f"{pre}out projection", L * B * T * d * d, f"L·B·{tok}·d²"),
     ]
 
 
