@@ -197,7 +197,7 @@ def _with_attention(spec, attention: str, w):
     default=None,
     type=choice("attnlab.nn.config:ATTENTION_KINDS"),
     help="The block's attention kind (default: the model's); block_sparse needs --window, linear and "
-    "ssm replace the T² terms (see docs/concepts/16-beyond-quadratic.md).",
+    "ssm replace the T² terms (the docs' concept page 'Beyond quadratic attention').",
 )
 @_block
 @click.pass_context
