@@ -289,68 +289,38 @@ def summarize(models: list[ModelResult]) -> str:
     return "; ".join(parts)
 
 
-def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=print) -> ExperimentResult:
-    """Train the contestants, score them by length bucket, and write ``results.csv``,
-    ``results.json``, ``accuracy_vs_length.png`` and ``heatmap-*.png`` into ``out_dir``."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    task = _task(settings)
-    tok = task.tokenizer
-    vocab = tok.vocab_size
-    specs = [c for c in CONTESTANTS if c.name in settings.models]
-    max_tgt = settings.max_len if settings.task != "dates" else 10
-    sizes = {
-        s.name: match_size(s, vocab, settings.target_params, settings.max_len + max_tgt + 4) for s in specs
-    }
-    for s in specs:
-        log(f"{s.name:<24} {sizes[s.name][1]:>7,} parameters  ({s.knob}={sizes[s.name][0][s.knob]})")
-    tests = {
-        b: _task(settings, *b).sample("test", settings.eval_per_bucket, seed=settings.seed)
-        for b in buckets(settings)
-    }
-    models: list[ModelResult] = []
-    trained: dict[str, torch.nn.Module] = {}
-    for s in specs:
-        params, n_params = sizes[s.name]
-        cfg = TrainConfig(
-            task=task.name,
-            task_params=task.params(),
-            model=s.kind,
-            model_params=params,
-            steps=settings.steps,
-            batch_size=settings.batch_size,
-            lr=settings.lr,
-            warmup=settings.warmup,
-            train_size=settings.train_size,
-            eval_size=50,
-            seed=settings.seed,
-        )
-        t0 = time.perf_counter()
-        result = train(cfg, progress=progress, desc=f"{s.name:<24}")
-        seconds = time.perf_counter() - t0
-        mr = ModelResult(s.name, s.kind, n_params, params, round(seconds, 1), result.history[-1]["loss"])
-        all_preds, all_tgts = [], []
-        for (lo, hi), examples in tests.items():
-            preds = predict(result.model, task, [e.src for e in examples])
-            sc = score(preds, [e.tgt for e in examples])
-            mr.buckets.append({"lo": lo, "hi": hi, **sc})
-            all_preds += preds
-            all_tgts += [e.tgt for e in examples]
-        mr.overall = score(all_preds, all_tgts)
-        models.append(mr)
-        trained[s.name] = result.model
-        log(
-            f"{s.name:<24} trained in {seconds:.0f} s; exact by length: "
-            + "  ".join(f"{b['lo']}-{b['hi']}: {b['exact']:.2f}" for b in mr.buckets)
-        )
+def _train_and_score(s, params, n_params, task, tests, settings: Settings, progress: bool):
+    """Train contestant ``s`` at ``params`` and score it on every length bucket of ``tests``:
+    ``(ModelResult, the trained model, training seconds)``."""
+    cfg = TrainConfig(
+        task=task.name,
+        task_params=task.params(),
+        model=s.kind,
+        model_params=params,
+        steps=settings.steps,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
+        warmup=settings.warmup,
+        train_size=settings.train_size,
+        eval_size=50,
+        seed=settings.seed,
+    )
+    t0 = time.perf_counter()
+    result = train(cfg, progress=progress, desc=f"{s.name:<24}")
+    seconds = time.perf_counter() - t0
+    mr = ModelResult(s.name, s.kind, n_params, params, round(seconds, 1), result.history[-1]["loss"])
+    all_preds, all_tgts = [], []
+    for (lo, hi), examples in tests.items():
+        preds = predict(result.model, task, [e.src for e in examples])
+        mr.buckets.append({"lo": lo, "hi": hi, **score(preds, [e.tgt for e in examples])})
+        all_preds += preds
+        all_tgts += [e.tgt for e in examples]
+    mr.overall = score(all_preds, all_tgts)
+    return mr, result.model, seconds
 
-    files = {
-        "csv": str(out / "results.csv"),
-        "json": str(out / "results.json"),
-        "plot": str(out / "accuracy_vs_length.png"),
-    }
+
+def _write_results(models: list[ModelResult], settings: Settings, files: dict[str, str], summary: str):
+    """``results.csv`` (one row per model and bucket) and ``results.json``, each written atomically."""
     rows = [
         {
             "model": m.name,
@@ -372,16 +342,15 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_bytes(files["csv"], buf.getvalue().encode())
-    summary = summarize(models)
     atomic_write_json(
         files["json"],
         {"settings": asdict(settings), "models": [asdict(m) for m in models], "summary": summary},
     )
-    _plot(models, settings, Path(files["plot"]))
 
+
+def _draw_alignments(specs, trained: dict, tok, example, out: Path) -> list[str]:
+    """One cross-attention heatmap per attention contestant on ``example``; the paths written."""
     heatmaps = []
-    longest = tests[buckets(settings)[-1]]
-    example = min(longest, key=lambda e: (len(e.src), e.src))  # shortest of the longest bucket
     for s in specs:
         if s.kind == "seq2seq-rnn":
             continue  # one fixed c for every step: no alignment to draw
@@ -389,4 +358,48 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
         path = out / f"heatmap-{s.kind}-{s.fixed.get('attention', 'cross')}.png"
         _heatmap(weights, xs, ys, f"{s.name}: {example.src} -> {example.tgt}", path)
         heatmaps.append(str(path))
+    return heatmaps
+
+
+def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=print) -> ExperimentResult:
+    """Train the contestants, score them by length bucket, and write ``results.csv``,
+    ``results.json``, ``accuracy_vs_length.png`` and ``heatmap-*.png`` into ``out_dir``."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    task = _task(settings)
+    tok = task.tokenizer
+    specs = [c for c in CONTESTANTS if c.name in settings.models]
+    max_tgt = settings.max_len if settings.task != "dates" else 10
+    sizes = {
+        s.name: match_size(s, tok.vocab_size, settings.target_params, settings.max_len + max_tgt + 4)
+        for s in specs
+    }
+    for s in specs:
+        log(f"{s.name:<24} {sizes[s.name][1]:>7,} parameters  ({s.knob}={sizes[s.name][0][s.knob]})")
+    tests = {
+        b: _task(settings, *b).sample("test", settings.eval_per_bucket, seed=settings.seed)
+        for b in buckets(settings)
+    }
+    models: list[ModelResult] = []
+    trained: dict[str, torch.nn.Module] = {}
+    for s in specs:
+        mr, trained[s.name], seconds = _train_and_score(s, *sizes[s.name], task, tests, settings, progress)
+        models.append(mr)
+        log(
+            f"{s.name:<24} trained in {seconds:.0f} s; exact by length: "
+            + "  ".join(f"{b['lo']}-{b['hi']}: {b['exact']:.2f}" for b in mr.buckets)
+        )
+    files = {
+        "csv": str(out / "results.csv"),
+        "json": str(out / "results.json"),
+        "plot": str(out / "accuracy_vs_length.png"),
+    }
+    summary = summarize(models)
+    _write_results(models, settings, files, summary)
+    _plot(models, settings, Path(files["plot"]))
+    longest = tests[buckets(settings)[-1]]
+    example = min(longest, key=lambda e: (len(e.src), e.src))  # shortest of the longest bucket
+    heatmaps = _draw_alignments(specs, trained, tok, example, out)
     return ExperimentResult(settings, models, files, heatmaps, summary, trained)
