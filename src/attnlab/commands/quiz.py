@@ -66,7 +66,7 @@ def _score(right: int, asked: int, total: int, topic: str | None = None, seed: i
 @usage_errors
 def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json: bool) -> None:
     """Questions in the style of the notes' worked checks, with random numbers and worked solutions."""
-    from attnlab.lessons.quiz import TOPICS, grade, iter_quiz, parse_answer
+    from attnlab.lessons.quiz import TOPICS, iter_quiz
 
     if topic is not None and topic not in TOPICS:
         raise ValueError(f"unknown topic {topic!r}: choose one of {', '.join(TOPICS)}")
@@ -80,27 +80,7 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
     if as_json:
         if not answers:
             raise ValueError("--json prints the answers: use it with --answers")
-        click.echo(
-            dumps_json(
-                {
-                    "seed": s,
-                    "topic": topic,
-                    "questions": [
-                        {
-                            "topic": q.topic,
-                            "variant": q.variant,
-                            "question": q.text,
-                            "answer": list(q.answer) if q.is_vector else q.answer,
-                            "answer_text": q.format_answer(),
-                            "steps": q.steps,
-                            "data": q.data,
-                        }
-                        for q in questions
-                    ],
-                },
-                indent=2,
-            )
-        )
+        click.echo(_questions_json(questions, s, topic))
         return
     click.echo(
         f"attnlab quiz: {n} question{'s' if n > 1 else ''}, "
@@ -114,36 +94,47 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
         return
 
     click.echo("Answer with a number or a list like [0.5, 1]; q quits.")
-    stdin = sys.stdin
+    right, asked = _ask(questions, n)
+    _score(right, asked, n, topic, s)
+
+
+def _questions_json(questions, seed: int, topic: str | None) -> str:
+    """``--answers --json``: every question with its answer, worked steps and data."""
+    return dumps_json(
+        {
+            "seed": seed,
+            "topic": topic,
+            "questions": [
+                {
+                    "topic": q.topic,
+                    "variant": q.variant,
+                    "question": q.text,
+                    "answer": list(q.answer) if q.is_vector else q.answer,
+                    "answer_text": q.format_answer(),
+                    "steps": q.steps,
+                    "data": q.data,
+                }
+                for q in questions
+            ],
+        },
+        indent=2,
+    )
+
+
+def _ask(questions, n: int) -> tuple[int, int]:
+    """Ask each question on stdin, grade it and show the worked solution; stops at the end of input,
+    on q/quit/exit or Ctrl-C. Returns ``(right, asked)``."""
+    from attnlab.lessons.quiz import grade
+
     right = asked = 0
     try:
         for i, q in enumerate(questions, 1):
             hint = f" ({len(q.answer)} numbers)" if q.is_vector else ""
             click.echo(f"\nQ{i}/{n} [{q.topic}] {q.text}{hint}")
-            while True:
-                click.echo("> ", nl=False)
-                line = stdin.readline()
-                if line and not stdin.isatty():
-                    click.echo(line.rstrip("\n"))  # echo piped answers so the transcript reads well
-                if line == "":
-                    click.echo("\nend of input.")
-                    _score(right, asked, n, topic, s)
-                    return
-                if line.strip().lower() in ("q", "quit", "exit"):
-                    _score(right, asked, n, topic, s)
-                    return
-                try:
-                    given = parse_answer(line, q.is_vector)
-                except ValueError as exc:
-                    click.echo(f"  {exc}; try again (q quits).")
-                    continue
-                if q.is_vector and len(given) != len(q.answer):
-                    click.echo(
-                        f"  the answer has {len(q.answer)} numbers, you gave {len(given)}; "
-                        f"try again (q quits)."
-                    )
-                    continue
-                break
+            got = _read_answer(q, sys.stdin)
+            if got is None:
+                return right, asked
+            line, given = got
             asked += 1
             if grade(q, given):
                 right += 1
@@ -153,4 +144,32 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
             _show_solution(q)
     except KeyboardInterrupt:
         click.echo("\ninterrupted.")
-    _score(right, asked, n, topic, s)
+    return right, asked
+
+
+def _read_answer(q, stdin):
+    """Read lines until one parses as an answer of the right size: ``(line, answer)``, or None when
+    the input ends or the user quits."""
+    from attnlab.lessons.quiz import parse_answer
+
+    while True:
+        click.echo("> ", nl=False)
+        line = stdin.readline()
+        if line and not stdin.isatty():
+            click.echo(line.rstrip("\n"))  # echo piped answers so the transcript reads well
+        if line == "":
+            click.echo("\nend of input.")
+            return None
+        if line.strip().lower() in ("q", "quit", "exit"):
+            return None
+        try:
+            given = parse_answer(line, q.is_vector)
+        except ValueError as exc:
+            click.echo(f"  {exc}; try again (q quits).")
+            continue
+        if q.is_vector and len(given) != len(q.answer):
+            click.echo(
+                f"  the answer has {len(q.answer)} numbers, you gave {len(given)}; try again (q quits)."
+            )
+            continue
+        return line, given
