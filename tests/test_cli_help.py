@@ -7,22 +7,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from attnlab.cli import COMMANDS, cli
+from attnlab.cli import COMMANDS, cli, leaf_commands
 from attnlab.commands._types import Choice
 
-
-def _commands():
-    ctx = click.Context(cli)
-    for name in cli.list_commands(ctx):
-        cmd = cli.get_command(ctx, name)
-        if isinstance(cmd, click.Group):
-            for sub in cmd.list_commands(click.Context(cmd)):
-                yield f"{name} {sub}", cmd.get_command(click.Context(cmd), sub)
-        else:
-            yield name, cmd
-
-
-COMMAND_LIST = list(_commands())
+COMMAND_LIST = leaf_commands()
 
 
 def test_every_command_is_listed():

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab._io import dumps_json, finite_or_none
-from attnlab.cli import cli
+from attnlab.cli import cli, leaf_commands
 
 NAN = float("nan")
 
@@ -27,18 +27,11 @@ def strict(text: str):
 
 
 def _json_commands() -> list[str]:
-    found = []
-
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            ctx = click.Context(cmd)
-            for name in cmd.list_commands(ctx):
-                walk(cmd.get_command(ctx, name), [*path, name])
-        elif any(isinstance(p, click.Option) and "--json" in p.opts for p in cmd.params):
-            found.append(" ".join(path))
-
-    walk(cli, [])
-    return found
+    return [
+        path
+        for path, cmd in leaf_commands()
+        if any(isinstance(p, click.Option) and "--json" in p.opts for p in cmd.params)
+    ]
 
 
 TINY_TRAIN = ["--task", "reverse", "--steps", "2", "--d-model", "8", "--heads", "2", "--d-ff", "16"]

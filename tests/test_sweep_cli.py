@@ -15,7 +15,7 @@ import sys
 import click
 import pytest
 
-from attnlab.cli import cli, main
+from attnlab.cli import leaf_commands, main
 
 HOSTILE = ["-1", "0", "nan", "inf", "-inf", "1e400", "10" + "0" * 40, "\u00b2", "", "\udcff", "abc"]
 # a cheap, valid invocation of each command, so that an accepted hostile value still finishes fast
@@ -82,39 +82,17 @@ STREAMED = {("tasks show", "--n")}
 SKIP_OPTIONS = {"--out", "--model", "--task", "--data-dir", "--dir"}  # paths and names: swept elsewhere
 
 
-def _commands():
-    found = []
-
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            ctx = click.Context(cmd)
-            for name in cmd.list_commands(ctx):
-                walk(cmd.get_command(ctx, name), path + [name])
-        elif " ".join(path) in BASE:
-            for p in cmd.params:
-                if isinstance(p, click.Option) and not p.is_flag and p.opts[0] not in SKIP_OPTIONS:
-                    found.append((" ".join(path), p.opts[0]))
-
-    walk(cli, [])
-    return found
-
-
-CASES = _commands()
+CASES = [
+    (path, p.opts[0])
+    for path, cmd in leaf_commands()
+    if path in BASE
+    for p in cmd.params
+    if isinstance(p, click.Option) and not p.is_flag and p.opts[0] not in SKIP_OPTIONS
+]
 
 
 def _leaf_commands() -> list[str]:
-    found = []
-
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            ctx = click.Context(cmd)
-            for name in cmd.list_commands(ctx):
-                walk(cmd.get_command(ctx, name), [*path, name])
-        else:
-            found.append(" ".join(path))
-
-    walk(cli, [])
-    return found
+    return [path for path, _ in leaf_commands()]
 
 
 def test_every_command_is_swept():

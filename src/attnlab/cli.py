@@ -59,6 +59,27 @@ def cli() -> None:
     """attnlab: attention, implemented twice and proven correct."""
 
 
+def leaf_commands(
+    group: click.Group | None = None, path: tuple[str, ...] = ()
+) -> list[tuple[str, click.Command]]:
+    """Every runnable command under ``group`` (default: attnlab's own), depth first in ``--help``
+    order, as ``("audit cost", command)`` pairs: what the help, sweep and JSON tests walk.
+
+    Returns:
+        ``list[tuple[str, click.Command]]``.
+    """
+    group = cli if group is None else group
+    ctx = click.Context(group)
+    found = []
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if isinstance(cmd, click.Group):
+            found += leaf_commands(cmd, (*path, name))
+        else:
+            found.append((" ".join((*path, name)), cmd))
+    return found
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Bad arguments exit with status 2 and a one-line message."""
     try:
