@@ -285,7 +285,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
         if mask is None and not is_causal and self.window is None and self.positions != "alibi":
             return None, None, False  # nothing to mask (most calls of an encoder without padding)
         b, _, t_q, _ = q.shape
-        if mask is not None:
+        caller_mask = mask is not None
+        if caller_mask:
             mask = _check_mask(mask, (b, self.num_heads, t_q, t_k))
         if is_causal and t_k < t_q:
             raise ValueError(
@@ -300,18 +301,20 @@ class MultiHeadAttention(HookPoints, nn.Module):
         in_kernel = ordered and (
             flash or (self.window is None and t_q == t_k and mask is None and bias is None and not explicit)
         )
+        combined = mask  # the caller's mask with the causal/window order: what decides empty rows
         if ordered and (not in_kernel or mask is not None):
             order = (  # [T_q, T_k]; with flash built only to check the rows
                 causal_mask(t_q, t_k, device=q.device)
                 if self.window is None
                 else sliding_window_mask(t_q, t_k, self.window, device=q.device)
             )
+            combined = order if mask is None else mask & order
             if not in_kernel:
-                mask = order if mask is None else mask & order
-            elif empty_rows == "error":
-                _refuse_empty_rows(mask & order)
-        if mask is not None and empty_rows == "error":
-            _refuse_empty_rows(mask)
+                mask = combined
+        # the causal and window masks alone always leave a query its own position (T_k >= T_q, W >= 1):
+        # only a caller's mask can empty a row, and it is checked once, combined with the order
+        if caller_mask and empty_rows == "error":
+            _refuse_empty_rows(combined)
         return mask, bias, in_kernel
 
     def _block_sparse(self, mask, t_q: int, explicit: bool) -> bool:
