@@ -199,11 +199,11 @@ def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear
     flags = cpu_features()["flags"]
     reduce_range = not (flags["avx512_vnni"] or flags["amx_int8"] or flags["avx_vnni"])
 
+    fn = ACTIVATIONS[act] if act else None
+
     def linear(x: Tensor) -> Tensor:
         y = torch.ops.quantized.linear_dynamic(x, packed, reduce_range)  # [N, d_out] float32
         return fn(y) if fn else y
-
-    fn = ACTIVATIONS[act] if act else None
 
     return linear
 
