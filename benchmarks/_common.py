@@ -113,6 +113,24 @@ def _blas_info() -> list[dict]:
     return [{k: lib.get(k) for k in keep if lib.get(k) is not None} for lib in libs]
 
 
+KINDS = {
+    "intel-amx": "Intel Xeon with AMX",
+    "amd-avx512": "AMD with AVX-512, no AMX (Zen 4/5)",
+    "other": "another x86 or ARM CPU",
+}
+
+
+def cpu_kind(cpu: str, flags: dict | None) -> str:
+    """The kind of CPU whose targets and last results go together (a key of :data:`KINDS`): the
+    machines this project runs on are Intel Xeons with AMX and AMD Zen 5s with AVX-512 but no AMX."""
+    name = cpu.lower()
+    if flags is not None and flags.get("amx_bf16") or flags is None and "intel" in name:
+        return "intel-amx"
+    if "amd" in name and (flags is None or flags.get("avx512f")):
+        return "amd-avx512"
+    return "other"
+
+
 def machine() -> dict:
     """Machine, library versions, BLAS and its environment settings."""
     import numpy
@@ -139,7 +157,12 @@ def machine() -> dict:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
+    from attnlab.models.precision import cpu_features
+
+    flags = cpu_features()["flags"]
     return {
+        "kind": cpu_kind(_cpu_model(), flags),
+        "cpu_flags": [f for f, on in flags.items() if on],
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": round(mem_gib, 1) if mem_gib else None,

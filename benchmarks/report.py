@@ -1,9 +1,13 @@
-"""Render benchmarks/results.json as docs/performance.md."""
+"""Render benchmarks/results/*.json (the last run of each CPU kind) as docs/performance.md."""
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import sys
+
+from _common import KINDS
 
 METHOD = """\
 ## How the numbers are measured
@@ -66,42 +70,79 @@ def _machine(m: dict) -> list[str]:
     return ["| | |", "| --- | --- |"] + [f"| {a} | {b} |" for a, b in rows] + [""]
 
 
-def render(results: dict) -> str:
-    benches = results["benchmarks"]
+def load_runs(folder: str, latest: str | None = None) -> dict[str, dict]:
+    """The last run of each CPU kind: ``{kind: results}`` from ``folder/*.json``; ``latest`` (a results
+    file anywhere) replaces its kind's entry."""
+    runs = {}
+    paths = sorted(glob.glob(os.path.join(folder, "*.json")))
+    for path in paths + ([latest] if latest else []):
+        with open(path) as f:
+            results = json.load(f)
+        runs[results["machine"].get("kind", "other")] = results
+    return runs
+
+
+def _label(kind: str, results: dict) -> str:
+    return f"{KINDS.get(kind, kind)}, {results['started_utc'][:10]}"
+
+
+def _side_by_side(runs: dict[str, dict]) -> list[str]:
+    """One row per target, one column per CPU kind: the measured figure and whether it met its target
+    there (a target that differs between kinds is given per kind)."""
+    kinds = list(runs)
+    rows: dict[str, dict[str, dict]] = {}
+    for kind, results in runs.items():
+        for b in results["benchmarks"]:
+            for t in b.get("targets", []):
+                rows.setdefault(t["what"], {})[kind] = t
+            for r in b.get("reports", []):
+                rows.setdefault(r["what"], {})[kind] = {"target": "report", **r, "met": None}
+            if "error" in b:
+                rows.setdefault(b["title"], {})[kind] = {
+                    "target": "(see section)",
+                    "shown": "failed",
+                    "met": False,
+                }
     out = [
-        "# Performance",
-        "",
-        f"Written by `make bench` (`benchmarks/run.py`) on {results['started_utc']} UTC in "
-        f"{results['wall_s'] / 60:.1f} minutes; the raw numbers are in `benchmarks/results.json`. "
-        "Do not edit by hand: rerun `make bench`."
-        + (" **Quick mode: small sizes, not the targets' sizes.**" if results.get("quick") else ""),
-        "",
-        "## Machine",
-        "",
+        "| benchmark | target | " + " | ".join(_label(k, runs[k]) for k in kinds) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in kinds) + " |",
     ]
-    out += _machine(results["machine"])
-    out += [
-        "## Targets",
-        "",
-        "| benchmark | target | measured | met | what limits it |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for b in benches:
-        for t in b.get("targets", []):
-            out.append(
-                f"| {t['what']} | {t['target']} | {t['shown']} | {'yes' if t['met'] else '**no**'} | "
-                f"{t['limit'] if not t['met'] else ''} |"
+    for what, by_kind in rows.items():
+        goals = {k: t["target"] for k, t in by_kind.items()}
+        if len(set(goals.values())) == 1:
+            goal = next(iter(goals.values()))
+        else:
+            goal = "; ".join(
+                f"{KINDS.get(k, k).split(' with')[0].split(',')[0]}: {g}" for k, g in goals.items()
             )
-        if "error" in b:
-            out.append(
-                f"| {b['title']} | (see section) | not measured: the benchmark failed | **no** | "
-                f"{b['error'].splitlines()[-1] if b['error'] else ''} |"
-            )
-        for r in b.get("reports", []):
-            out.append(f"| {r['what']} | report | {r['shown']} | — | |")
-    out += ["", METHOD]
-    for b in benches:
-        out += [f"## {b['title']}", "", f"_`{b['name']}`, {b['wall_s']:.0f} s._", ""]
+        cells = []
+        for k in kinds:
+            t = by_kind.get(k)
+            if t is None:
+                cells.append("not measured")
+            elif t["met"] is None:
+                cells.append(t["shown"])
+            else:
+                cells.append(f"{t['shown']} " + ("(met)" if t["met"] else "**(missed)**"))
+        out.append(f"| {what} | {goal} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def _missed(runs: dict[str, dict]) -> list[str]:
+    """What limits each missed target, per kind."""
+    out = []
+    for kind, results in runs.items():
+        for b in results["benchmarks"]:
+            for t in b.get("targets", []):
+                if not t["met"] and t.get("limit"):
+                    out.append(f"* {KINDS.get(kind, kind)}, {t['what']}: {t['limit']}")
+    return (["What limits each missed target:", ""] + out + [""]) if out else []
+
+
+def _sections(results: dict, level: str) -> list[str]:
+    out = []
+    for b in results["benchmarks"]:
+        out += [f"{level} {b['title']}", "", f"_`{b['name']}`, {b['wall_s']:.0f} s._", ""]
         if "error" in b:
             out += ["The benchmark failed:", "", "```", b["error"], "```", ""]
             continue
@@ -112,9 +153,36 @@ def render(results: dict) -> str:
         for n in b.get("notes", []):
             out.append(f"* {n}")
         out.append("")
+    return out
+
+
+def render(runs: dict[str, dict]) -> str:
+    """docs/performance.md from the last run of each CPU kind (:func:`load_runs`)."""
+    out = [
+        "# Performance",
+        "",
+        "Written by `make bench` (`benchmarks/run.py`); the raw numbers are in `benchmarks/results/`, one "
+        "file per kind of CPU, and each run replaces only its own kind's. Do not edit by hand: rerun "
+        "`make bench`. The machines that build attnlab are of "
+        f"{len(KINDS) - 1} kinds ({', '.join(v for k, v in KINDS.items() if k != 'other')}); the last "
+        "run on each is shown side by side.",
+        "",
+    ]
+    for kind, results in runs.items():
+        out.append(
+            f"* {_label(kind, results)}: {results['machine']['cpu']}, "
+            f"{', '.join(results['machine'].get('cpu_flags', [])) or 'flags not recorded'}; "
+            f"{results['wall_s'] / 60:.1f} minutes"
+            + (" (**quick mode: small sizes, not the targets' sizes**)" if results.get("quick") else "")
+        )
+    out += ["", "## Targets", ""] + _side_by_side(runs) + _missed(runs) + [METHOD]
+    for kind, results in runs.items():
+        out += [f"## {_label(kind, results)}", "", "### Machine", ""]
+        out += _machine(results["machine"])
+        out += _sections(results, "###")
     return "\n".join(out).rstrip() + "\n"
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results.json") as f:
-        sys.stdout.write(render(json.load(f)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.stdout.write(render(load_runs(sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "results"))))

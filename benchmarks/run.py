@@ -1,4 +1,7 @@
-"""Run every benchmark (what ``make bench`` runs) and write benchmarks/results.json and docs/performance.md.
+"""Run every benchmark (``make bench``); write benchmarks/results/KIND.json and docs/performance.md.
+
+The results are kept per kind of CPU (benchmarks/results/intel-amx.json, amd-avx512.json, ...): a run
+replaces its own kind's file, and docs/performance.md shows the last run of every kind side by side.
 
 Each benchmark runs in its own subprocess (so one's memory or threads cannot disturb the next, and
 a missing engine piece fails only its own section), in the order below. The matmul peak is
@@ -40,7 +43,7 @@ BENCHMARKS = [
     "beyond_quadratic",
     "demo",
 ]
-TIMEOUT_S = {"demo": 600, "numpy_flash": 600, "beyond_quadratic": 1200, "embed": 2400, "embed_stream": 1800}
+TIMEOUT_S = {"demo": 600, "numpy_flash": 900, "beyond_quadratic": 1200, "embed": 2400, "embed_stream": 1800}
 
 
 def _child(name: str, ctx_path: str, out_path: str) -> None:
@@ -102,7 +105,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="comma-separated benchmark names: " + ",".join(BENCHMARKS))
     ap.add_argument("--quick", action="store_true", help="small sizes, to check the scripts")
-    ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--out", help="results file (default: benchmarks/results/KIND.json for this CPU's kind)")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "performance.md"))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--ctx", help=argparse.SUPPRESS)
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
         return 0
 
     from _common import machine
-    from report import render
+    from report import load_runs, render
     from tqdm import tqdm
 
     from attnlab._io import atomic_write_bytes
@@ -148,24 +151,26 @@ def main(argv=None) -> int:
             status = "error" if "error" in res else "ok"
             tqdm.write(f"{name}: {status} in {res['wall_s']:.0f} s")
     results["wall_s"] = time.time() - started
+    out = args.out or os.path.join(HERE, "results", f"{results['machine']['kind']}.json")
     results["machine"]["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     for res in results["benchmarks"]:
         res.setdefault("machine", results["machine"])
         res.setdefault("started_utc", results["started_utc"])
-    if args.only and os.path.exists(args.out):
+    if args.only and os.path.exists(out):
         # --only refreshes the named sections and keeps every other section of the last full run
         # (each section carries the machine and time it was measured on).
-        with open(args.out) as f:
+        with open(out) as f:
             previous = json.load(f)
         fresh = {r["name"] for r in results["benchmarks"] if "name" in r}
         kept = [r for r in previous.get("benchmarks", []) if r.get("name") not in fresh]
         order = {n: i for i, n in enumerate(BENCHMARKS)}
         merged = kept + results["benchmarks"]
         results["benchmarks"] = sorted(merged, key=lambda r: order.get(r.get("name"), 99))
-    atomic_write_bytes(args.out, (json.dumps(results, indent=1, default=float) + "\n").encode())
-    atomic_write_bytes(args.doc, render(results).encode())
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    atomic_write_bytes(out, (json.dumps(results, indent=1, default=float) + "\n").encode())
+    atomic_write_bytes(args.doc, render(load_runs(os.path.join(HERE, "results"), latest=out)).encode())
     print(
-        f"wrote {os.path.relpath(args.out, ROOT)} and {os.path.relpath(args.doc, ROOT)} "
+        f"wrote {os.path.relpath(out, ROOT)} and {os.path.relpath(args.doc, ROOT)} "
         f"in {results['wall_s'] / 60:.1f} min"
     )
     return 0

@@ -19,6 +19,18 @@ def test_measure_peak():
     assert r["peak_flops"] == max(row["flops_per_s"] for row in r["by_size"])
 
 
+def test_the_ceiling_is_the_best_of_every_kernel_attnlab_runs():
+    """A ceiling measured with torch.mm alone was exceeded by the oneDNN prepacked path (AMD Zen 5)."""
+    from attnlab.models.precision import onednn_linear
+
+    r = measure_peak(seconds=0.2, sizes=(64, 96))
+    for row in r["by_size"]:
+        assert "torch.mm" in row["kernels"]
+        assert ("oneDNN prepacked linear" in row["kernels"]) == onednn_linear()
+        assert row["flops_per_s"] == max(row["kernels"].values())
+        assert row["kernel"] == max(row["kernels"], key=row["kernels"].get)
+
+
 @pytest.mark.parametrize("args", [(0, 1, 1), (1, -1, 1), (1, 1, 0), (True, 1, 1)])
 def test_mfu_bad_input(args):
     with pytest.raises(ValueError, match="must be a positive number"):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import threadpoolctl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import ref
+from attnlab.ref import flash
 from attnlab.ref.flash import key_block_range
 
 SEEDS = st.integers(0, 2**32 - 1)
@@ -151,6 +153,7 @@ def test_empty_row_is_an_error_unless_zero_requested():
         (dict(mask=np.ones((2, 3))), "mask must be boolean"),
         (dict(mask=np.ones((4, 3), dtype=bool)), r"mask of shape \[4, 3\] does not broadcast"),
         (dict(block_q=0), "block_q must be a positive integer"),
+        (dict(workers=0), "workers must be a positive integer"),
         (dict(window=-1), "window must be a positive integer"),
         (dict(q=np.full((2, 4), np.nan)), "q contains NaN"),
     ],
@@ -166,3 +169,44 @@ def test_bad_input_names_the_argument(kwargs, match):
 def test_leading_dims_that_do_not_broadcast():
     with pytest.raises(ValueError, match=r"leading .* do not broadcast: q \[2, 3, 4\], k \[3, 3, 4\]"):
         ref.flash_attention(np.zeros((2, 3, 4)), np.zeros((3, 3, 4)), np.zeros((3, 3, 4)))
+
+
+@pytest.mark.parametrize("kind", [dict(), dict(causal=True), dict(window=5)])
+def test_any_number_of_workers_gives_the_same_bits(kind):
+    """Query blocks are independent: 1, 2 or 7 threads compute each block identically."""
+    g = np.random.default_rng(5)
+    q, k, v = (g.normal(size=(2, 3, 45, 8)) for _ in range(3))
+    one = ref.flash_attention(q, k, v, block_q=8, block_k=8, workers=1, return_lse=True, **kind)
+    for workers in (2, 7):
+        many = ref.flash_attention(q, k, v, block_q=8, block_k=8, workers=workers, return_lse=True, **kind)
+        np.testing.assert_array_equal(many[0], one[0])
+        np.testing.assert_array_equal(many[1], one[1])
+
+
+def test_blas_threads_are_restored_after_the_call_and_after_an_error():
+    before = [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+    assert before, "NumPy's BLAS is visible to threadpoolctl"
+    g = np.random.default_rng(6)
+    q, k, v = g.normal(size=(40, 4)), g.normal(size=(30, 4)), g.normal(size=(30, 4))
+    ref.flash_attention(q, k, v, block_q=8, block_k=8)
+    with pytest.raises(ValueError, match="query row"):
+        ref.flash_attention(q, k, v, causal=True, block_q=8)  # T_q > T_k: the first rows see no key
+    after = [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+    assert after == before
+
+
+def test_the_tiles_run_on_one_blas_thread(monkeypatch):
+    """Inside the tile loop every BLAS library is limited to one thread (attnlab._blas says why)."""
+    seen = []
+    run = flash._Tiles.run
+
+    def spy(self, *args):
+        seen.append(
+            {lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"}
+        )
+        return run(self, *args)
+
+    monkeypatch.setattr(flash._Tiles, "run", spy)
+    g = np.random.default_rng(7)
+    ref.flash_attention(*(g.normal(size=(20, 4)) for _ in range(3)), block_q=8)
+    assert seen == [{1}] * 3

@@ -10,8 +10,11 @@ softmax is streamed over the key blocks with a running max ``m`` and a running s
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
+from attnlab._blas import one_blas_thread, usable_cpus
 from attnlab._checks import EMPTY_ROWS, choice, empty_row_error, finite_float
 from attnlab.ref._checks import as_float, positive_int
 
@@ -97,6 +100,7 @@ def flash_attention(
     scale=None,
     return_lse: bool = False,
     empty_rows: str = "error",
+    workers: int | None = None,
 ):
     """Exact attention softmax(Q K^T / sqrt(d_k) + M) V, computed tile by tile (FlashAttention).
 
@@ -126,6 +130,11 @@ def flash_attention(
     ``causal``. Key blocks wholly above the diagonal or wholly left of the window are skipped
     (never computed); so are tiles where ``mask`` is all False.
 
+    Query blocks are independent of one another, so they run on ``workers`` threads, and every tile's
+    products run on one BLAS thread (:mod:`attnlab._blas` says why: a loop of small GEMMs split
+    across the BLAS's own threads slows several-fold as soon as another process holds a core). Each
+    block's arithmetic is the same on any number of workers, so the result is too, bit for bit.
+
     Args:
         q: queries ``[..., T_q, d_k]``.
         k: keys ``[..., T_k, d_k]``. v: values ``[..., T_k, d_v]`` (leading dims broadcast).
@@ -137,6 +146,8 @@ def flash_attention(
         return_lse: also return the log-sum-exp ``L [..., T_q]`` of the scaled, masked scores.
         empty_rows: ``"error"`` raises for a query with no key to attend to; ``"zero"`` gives 0
             (and ``L = -inf``), PyTorch's convention.
+        workers: threads over the query blocks (positive int); default: the CPUs this process may
+            use, at most one per block.
     Returns:
         ``out [..., T_q, d_v]``, or ``(out, lse)`` with ``lse [..., T_q]`` if ``return_lse``.
     """
@@ -149,6 +160,7 @@ def flash_attention(
         window = positive_int("window", window)
         causal = True
     choice("empty_rows", empty_rows, EMPTY_ROWS)
+    workers = usable_cpus() if workers is None else positive_int("workers", workers)
     t_q, t_k = q.shape[-2], k.shape[-2]
     mask = _check_inputs(q, k, v, mask, t_q, t_k)
     lead = _lead_shape(q, k, v, mask)
@@ -161,19 +173,30 @@ def flash_attention(
     out = np.empty(lead + (t_q, v.shape[-1]), dtype=dtype)  # [..., T_q, d_v]
     lse = np.empty(lead + (t_q,), dtype=dtype)  # [..., T_q]
     tiles = _Tiles(k, v, mask, scale, block_k, offset, causal, window)
-    for q_lo in range(0, t_q, block_q):
-        q_hi = min(q_lo + block_q, t_q)
-        acc, m, l = tiles.run(q[..., q_lo:q_hi, :], q_lo, lead, dtype)  # [..., bq, d_v], [..., 1, bq] x2
-        empty = l[..., 0, :] == 0  # no key seen at all  [..., bq]
-        if empty_rows == "error" and empty.any():
-            idx = [int(i) for i in np.argwhere(empty)[0]]
-            idx[-1] += q_lo  # index within the block -> query index
-            raise empty_row_error(tuple(idx))
-        l_safe = np.where(l == 0, 1.0, l)  # [..., 1, bq]
-        out[..., q_lo:q_hi, :] = acc / np.swapaxes(l_safe, -1, -2)  # Z_i = O / l  [..., bq, d_v]
-        with np.errstate(divide="ignore"):
-            lse[..., q_lo:q_hi] = (m + np.log(l))[..., 0, :]  # L_i = m + log l (-inf if empty)
+    starts = range(0, t_q, block_q)
+
+    def one_block(q_lo: int):  # [..., bq, d_v], [..., 1, bq] x2
+        return tiles.run(q[..., q_lo : q_lo + block_q, :], q_lo, lead, dtype)
+
+    with one_blas_thread(), ThreadPoolExecutor(min(workers, len(starts)) or 1) as pool:
+        for q_lo, (acc, m, l) in zip(starts, pool.map(one_block, starts)):
+            _finish_block(out, lse, q_lo, acc, m, l, empty_rows)
     return (out, lse) if return_lse else out
+
+
+def _finish_block(out, lse, q_lo: int, acc, m, l, empty_rows: str) -> None:
+    """Normalise one query block into ``out [..., T_q, d_v]`` and ``lse [..., T_q]``: ``Z_i = O / l``,
+    ``L_i = m + log l``; a row that saw no key is an error or zeros, as ``empty_rows`` says."""
+    q_hi = q_lo + acc.shape[-2]
+    empty = l[..., 0, :] == 0  # no key seen at all  [..., bq]
+    if empty_rows == "error" and empty.any():
+        idx = [int(i) for i in np.argwhere(empty)[0]]
+        idx[-1] += q_lo  # index within the block -> query index
+        raise empty_row_error(tuple(idx))
+    l_safe = np.where(l == 0, 1.0, l)  # [..., 1, bq]
+    out[..., q_lo:q_hi, :] = acc / np.swapaxes(l_safe, -1, -2)  # Z_i = O / l  [..., bq, d_v]
+    with np.errstate(divide="ignore"):
+        lse[..., q_lo:q_hi] = (m + np.log(l))[..., 0, :]  # L_i = m + log l (-inf if empty)
 
 
 class _Tiles:
