@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+
+from attnlab.practice.path import LESSONS
 
 
 def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
@@ -125,6 +128,12 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
     page = tmp_path / "week.html"
     assert run("study", "--html", str(page)).returncode == 0
     assert "latest 6/7" in page.read_text() and "<script" not in page.read_text()
+    # every lesson's concept pages are linked, and written beside the page as HTML
+    hrefs = re.findall(r'href="([^"]+)"', page.read_text())
+    assert len(hrefs) == sum(len(lesson.concepts) for lesson in LESSONS) and hrefs
+    for href in hrefs:
+        assert href.startswith("concepts/") and (tmp_path / href).is_file(), href
+    assert 'href="../week.html"' in (tmp_path / "concepts" / "index.html").read_text()
 
     r = run("study", "--reset", input="n\n")
     assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])

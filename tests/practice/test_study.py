@@ -164,3 +164,10 @@ def test_html_page_is_self_contained_and_escapes_the_learners_text(tmp_path):
 
     assert "default-src 'none'" in html.unescape(page) and "http" not in page.replace("http-equiv", "")
     assert page.count("<style>") == 1 and "The transformer block" in page
+    # each lesson links its concept pages by title; without a folder they are named as files
+    assert '<a href="concepts/05-scaled-dot-product.html">Scaled dot-product attention and why' in page
+    with Study(tmp_path) as s:
+        text_only = render_html(
+            progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz()), {}, concepts=None
+        )
+    assert "<a " not in text_only and "<code>docs/concepts/05-scaled-dot-product.md</code>" in text_only

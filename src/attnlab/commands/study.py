@@ -8,6 +8,7 @@ deletes anything. Logic lives in :mod:`attnlab.practice` (``path``, ``store``, `
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -72,10 +73,13 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
         state, latest, path = _state(s), s.latest_practice(), s.path
     if html_out:
         from attnlab._io import atomic_write_bytes
+        from attnlab.concepts import FOLDER, write_pages
         from attnlab.practice.study_page import render_html
 
+        folder = Path(html_out).parent / FOLDER
+        write_pages(folder, back=(f"../{Path(html_out).name}", "the study page"))
         atomic_write_bytes(html_out, render_html(state, latest).encode("utf-8"))
-        click.echo(f"wrote {html_out}")
+        click.echo(f"wrote {html_out} (concept pages: {folder})")
         return
     if as_json:
         click.echo(dumps_json({"database": str(path), **state}, indent=2))

@@ -3,13 +3,15 @@
 The page follows the explorer page's safety rules (:mod:`attnlab.viz.explorer`): a strict
 Content-Security-Policy with no network (``default-src 'none'``), the one style allowed by its
 hash, no script at all, and every piece of text, the learner's file names and their code's error
-messages included, HTML-escaped.
+messages included, HTML-escaped. Each lesson links its concept pages, which ``attnlab study --html``
+writes as HTML into ``concepts/`` beside the page (:func:`attnlab.concepts.write_pages`).
 """
 
 from __future__ import annotations
 
 import html
 
+from attnlab import concepts as concept_pages
 from attnlab.practice.path import COURSE, DONE_WHEN, LESSONS, MILESTONE
 from attnlab.viz.explorer import _sha256
 
@@ -58,15 +60,25 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def render_html(state: dict, latest: dict) -> str:
-    """The week as one self-contained page: progress, links (as text), the latest practice results."""
+def _read(names: tuple[str, ...], folder: str | None) -> str:
+    """The lesson's concept pages: links into ``folder`` (beside the page), or their file names."""
+    if folder is None:
+        return ", ".join(f"<code>docs/concepts/{_e(c)}</code>" for c in names)
+    return ", ".join(
+        f'<a href="{_e(concept_pages.href(c, folder))}">{_e(concept_pages.page_title(c))}</a>' for c in names
+    )
+
+
+def render_html(state: dict, latest: dict, concepts: str | None = concept_pages.FOLDER) -> str:
+    """The week as one self-contained page: progress, links to the concept pages in the folder
+    ``concepts`` beside it (``None``: their file names as text), the latest practice results."""
     parts = [f"<h1>{_e(COURSE)}</h1>", f"<p>Done when: {_e(DONE_WHEN)}</p>", "<h2>Lessons</h2>", "<ol>"]
     for row, lesson in zip(state["lessons"], LESSONS):
         mark = '<span class="done">explained</span>' if row["ticked"] else '<span class="todo">to do</span>'
         quiz = ", ".join(f"{t}: best {s}" for t, s in row["quiz"].items())
         parts.append(
             f"<li><b>{_e(lesson.title)}</b> ({mark}): {_e(lesson.summary)}<br>"
-            f"read {', '.join(f'<code>docs/concepts/{_e(c)}</code>' for c in lesson.concepts)}; "
+            f"read {_read(lesson.concepts, concepts)}; "
             + (
                 f"run {', '.join(f'<code>{_e(c)}</code>' for c in lesson.commands)}; "
                 if lesson.commands
