@@ -146,10 +146,11 @@ def extrapolation(
         f"Latest-passkey accuracy and loss, trained at T={settings.train_len} ({result.seconds:.0f} s):"
     )
     click.echo(result.table())
-    bad = result.undertrained()
+    bad = result.did_not_learn()
     if bad:
         click.echo(
-            f"Below {settings.reached:.0%} at the training length (curves untrusted): {', '.join(bad)}"
+            f"Below {settings.reached:.0%} at the training length (curves untrusted, not ranked): "
+            f"{', '.join(bad)}"
         )
     if result.files:
         click.echo(f"wrote {result.files['json']} and {result.files['plot']}")
