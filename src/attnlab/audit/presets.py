@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from attnlab._checks import did_you_mean
 from attnlab.audit.config import MODEL_BLOCKS, ModelSpec
 from attnlab.nn.config import BlockConfig
 
@@ -46,7 +47,9 @@ def register(preset: Preset) -> Preset:
 def preset(name: str) -> Preset:
     """The preset called ``name``; ``ValueError`` listing the names otherwise."""
     if name not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {name!r}")
+        raise ValueError(
+            f"preset must be one of {', '.join(PRESETS)}; got {name!r}{did_you_mean(name, PRESETS)}"
+        )
     return PRESETS[name]
 
 

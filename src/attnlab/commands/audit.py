@@ -14,7 +14,15 @@ from attnlab._io import dumps_json
 from attnlab.audit.config import MODELS, from_options
 from attnlab.audit.presets import PRESETS
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, Positive, PositiveNumber, choice, options
+from attnlab.commands._types import (
+    POSITIVE,
+    POSITIVE_NUMBER,
+    Positive,
+    PositiveNumber,
+    SuggestingGroup,
+    choice,
+    options,
+)
 from attnlab.models.precision import DTYPES
 from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
 
@@ -108,7 +116,7 @@ def _emit(report: dict, as_json: bool, render) -> None:
     click.echo(dumps_json(report, indent=2, ensure_ascii=False) if as_json else render(report))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def audit() -> None:
     """Audits: parameters by group, shapes on every arrow, FLOPs and memory, machine peak."""
 

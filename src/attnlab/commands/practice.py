@@ -15,6 +15,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import SuggestingGroup
 from attnlab.practice.path import EXERCISES, GRADED
 
 DATA_DIR_HELP = "Folder of the study database (default: $ATTNLAB_DATA_DIR, else the XDG data folder)."
@@ -49,7 +50,7 @@ def _record(data_dir: str | None, exercise: str, file: str, report) -> None:
         click.echo(f"warning: the result was not recorded: {exc}", err=True)
 
 
-@click.group("practice")
+@click.group("practice", cls=SuggestingGroup)
 def practice() -> None:
     """The week's practice, graded: implement attention in NumPy; draw the block from memory."""
 

@@ -13,6 +13,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import SuggestingGroup
 from attnlab.practice.path import LESSONS
 
 
@@ -22,7 +23,7 @@ def _state(study) -> dict:
     return progress(study.ticked(), study.latest_practice(), study.ever_passed(), study.best_quiz())
 
 
-@click.group("study", invoke_without_command=True)
+@click.group("study", cls=SuggestingGroup, invoke_without_command=True)
 @click.option(
     "--data-dir",
     default=None,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnlab._checks import did_you_mean
+
 COURSE = "the Week 19 course page (Seq2seq and attention)"
 DONE_WHEN = "You can draw a transformer block from memory and explain what each component is for."
 MILESTONE = "Draw the transformer block from memory"
@@ -149,7 +151,10 @@ def get_exercise(name: str, graded_only: bool = False) -> Exercise:
     for e in choices:
         if e.name == name:
             return e
-    raise ValueError(f"unknown exercise {name!r}: choose one of {', '.join(e.name for e in choices)}")
+    names = [e.name for e in choices]
+    raise ValueError(
+        f"unknown exercise {name!r}: choose one of {', '.join(names)}{did_you_mean(name, names)}"
+    )
 
 
 def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> dict:
