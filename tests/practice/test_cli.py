@@ -63,8 +63,8 @@ def test_practice_bad_inputs(tmp_path, learner_file):
 
 
 def test_study_bad_inputs(tmp_path):
-    _one_error_line(run("study", "tick", "8"), "unknown lesson '8'")
-    _one_error_line(run("study", "untick", "two"), "unknown lesson 'two'")
+    _one_error_line(run("study", "tick", "8"), "unknown Week 19 lesson '8': choose a number from 1 to 7")
+    _one_error_line(run("study", "untick", "two"), "unknown Week 19 lesson 'two'")
     _one_error_line(run("study", "--html", str(tmp_path)), "--html")  # a folder, not a file
     (tmp_path / "study.sqlite3").write_bytes(b"garbage" * 500)
     r = run("study", "--data-dir", str(tmp_path))
@@ -130,3 +130,13 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
     assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])
     r = run("study", "--reset", input="yes\n")
     assert r.returncode == 0 and not os.path.exists(state["database"])
+
+
+def test_quiz_without_topic_reaches_study_and_tick_names_the_week():
+    answers = json.loads(run("quiz", "--seed", "5", "--count", "3", "--answers", "--json").stdout)
+    typed = "".join(f"{q['answer']}\n" for q in answers["questions"])
+    assert run("quiz", "--seed", "5", "--count", "3", input=typed).stdout.splitlines()[-1] == "Score: 3/3"
+    assert json.loads(run("study", "--json").stdout)["mixed_quiz"] == "3/3"
+    assert "Quiz on every topic (attnlab quiz without --topic): best 3/3" in run("study").stdout.splitlines()
+    assert run("study", "tick", "5").stdout == "Week 19 lesson 5 (Positional information) ticked\n"
+    assert run("study", "tick", "5").stdout == "Week 19 lesson 5 (Positional information) ticked already\n"

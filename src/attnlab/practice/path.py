@@ -19,7 +19,8 @@ MILESTONE = "Draw the transformer block from memory"
 
 @dataclass(frozen=True)
 class Lesson:
-    """One lesson of the course page with where attnlab covers it."""
+    """One lesson of the Week 19 course page ("Week 19 lesson N", ticked with ``attnlab study tick N``;
+    not a Week 1 code block of ``attnlab lesson``) with where attnlab covers it."""
 
     number: int
     title: str
@@ -28,6 +29,11 @@ class Lesson:
     commands: tuple[str, ...]
     myths: tuple[int, ...]
     quiz_topics: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """``"Week 19 lesson 5"``."""
+        return f"Week 19 lesson {self.number}"
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -74,7 +80,7 @@ LESSONS: tuple[Lesson, ...] = (
         ("11-positions.md",),
         (),
         (19,),
-        (),
+        ("positions",),
     ),
     Lesson(
         6,
@@ -141,7 +147,10 @@ def get_lesson(number) -> Lesson:
     """Lesson 1..7; ``ValueError`` naming the range otherwise."""
     text = str(number).strip()
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= len(LESSONS):
-        raise ValueError(f"unknown lesson {str(number)!r}: choose a number from 1 to {len(LESSONS)}")
+        raise ValueError(
+            f"unknown Week 19 lesson {str(number)!r}: choose a number from 1 to {len(LESSONS)} "
+            "(the Week 1 code blocks are 'attnlab lesson')"
+        )
     return LESSONS[int(text) - 1]
 
 
@@ -158,7 +167,8 @@ def get_exercise(name: str, graded_only: bool = False) -> Exercise:
 
 
 def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> dict:
-    """The state of the week as data: lessons (ticked, best quiz scores), practice, milestone, next step."""
+    """The state of the week as data: lessons (ticked, best quiz scores per topic), ``mixed_quiz``
+    (the best quiz taken without ``--topic``, ``None`` if none), practice, milestone, next step."""
     lessons = []
     for lesson in LESSONS:
         scores = {t: best_quiz[t] for t in lesson.quiz_topics if t in best_quiz}
@@ -189,7 +199,7 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
         lesson = LESSONS[todo[0] - 1]
         run = f"'{lesson.commands[0]}'" if lesson.commands else f"'attnlab myths {lesson.myths[0]}'"
         step = (
-            f"lesson {lesson.number} ({lesson.title}): read docs/concepts/{lesson.concepts[0]}, run {run}, "
+            f"{lesson.name} ({lesson.title}): read docs/concepts/{lesson.concepts[0]}, run {run}, "
             f"then 'attnlab study tick {lesson.number}' once you can explain it"
         )
     elif "attention" not in passed:
@@ -201,4 +211,11 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
         step = "the milestone: 'attnlab practice start block', then 'attnlab practice check block FILE'"
     else:
         step = "the week is done; the stretch goal (a one-page summary of the paper) is optional"
-    return {"lessons": lessons, "practice": practice, "milestone": milestone, "next": step}
+    mixed = best_quiz.get(None)
+    return {
+        "lessons": lessons,
+        "mixed_quiz": None if mixed is None else f"{mixed[0]}/{mixed[1]}",
+        "practice": practice,
+        "milestone": milestone,
+        "next": step,
+    }
