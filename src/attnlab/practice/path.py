@@ -166,6 +166,25 @@ def get_exercise(name: str, graded_only: bool = False) -> Exercise:
     )
 
 
+def practice_next(latest: dict, passed: set[str]) -> list[str]:
+    """What ``attnlab practice list`` suggests: for each graded exercise not yet passed, start it or
+    check it again (its latest file); once every one has passed, that (the stretch is not graded)."""
+    steps = []
+    for name in GRADED:
+        if name in passed:
+            continue
+        last = latest.get(name)
+        if last is None:
+            steps.append(f"next: attnlab practice start {name}")
+        else:
+            steps.append(
+                f"next: attnlab practice check {name} {last['file']} (latest {last['score']}/{last['total']})"
+            )
+    if not steps:
+        return ["every graded exercise has passed; the stretch goal (summary) is not graded"]
+    return steps
+
+
 def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> dict:
     """The state of the week as data: lessons (ticked, best quiz scores per topic), ``mixed_quiz``
     (the best quiz taken without ``--topic``, ``None`` if none), practice, milestone, next step."""
