@@ -48,3 +48,10 @@ def test_two_mistakes_over_four_checks_are_stated_once_each():
         (1, "mask-inverted", ["a", "d"]),
         (2, "no-scale", ["c"]),
     ]
+
+
+def test_unknown_mistake_names_the_closest():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"; did you mean 'no-scale'\?$"):
+        get_mistake("noscale")
