@@ -66,8 +66,8 @@ def test_practice_bad_inputs(tmp_path, learner_file):
 
 
 def test_study_bad_inputs(tmp_path):
-    _one_error_line(run("study", "tick", "8"), "unknown lesson '8'")
-    _one_error_line(run("study", "untick", "two"), "unknown lesson 'two'")
+    _one_error_line(run("study", "tick", "8"), "unknown Week 19 lesson '8': choose a number from 1 to 7")
+    _one_error_line(run("study", "untick", "two"), "unknown Week 19 lesson 'two'")
     _one_error_line(run("study", "--html", str(tmp_path)), "--html")  # a folder, not a file
     (tmp_path / "study.sqlite3").write_bytes(b"garbage" * 500)
     r = run("study", "--data-dir", str(tmp_path))
@@ -139,3 +139,66 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
     assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])
     r = run("study", "--reset", input="yes\n")
     assert r.returncode == 0 and not os.path.exists(state["database"])
+
+
+def test_quiz_without_topic_reaches_study_and_tick_names_the_week():
+    answers = json.loads(run("quiz", "--seed", "5", "--count", "3", "--answers", "--json").stdout)
+    typed = "".join(f"{q['answer']}\n" for q in answers["questions"])
+    assert run("quiz", "--seed", "5", "--count", "3", input=typed).stdout.splitlines()[-1] == "Score: 3/3"
+    assert json.loads(run("study", "--json").stdout)["mixed_quiz"] == "3/3"
+    assert "Quiz on every topic (attnlab quiz without --topic): best 3/3" in run("study").stdout.splitlines()
+    assert run("study", "tick", "5").stdout == "Week 19 lesson 5 (Positional information) ticked\n"
+    assert run("study", "tick", "5").stdout == "Week 19 lesson 5 (Positional information) ticked already\n"
+
+
+@pytest.mark.slow
+def test_check_states_each_likely_mistake_once_with_the_checks_it_explains(learner_file):
+    """No 1/sqrt(d_k) fails 10 checks: each FAIL says what is off and points to mistake 1; the
+    mistake's sentence is printed once, after the checks, listing the 10 it explains."""
+    from attnlab.practice.mistakes import get_mistake
+
+    path = str(learner_file(mistake="no-scale"))
+    report = json.loads(run("practice", "check", "attention", path, "--json").stdout)
+    failed = [c for c in report["checks"] if not c["passed"]]
+    assert len(failed) == 10 and {c["mistake"] for c in failed} == {"no-scale"}
+    explanation = get_mistake("no-scale").explanation
+    assert report["likely_mistakes"] == [
+        {"number": 1, "key": "no-scale", "explanation": explanation, "checks": [c["id"] for c in failed]}
+    ]
+    out = run("practice", "check", "attention", path, "--quiet").stdout
+    assert out.count(explanation) == 1 and out.count("  FAIL  ") == 10
+    lines = out.splitlines()
+    prefix = f"likely mistake: {explanation} ("
+    assert [line for line in lines if line.startswith("        ")] == [
+        f"        {c['message'].removeprefix(prefix)[:-1]} (likely mistake 1, below)" for c in failed
+    ]
+    start = lines.index(f"likely mistake 1 (no-scale): {explanation}")
+    assert lines[start + 1 : start + 12] == ["  explains 10 failed checks:"] + [
+        f"    - {c['title']}" for c in failed
+    ]
+    assert lines[start + 12 :] == ["score: 13/23 checks passed; fix the first FAIL and run it again"]
+
+
+def test_practice_list_suggests_what_is_left(learner_file):
+    r = run("practice", "list")
+    assert r.stdout.splitlines()[3:] == [
+        "next: attnlab practice start block",
+        "next: attnlab practice start attention",
+    ]
+    block = (
+        "block: pre-norm\nsizes: B=2 T=3 d=8 h=2 d_ff=32\nx -> [B, T, d]\nLayerNorm -> [B, T, d]\n"
+        "attention -> [B, T, d]\nresidual -> [B, T, d]\nLayerNorm -> [B, T, d]\nMLP -> [B, T, d]\n"
+        "residual -> [B, T, d]\n"
+    )
+    assert run("practice", "check", "block", "-", input=block).returncode == 0
+    assert run("practice", "list").stdout.splitlines()[3:] == ["next: attnlab practice start attention"]
+
+
+def test_practice_next_after_every_pass():
+    from attnlab.practice.path import practice_next
+
+    latest = {"attention": {"file": "a.py", "score": 20, "total": 23}}
+    assert practice_next(latest, {"block"}) == ["next: attnlab practice check attention a.py (latest 20/23)"]
+    assert practice_next({}, {"block", "attention"}) == [
+        "every graded exercise has passed; the stretch goal (summary) is not graded"
+    ]

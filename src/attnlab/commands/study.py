@@ -14,6 +14,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import SuggestingGroup
 from attnlab.practice.path import LESSONS
 
 
@@ -23,7 +24,7 @@ def _state(study) -> dict:
     return progress(study.ticked(), study.latest_practice(), study.ever_passed(), study.best_quiz())
 
 
-@click.group("study", invoke_without_command=True)
+@click.group("study", cls=SuggestingGroup, invoke_without_command=True)
 @click.option(
     "--data-dir",
     default=None,
@@ -39,7 +40,8 @@ def _state(study) -> dict:
 @click.pass_context
 @usage_errors
 def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset: bool, yes: bool) -> None:
-    """The seven lessons of the Week 19 course page, the practice and the milestone: progress and next."""
+    """The seven Week 19 lessons (the course page), your quiz scores, the practice and the milestone:
+    progress and next. (The Week 1 code blocks are 'attnlab lesson'.)"""
     ctx.obj = {"data_dir": data_dir}
     if ctx.invoked_subcommand is not None:
         if reset or html_out or as_json:
@@ -97,10 +99,10 @@ def _tick(ctx, number: str, ticked: bool) -> None:
     with Study(ctx.obj["data_dir"]) as s:
         changed = s.tick(lesson.number, ticked)
     word = "ticked" if ticked else "unticked"
-    click.echo(f"lesson {lesson.number} ({lesson.title}) {word}" + ("" if changed else " already"))
+    click.echo(f"{lesson.name} ({lesson.title}) {word}" + ("" if changed else " already"))
 
 
-@study.command("tick", help=f"Record that lesson N (1-{len(LESSONS)}) is one you could explain.")
+@study.command("tick", help=f"Record that Week 19 lesson N (1-{len(LESSONS)}) is one you could explain.")
 @click.argument("number", metavar="N")
 @click.pass_context
 @usage_errors
@@ -108,7 +110,7 @@ def tick(ctx, number: str) -> None:
     _tick(ctx, number, True)
 
 
-@study.command("untick", help=f"Take back the tick of lesson N (1-{len(LESSONS)}).")
+@study.command("untick", help=f"Take back the tick of Week 19 lesson N (1-{len(LESSONS)}).")
 @click.argument("number", metavar="N")
 @click.pass_context
 @usage_errors

@@ -50,7 +50,7 @@ def _lesson_sections() -> list[Callable[[], Section]]:
             output = report.pre("\n".join(lesson.run()), "output")
             return Section(
                 f"lesson-{number}",
-                f"Lesson {number}: {lesson.title}",
+                f"{lesson.name}: {lesson.title}",
                 lesson.concept,
                 lesson.code,
                 output,
@@ -284,9 +284,9 @@ NEXT_STEPS = (
     ),
     ("Myths", "attnlab myths", "the misconceptions the notes warn about, each refuted by a computation"),
     ("Quiz", "attnlab quiz", "worked checks with fresh numbers, answers shown step by step"),
-    ("Study path", "attnlab study", "the week's seven lessons, your progress and what to do next"),
+    ("Study path", "attnlab study", "the seven Week 19 lessons, your progress and what to do next"),
     ("Practice", "docs/practice.md", "your own NumPy attention and your drawing of the block, graded"),
-    ("Lessons", "attnlab lesson --list", "the Week 1 notes' five code blocks, run beside attnlab's"),
+    ("Week 1 code blocks", "attnlab lesson --list", "the five, run beside attnlab's"),
     ("Explorer", 'attnlab explore "your sentence"', "MiniLM's attention (or --model DIR) on your own text"),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
     ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),
@@ -427,9 +427,9 @@ def build_demo(
         lesson_builders = _lesson_sections()
     except Exception as exc:
         err = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        lesson_builders = [lambda err=err: Section("lessons", "Lessons", error=err)]
+        lesson_builders = [lambda err=err: Section("lessons", "Week 1 code blocks", error=err)]
     steps = [
-        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Lesson {i + 1:02d}", b)
+        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Week 1 code block {i + 1}", b)
         for i, b in enumerate(lesson_builders)
     ]
     steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))

@@ -170,3 +170,14 @@ def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2, case
         assert len(lines) == 1 and lines[0].startswith("Error:") and expected[case] in lines[0], (case, err)
+
+
+def test_generate_quiet_prints_the_text_and_ends_with_a_newline(hf_dirs, capsys):
+    """--quiet: stdout is the generated text and one newline (a shell prompt starts on its own
+    line), greedy streamed or beam search; no timing line on stderr."""
+    for extra in ([], ["--beam", "2"]):
+        args = ["generate", str(hf_dirs["llama"]), "The keys", "--max-new", "6", *extra]
+        code, out, err = _run(capsys, *args, "--quiet")
+        _, js, _ = _run(capsys, *args, "--json")
+        text = json.loads(js)["text"]
+        assert code == 0 and text and out == text + "\n" and err == "", (extra, out, err)
