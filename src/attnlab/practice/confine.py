@@ -149,22 +149,29 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _readable(denied: list[str]) -> list[str]:
-    """The fewest paths that cover the whole file system but ``denied`` (walks only their ancestors)."""
+def _readable(denied: list[str], roots: list[str]) -> list[str]:
+    """The fewest paths that cover ``roots`` but ``denied``: a root or child that holds no denied
+    path is allowed whole; only the ancestors of denied paths are listed. A folder that cannot be
+    listed stays unreadable but for the roots inside it (the import path is among the roots)."""
     out: list[str] = []
 
-    def walk(folder: str) -> None:
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            real = os.path.realpath(path)
-            if any(_inside(real, d) for d in denied):
-                continue
-            if not any(_inside(d, real) for d in denied):
-                out.append(path)
-            elif real == path and os.path.isdir(path):
-                walk(path)
+    def visit(path: str) -> None:
+        real = os.path.realpath(path)
+        if any(_inside(real, d) for d in denied):
+            return
+        if not any(_inside(d, real) for d in denied):
+            out.append(path)
+        elif real == os.path.abspath(path) and os.path.isdir(path):
+            try:
+                names = sorted(os.listdir(path))
+            except OSError:
+                return
+            for name in names:
+                visit(os.path.join(path, name))
 
-    walk("/")
+    for root in roots:
+        if root and os.path.exists(root):
+            visit(os.path.realpath(root))
     return out
 
 
@@ -183,7 +190,7 @@ def _landlock(workdir: str, learner_file: str, denied: list[str]) -> str | None:
     if ruleset < 0:
         return None
     try:
-        rules = [(p, _READ) for p in _readable(denied)]
+        rules = [(p, _READ) for p in _readable(denied, ["/", *sys.path])]
         rules += [(workdir, handled), (learner_file, _READ), (os.devnull, _READ | 2)]
         for path, access in rules:
             try:
