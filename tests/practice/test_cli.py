@@ -65,6 +65,19 @@ def test_practice_bad_inputs(tmp_path, learner_file):
     _one_error_line(run("practice", "check", "attention", str(wrong), "--timeout", "abc"), "--timeout")
 
 
+def test_oversized_or_deeply_nested_files_exit_2(tmp_path, learner_file):
+    """Before: a 200000-deep expression raised MemoryError out of ast.parse, and a block file or
+    stdin of any size was read whole into memory."""
+    deep = learner_file("x = " + "-" * 200000 + "1\n" + learner_file.CORRECT, name="deep.py")
+    _one_error_line(run("practice", "check", "attention", str(deep)), "nested too deeply")
+    big = learner_file(learner_file.CORRECT + "#" * (1 << 20), name="big.py")
+    _one_error_line(run("practice", "check", "attention", str(big)), f"has {big.stat().st_size} bytes")
+    drawing = "block: pre-norm\n" + "x -> [B, T, d]\n" * 70000  # 1.05 MiB
+    _one_error_line(run("practice", "check", "block", "-", input=drawing), "longer than 1048576 characters")
+    (tmp_path / "block.txt").write_text(drawing)
+    _one_error_line(run("practice", "check", "block", str(tmp_path / "block.txt")), "not a drawing")
+
+
 def test_study_bad_inputs(tmp_path):
     _one_error_line(run("study", "tick", "8"), "unknown Week 19 lesson '8': choose a number from 1 to 7")
     _one_error_line(run("study", "untick", "two"), "unknown Week 19 lesson 'two'")

@@ -196,17 +196,9 @@ def check(
             )
         report = grade_attention(file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=show)
     else:
-        from attnlab.practice.block import grade_block
+        from attnlab.practice.block import grade_block, read_drawing
 
-        if file == "-":
-            text = sys.stdin.read()
-        else:
-            from pathlib import Path
-
-            if not Path(file).is_file():
-                raise ValueError(f"block file {file!r} does not exist")
-            text = Path(file).read_text(encoding="utf-8", errors="replace")
-        report = grade_block(text, file)
+        report = grade_block(read_drawing(file, sys.stdin), file)
         if show is not None:
             if not quiet:
                 click.echo(
