@@ -191,6 +191,20 @@ def machine() -> dict:
     }
 
 
+def ceiling_now(ctx: dict, seconds: float = 2.0) -> float | None:
+    """The float32 FLOP ceiling for a utilisation figure, measured again in this process right after
+    the timings it divides (``attnlab audit peak``: the best of every kernel), and the larger of that
+    and the run's first measurement. A ceiling measured minutes earlier, while the machine was busier,
+    read 77 GFLOP/s on an AMD Zen 5 where the same GEMMs ran at 428: a busy phase must lower the
+    ceiling no more than it lowers the figure divided by it."""
+    from attnlab.audit.peak import measure_peak
+
+    if ctx.get("quick"):
+        return ctx.get("peak_flops")
+    here = measure_peak(seconds=seconds)["peak_flops"]
+    return max(here, ctx.get("peak_flops") or 0.0)
+
+
 ALL_OPS = "(all operations)"
 
 

@@ -7,7 +7,17 @@ import time
 
 import torch
 import torch.nn.functional as F
-from _common import explain_profile, fmt_s, profile_table, profile_top, ratio, summary, table, target
+from _common import (
+    ceiling_now,
+    explain_profile,
+    fmt_s,
+    profile_table,
+    profile_top,
+    ratio,
+    summary,
+    table,
+    target,
+)
 from torch import nn
 
 NAME = "train_transformer"
@@ -123,7 +133,7 @@ def run(ctx: dict) -> dict:
                 s()
             runs[n].append((time.perf_counter() - t0) / block)
     tokens = sum(int((b[2] != 0).sum()) for b in batches) / len(batches)  # target tokens per step
-    peak = ctx.get("peak_flops")
+    peak = ceiling_now(ctx)  # measured again here, just after the timings
     raw = {
         "tokens_per_step": tokens,
         "flops_per_step": flops,

@@ -25,7 +25,10 @@ METHOD = """\
   counts every intermediate tensor; scratch buffers private to a fused kernel (SDPA's own tiles)
   are invisible to it, which flatters SDPA by at most a few MiB.
 * **FLOP ceiling.** `attnlab audit peak`: the best float32 `[n, n] @ [n, n]` rate (2n³ FLOPs) over
-  the sizes in its table, with PyTorch's threads. Utilisation = useful FLOPs per second / ceiling.
+  the sizes in its table and every kernel attnlab runs (`torch.mm` and oneDNN's prepacked linear),
+  with PyTorch's threads; measured first, and again inside each benchmark that divides by it, right
+  after its timings (the larger counts). Utilisation = useful FLOPs per second / ceiling, and a
+  utilisation above 100% is reported as a missed target: the ceiling was wrong.
 """
 
 
