@@ -57,6 +57,21 @@ def dumps_json(obj, **kw) -> str:
     return json.dumps(finite_or_none(obj), allow_nan=False, **kw)
 
 
+def read_json(path: str | os.PathLike):
+    """The JSON value in the file ``path``: the one reader of every JSON file attnlab takes from a
+    checkpoint or run folder. A file that is not UTF-8 JSON, or is nested too deep to parse (100,000
+    ``[`` is a ``RecursionError`` in Python's parser), is a one-line ``ValueError`` naming it."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise ValueError(f"{path} is JSON nested too deep to read") from None
+
+
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())

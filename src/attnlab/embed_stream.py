@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab._io import read_json
+
 FORMATS = ("lines", "jsonl")
 OUTPUTS = (".npy", ".safetensors")
 MANIFEST_VERSION = 1
@@ -90,6 +92,8 @@ def read_sentences(source: str, fmt: str = "lines", field: str = "text") -> Iter
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{name} line {number} is not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise ValueError(f"{name} line {number} is JSON nested too deep to read") from None
             if not isinstance(obj, dict) or field not in obj:
                 raise ValueError(f"{name} line {number} has no field {field!r}")
             if not isinstance(obj[field], str):
@@ -349,7 +353,8 @@ def _start_manifest(parts: Path, manifest: dict, resume: bool) -> None:
     any old chunk and write ``manifest`` atomically."""
     mpath = parts / "manifest.json"
     if resume and mpath.is_file():
-        old = json.loads(mpath.read_text())
+        old = read_json(mpath)
+        old = old if isinstance(old, dict) else {}
         diff = [k for k in manifest if old.get(k) != manifest[k]]
         if diff:
             raise ValueError(

@@ -20,7 +20,6 @@ checkpoint folders are deleted after that. A process killed at any instant there
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -32,7 +31,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from attnlab._io import atomic_write_json
+from attnlab._io import atomic_write_json, read_json
 from attnlab.models.base import load_model, load_state
 from attnlab.training.config import TrainConfig
 
@@ -112,7 +111,7 @@ def _read_pointer(out: Path) -> tuple[str, int] | None:
     if not pointer.is_file():
         return None
     try:
-        data = json.loads(pointer.read_text())
+        data = read_json(pointer)
         name, step = data["checkpoint"], data["step"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)") from None
@@ -132,7 +131,7 @@ def verify(path: Path) -> dict[str, Any]:
     """
     state_path = path / STATE
     try:
-        state = json.loads(state_path.read_text())
+        state = read_json(state_path)
     except FileNotFoundError:
         raise ValueError(f"{path} is not a complete checkpoint (no {STATE})") from None
     except (ValueError, UnicodeDecodeError):

@@ -120,7 +120,7 @@ def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             try:
-                holder = json.loads(lock.read_text())
+                holder = _io.read_json(lock)
                 pid = int(holder["pid"])
             except (OSError, ValueError, KeyError, TypeError):
                 pid = -1
@@ -139,8 +139,8 @@ def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            holder = json.loads(lock.read_text())
+        with contextlib.suppress(OSError, ValueError):
+            holder = _io.read_json(lock)
             if holder.get("pid") == os.getpid():
                 lock.unlink()
 
