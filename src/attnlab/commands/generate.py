@@ -11,8 +11,8 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import NUCLEUS, PositiveNumber, device_option
 from attnlab.commands._types import POSITIVE as POS
-from attnlab.commands._types import PositiveNumber, device_option
 
 
 def _prompt_text(prompt: str) -> str:
@@ -38,7 +38,7 @@ def _prompt_text(prompt: str) -> str:
 )
 @click.option("--top-k", default=None, type=POS, help="Sample among the K most likely tokens only.")
 @click.option(
-    "--top-p", default=None, type=float, help="Sample within the nucleus of probability P (0 < P <= 1)."
+    "--top-p", default=None, type=NUCLEUS, help="Sample within the nucleus of probability P (0 < P <= 1)."
 )
 @click.option("--seed", default=None, type=int, help="Seed of the sampler (reproducible draws).")
 @click.option("--beam", default=None, type=POS, help="Beam search with B beams instead (no streaming).")
