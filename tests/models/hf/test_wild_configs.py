@@ -206,3 +206,26 @@ def test_json_nested_100000_deep_is_one_line(hf_dirs, tmp_path):
     with pytest.raises(ValueError) as exc:
         model_config_from_hf(path)
     assert str(exc.value) == f"{path / 'config.json'} is JSON nested too deep to read"
+
+
+def test_eos_ids_and_gpt2_switches_are_typed(hf_dirs, tmp_path):
+    from attnlab.models.hf.textgen import eos_ids
+
+    path = _copy(hf_dirs["gpt2"], tmp_path)
+    _edit_config(path, eos_token_id=[5, 7])
+    assert eos_ids(path) == [5, 7]
+    for eos in ("2", [1, "x"], True, -1):  # int("x") was a ValueError of Python's wording
+        _edit_config(path, eos_token_id=eos)
+        with pytest.raises(ValueError) as exc:
+            eos_ids(path)
+        assert (
+            str(exc.value)
+            == f"{path / 'config.json'}: eos_token_id must be a token id or a list of them, got {eos!r}"
+        )
+    _edit_config(path, eos_token_id=None, scale_attn_weights=1)  # 1 == True in Python, not in JSON
+    with pytest.raises(ValueError) as exc:
+        model_config_from_hf(path)
+    assert str(exc.value) == (
+        f"{path / 'config.json'}: scale_attn_weights=1 is not supported "
+        "(attnlab implements scale_attn_weights=True)"
+    )

@@ -84,9 +84,10 @@ def activation(hf: dict[str, Any], key: str, default: str, source: str) -> str:
 
 
 def refuse(hf: dict[str, Any], source: str, **allowed: Any) -> None:
-    """A ``ValueError`` for the first option ``key`` whose value is not ``allowed[key]`` (absent is fine)."""
+    """A ``ValueError`` for the first option ``key`` whose value is not ``allowed[key]``, of its JSON
+    type (``1`` is not ``true``; absent or null is fine)."""
     for key, value in allowed.items():
-        if key in hf and hf[key] is not None and hf[key] != value:
+        if key in hf and hf[key] is not None and (type(hf[key]) is not type(value) or hf[key] != value):
             raise ValueError(
                 f"{source}: {key}={hf[key]!r} is not supported (attnlab implements {key}={value!r})"
             )

@@ -38,10 +38,15 @@ def eos_ids(directory: str | Path) -> list[int]:
     of ``config.json`` (an int or a list; Llama 3 lists two)."""
     directory = Path(directory)
     gen = directory / "generation_config.json"
-    for source in ([read_json(gen)] if gen.is_file() else []) + [read_hf_config(directory)]:
-        eos = source.get("eos_token_id")
-        if eos is not None:
-            return [eos] if isinstance(eos, int) else [int(e) for e in eos]
+    sources = [(gen, read_json(gen))] if gen.is_file() else []
+    for path, source in [*sources, (directory / "config.json", read_hf_config(directory))]:
+        eos = source.get("eos_token_id") if isinstance(source, dict) else None
+        if eos is None:
+            continue
+        ids = eos if isinstance(eos, list) else [eos]
+        if not all(isinstance(e, int) and not isinstance(e, bool) and e >= 0 for e in ids):
+            raise ValueError(f"{path}: eos_token_id must be a token id or a list of them, got {eos!r:.60}")
+        return ids
     return []
 
 
