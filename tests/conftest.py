@@ -60,3 +60,29 @@ def _study_data_dir(tmp_path_factory, monkeypatch):
     temporary folder: the quiz and practice commands record into ``$ATTNLAB_DATA_DIR``, never the
     user's real data folder."""
     monkeypatch.setenv("ATTNLAB_DATA_DIR", str(tmp_path_factory.mktemp("attnlab-data")))
+
+
+# a real headless Chromium (Debian's) driven by Playwright, for every browser test
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def _unavailable(reason: str):
+    # in CI a missing browser is a failure, never a silent skip
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so the browser tests must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.access(CHROMIUM, os.X_OK):
+        _unavailable(f"{CHROMIUM} is missing; install Debian's chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright (python) is not installed")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()

@@ -104,3 +104,66 @@ def test_bad_values_exit_2_with_one_line(args, fragment):
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error:") and fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["embedd"], "Error: No such command 'embedd'; did you mean 'embed'? (try 'attnlab --help')"),
+        (
+            ["audit", "parms"],
+            "Error: No such command 'parms'; did you mean 'params'? (try 'attnlab audit --help')",
+        ),
+        (
+            ["study", "tik", "3"],
+            "Error: No such command 'tik'; did you mean 'tick'? (try 'attnlab study --help')",
+        ),
+        (["xyzzy"], "Error: No such command 'xyzzy' (try 'attnlab --help')"),  # nothing close: no guess
+        (["quiz", "--topic", "Softmx"], "got 'Softmx'; did you mean 'softmax'?"),
+        (["practice", "start", "attentoin"], "choose one of block, attention; did you mean 'attention'?"),
+    ],
+)
+def test_a_mistyped_name_gets_the_closest_one(args, line, capsys):
+    """One ``Error:`` line, exit 2, naming the closest command or choice (difflib)."""
+    from attnlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("Error:")
+    assert err[0] == line if line.startswith("Error:") else err[0].endswith(line), err[0]
+
+
+def test_mistyped_preset_suggests_the_preset():
+    r = CliRunner().invoke(cli, ["audit", "cost", "--preset", "gtp2"])
+    assert r.exit_code == 2 and r.output.strip().endswith("got 'gtp2'; did you mean 'gpt2'?")
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def _groups(group: click.Group, path: tuple[str, ...] = ()):
+    ctx = click.Context(group)
+    yield " ".join(path) or "attnlab", group
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if isinstance(cmd, click.Group):
+            yield from _groups(cmd, (*path, name))
+
+
+def test_every_group_and_choice_suggests():
+    """Every group of the command tree is a SuggestingGroup, and every choice option answers a
+    near miss (its first choice with one letter more) with that choice."""
+    from attnlab.commands._types import SuggestingGroup
+
+    assert all(isinstance(g, SuggestingGroup) for _, g in _groups(cli)), [
+        p for p, g in _groups(cli) if not isinstance(g, SuggestingGroup)
+    ]
+    checked = 0
+    for path, cmd in COMMAND_LIST:
+        for param in cmd.params:
+            if isinstance(param.type, Choice):
+                first = param.type.choices[0]
+                with pytest.raises(click.ClickException) as exc:
+                    param.type.convert(first + "x", param, None)
+                assert exc.value.format_message().endswith(f"; did you mean {first!r}?"), (path, first)
+                checked += 1
+    assert checked >= 30

@@ -76,7 +76,9 @@ def test_page_is_self_contained(demo):
     refs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', page)
     assert refs, "the page links nothing"
     for ref in refs:
-        assert ref.startswith(("data:image/png;base64,", "#", "explorer")), ref
+        assert ref.startswith(("data:image/png;base64,", "#", "explorer", "concepts/")), ref
+        if ref.startswith(("explorer", "concepts/")):
+            assert (out / ref.split("#")[0]).is_file(), ref
     assert not re.search(r"https?://", page)
     assert "<script" not in page
     assert page.count('<img src="data:image/png;base64,') == 1 + 3 + 1  # the plot, three heatmaps, induction
@@ -85,6 +87,49 @@ def test_page_is_self_contained(demo):
     assert (out / "explorer.html").is_file() and (out / "explorer-trained.html").is_file()
     for name in ("explorer.html", "explorer-trained.html"):
         assert not re.search(r'(?:src|href)\s*=\s*"https?://', (out / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_tables_are_html_and_concept_pages_are_linked(demo):
+    """The induction results are an HTML table (no Markdown pipes); every section that draws on a
+    concept links its rendered page, and the rendered pages sit beside the report."""
+    from attnlab import concepts
+
+    out, _, page = demo
+    assert "| ---" not in page and "---:" not in page
+    heads = page.split('<section id="heads">')[1].split("</section>")[0]
+    assert heads.count("<table>") == 3 and "<th>model</th>" in heads
+    assert '<th class="num">loss repeat</th>' in heads
+    for key in ("lesson-01", "audit", "bottleneck", "heads", "explorer"):
+        body = page.split(f'<section id="{key}">')[1].split("</section>")[0]
+        assert re.search(r'Concept pages: <a href="concepts/\d\d-[a-z0-9-]+\.html">', body), key
+    assert sorted(p.name for p in (out / "concepts").iterdir()) == sorted(
+        ["index.html"] + [concepts.html_name(n) for n in concepts.page_names()]
+    )
+    explorer = (out / "explorer.html").read_text(encoding="utf-8")
+    assert '"href":"concepts/07-multi-head-attention.html"' in explorer
+    assert "docs/concepts/README.md" not in page  # a link to the rendered index instead
+    assert '<a href="concepts/index.html">concepts/index.html</a>' in page
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_report_in_chromium_aligns_numbers_and_fits_the_window(demo, browser):
+    out, _, _ = demo
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto((out / "index.html").resolve().as_uri())
+    align = page.evaluate(
+        "[...document.querySelectorAll('#heads td, #next td')].map(c => "
+        "[c.className, getComputedStyle(c).textAlign])"
+    )
+    assert align and all((k == "num") == (a == "right") for k, a in align), align
+    assert {a for _, a in align} == {"left", "right"}
+    # wide tables scroll inside their box: the page itself never scrolls sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    with page.expect_navigation():
+        page.click("#next a[href='concepts/index.html']")
+    assert page.evaluate("document.querySelectorAll('a[href$=\".html\"]').length") >= 16
+    page.close()
 
 
 def test_bad_demo_arguments_exit_2(tmp_path):

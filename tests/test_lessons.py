@@ -146,7 +146,7 @@ def test_get_lesson_accepts_numbers(given, expected):
 
 @pytest.mark.parametrize("bad", ["6", "00", "x", ""])
 def test_get_lesson_rejects_unknown(bad):
-    with pytest.raises(ValueError, match="unknown lesson"):
+    with pytest.raises(ValueError, match="unknown Week 1 code block"):
         get_lesson(bad)
 
 
@@ -160,7 +160,7 @@ def test_cli_lesson_prints_concept_code_output_interpretation_in_order():
     positions = [
         text.index(h)
         for h in (
-            "Lesson 05: Additive Attention",
+            "Week 1 code block 5: Additive Attention",
             "\nConcept\n",
             "\nCode\n",
             "\nOutput\n",
@@ -196,7 +196,7 @@ def test_cli_lesson_list():
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["lesson", "09"], "unknown lesson '09'"),
+        (["lesson", "09"], "unknown Week 1 code block '09'; choose one of 01, 02, 03, 04, 05"),
         (["lesson"], "give exactly one of"),
         (["lesson", "01", "--all"], "give exactly one of"),
     ],
@@ -207,3 +207,13 @@ def test_cli_bad_lesson_exits_2_with_one_line(args, needle):
     message = result.output.strip()
     assert needle in message and len(message.splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_code_blocks_are_named_as_the_week_1_notes_blocks():
+    assert [les.name for les in LESSONS.values()] == [f"Week 1 code block {i}" for i in range(1, 6)]
+    result = CliRunner().invoke(cli, ["lesson", "3"])  # the old spellings 3 and 03 both still work
+    assert result.output.splitlines()[0] == "Week 1 code block 3: " + LESSONS["03"].title
+    assert CliRunner().invoke(cli, ["lesson", "03"]).output == result.output
+    help_text = " ".join(CliRunner().invoke(cli, ["lesson", "--help"]).output.split())
+    assert "Run code block NUMBER (01-05) of the Week 1 notes on attention" in help_text
+    assert "The seven Week 19 lessons are 'attnlab study'" in help_text

@@ -63,11 +63,23 @@ def probability(name: str, value) -> float:
     return float(value)
 
 
+def did_you_mean(value, choices: Iterable) -> str:
+    """``"; did you mean 'gpt2'?"`` naming the choice closest to a mistyped ``value`` (difflib's
+    ratio >= 0.6, case ignored), or ``""`` when none is close: the tail of an unknown-choice message."""
+    import difflib
+
+    options = [str(c) for c in choices]
+    lowered = {o.lower(): o for o in options}
+    close = difflib.get_close_matches(str(value).lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
+
+
 def choice(name: str, value, choices: Iterable):
-    """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` listing them."""
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` listing them (and the
+    closest, :func:`did_you_mean`)."""
     options = list(choices)
     if value not in options:
-        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+        raise ValueError(f"{name} must be one of {options}, got {value!r}{did_you_mean(value, options)}")
     return value
 
 

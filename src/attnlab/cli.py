@@ -13,6 +13,8 @@ import sys
 
 import click
 
+from attnlab.commands._types import SuggestingGroup
+
 # command name -> (module under attnlab.commands, attribute holding the click command)
 COMMANDS: dict[str, tuple[str, str]] = {
     "lesson": ("lesson", "lesson"),
@@ -40,7 +42,7 @@ def _available(module: str) -> bool:
     return importlib.util.find_spec(f"attnlab.commands.{module}") is not None
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     """A click group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -38,7 +38,7 @@ def test_python_example_prints_what_the_doc_says(doc_examples):
 def test_preset_table_is_the_registry():
     from attnlab.audit import PRESETS, audit_params
 
-    rows = re.findall(r"^\| `([\w-]+)` \| (.*?) \| ([\d,]+) \| (.*?) \| (.*?) \|$", DOC.read_text(), re.M)
+    rows = re.findall(r"^\| `([\w.-]+)` \| (.*?) \| ([\d,]+) \| (.*?) \| (.*?) \|$", DOC.read_text(), re.M)
     assert [r[0] for r in rows] == list(PRESETS)
     for name, description, total, published, vocab in rows:
         p = PRESETS[name]

@@ -206,3 +206,48 @@ def test_audit_cost_config_measure_reconciles_on_a_mistral_shaped_model(tmp_path
     assert measured["analytic_total"] == measured["measured_total"] > 0
     assert not measured["warnings"]
     assert report["kv_cache"]["tokens_cached"] == 8
+
+
+def test_audit_cost_config_takes_the_bytes_from_torch_dtype(config_dirs, tmp_path, capsys):
+    """Llama-2-7B's KV cache is 2·32·32·128 = 262,144 values per token: 524,288 bytes in the
+    config's bfloat16 (2 bytes), 1,048,576 in float32; an explicit --bytes wins; the text says which."""
+    per_token = {}
+    for dtype in ("bfloat16", "float16", "float32", None):
+        folder = tmp_path / str(dtype)
+        folder.mkdir()
+        extra = {} if dtype is None else {"torch_dtype": dtype}
+        (folder / "config.json").write_text(json.dumps({**CONFIGS["llama-2-7b"][0], **extra}))
+        report = _cli_json(capsys, "audit", "cost", "--config", str(folder))
+        per_token[dtype] = (report["config"]["bytes_per_value"], report["kv_cache"]["bytes_per_token"])
+        assert report["config"]["bytes_source"] == (
+            "the config names no torch_dtype: float32"
+            if dtype is None
+            else f"torch_dtype {dtype} of the config"
+        )
+    assert per_token == {
+        "bfloat16": (2, 524_288),
+        "float16": (2, 524_288),
+        "float32": (4, 1_048_576),
+        None: (4, 1_048_576),
+    }
+    report = _cli_json(capsys, "audit", "cost", "--config", str(tmp_path / "bfloat16"), "--bytes", "4")
+    assert report["config"]["bytes_per_value"] == 4 and report["config"]["bytes_source"] == "--bytes"
+
+    from attnlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", "cost", "--config", str(tmp_path / "bfloat16")])
+    out = capsys.readouterr().out.splitlines()
+    assert exc.value.code == 0 and "bytes per value: 2 (torch_dtype bfloat16 of the config)" in out
+    (tmp_path / "int4").mkdir()
+    (tmp_path / "int4" / "config.json").write_text(
+        json.dumps({**CONFIGS["llama-2-7b"][0], "torch_dtype": "int4"})
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["audit", "cost", "--config", str(tmp_path / "int4")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert (
+        "torch_dtype 'int4' has no known size (known: float32, float16, bfloat16, float64); pass --bytes N"
+        in err
+    )

@@ -40,12 +40,37 @@ def _hf(name: str) -> torch.nn.Module:
         "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
     }
     with torch.device("meta"):
+        if name in LLAMA_FAMILY:  # the published config.json sizes of each checkpoint
+            return transformers.AutoModelForCausalLM.from_config(LLAMA_FAMILY[name]())
         if name in gpt2:
             return transformers.GPT2LMHeadModel(transformers.GPT2Config(**gpt2[name]))  # head tied to wte
         return transformers.BertModel(transformers.BertConfig(**bert[name]))  # with the pooler
 
 
+# meta-llama/Llama-2-7b-hf, mistralai/Mistral-7B-v0.1, TinyLlama/TinyLlama-1.1B-intermediate-step-
+# 1431k-3T, Qwen/Qwen2-0.5B: the sizes of their config.json files (built on the meta device, no download)
+LLAMA_FAMILY = {
+    "llama-2-7b": lambda: transformers.LlamaConfig(
+        hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+        intermediate_size=11008, vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False,
+    ),
+    "mistral-7b": lambda: transformers.MistralConfig(
+        hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+        intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768, sliding_window=4096,
+        tie_word_embeddings=False,
+    ),
+    "tinyllama": lambda: transformers.LlamaConfig(
+        hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
+        intermediate_size=5632, vocab_size=32000, max_position_embeddings=2048, tie_word_embeddings=False,
+    ),
+    "qwen2-0.5b": lambda: transformers.Qwen2Config(
+        hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+        intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768, tie_word_embeddings=True,
+    ),
+}  # fmt: skip
+
 HF_PRESETS = ["gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base", "bert-large", "minilm"]
+HF_PRESETS += list(LLAMA_FAMILY)
 
 
 @pytest.mark.slow
@@ -60,6 +85,11 @@ def test_published_counts():
     assert audit_params("gpt2", build_module=False)["total"] == 124_439_808
     assert audit_params("bert-base", build_module=False)["total"] == 109_482_240
     assert audit_params("minilm", build_module=False)["total"] == 22_713_216
+    # the Llama family (untied unless noted), as transformers counts the published configs
+    assert audit_params("llama-2-7b", build_module=False)["total"] == 6_738_415_616
+    assert audit_params("mistral-7b", build_module=False)["total"] == 7_241_732_096
+    assert audit_params("tinyllama", build_module=False)["total"] == 1_100_048_384
+    assert audit_params("qwen2-0.5b", build_module=False)["total"] == 494_032_768  # tied, Q/K/V biases
 
 
 @pytest.mark.parametrize(
@@ -225,3 +255,14 @@ def test_glu_cost_reconciles_with_the_counter():
     r = audit_cost(spec, Workload(seq=9, causal=True), measure=True, path="explicit")
     assert r["measured"]["warnings"] == [] and all(row["equal"] for row in r["measured"]["rows"])
     assert next(t for t in r["terms"] if t["term"] == "FFN")["macs"] == 3 * 9 * 32 * 64
+
+
+def test_mistral_preset_keeps_its_window_in_the_kv_cache():
+    """Mistral 7B at T = 8,192: 2·32·8·128·4 = 262,144 bytes per token, and its window of 4,096
+    keys caches 4,096 positions (1 GiB), where Llama 2 7B (no window, 32 KV heads) caches all 8,192."""
+    r = CliRunner().invoke(cli, ["audit", "cost", "--preset", "mistral-7b", "--seq", "8192", "--json"])
+    kv = json.loads(r.output)["kv_cache"]
+    assert (kv["bytes_per_token"], kv["tokens_cached"], kv["bytes_per_sequence"]) == (262_144, 4096, 2**30)
+    r = CliRunner().invoke(cli, ["audit", "cost", "--preset", "llama-2-7b", "--seq", "8192", "--json"])
+    kv = json.loads(r.output)["kv_cache"]
+    assert (kv["bytes_per_token"], kv["tokens_cached"]) == (1_048_576, 8192)

@@ -15,6 +15,8 @@ from attnlab.cli import cli
 from attnlab.experiments.extrapolation import (
     QUICK,
     LatestPasskey,
+    Result,
+    Row,
     Settings,
     build,
     evaluate,
@@ -129,3 +131,81 @@ def test_cli_json_and_bad_input(tmp_path):
     for bad in (["--models", "rope,relative"], ["--steps", "0"], ["--out", str(tmp_path / "file")]):
         r = runner.invoke(cli, ["experiment", "extrapolation", "--quick", *bad])
         assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.startswith("Error: ")
+
+
+def _cell(acc: float) -> dict:
+    return {"accuracy": acc, "loss": round(1.0 - acc + 0.01, 4)}
+
+
+def _row(name: str, positions: str, scaling: str, finetune: int, accs: list) -> Row:
+    return Row(
+        name, positions, scaling, finetune, {t: a and _cell(a) for t, a in zip((16, 32, 64, 128), accs)}
+    )
+
+
+def _quick_like() -> Result:
+    """The shape of the quick preset's result: several rows at 1.0, a sinusoidal model at 0.039."""
+    rows = [
+        _row("NoPE", "none", "", 0, [1.0, 1.0, 1.0, 0.893]),
+        _row("sinusoidal", "sinusoidal", "", 0, [0.039, 0.9, 0.9, 0.9]),
+        _row("learned", "learned", "", 0, [1.0, None, None, None]),
+        _row("RoPE", "rope", "", 0, [1.0, 0.5, 0.3, 0.2]),
+        _row("ALiBi", "alibi", "", 0, [1.0, 1.0, 1.0, 1.0]),
+        _row("RoPE + PI (at evaluation)", "rope", "PI", 0, [1.0, 0.6, 0.4, 0.3]),
+        _row("RoPE + YaRN (at evaluation)", "rope", "YaRN", 0, [1.0, 1.0, 1.0, 0.9]),
+        _row("RoPE + PI (fine-tuned at 32, 50 steps)", "rope", "PI", 50, [1.0, 1.0, 1.0, 1.0]),
+        _row("RoPE + YaRN (fine-tuned at 32, 50 steps)", "rope", "YaRN", 50, [1.0, 0.97, 0.8, 0.7]),
+    ]
+    return Result(Settings(train_len=16, multiples=(1, 2, 4, 8)), rows, 1.0)
+
+
+def test_a_model_that_did_not_learn_at_its_training_length_is_marked_not_ranked():
+    result = _quick_like()
+    assert result.did_not_learn() == ["sinusoidal"]  # 0.039 at T=16, however it scores further out
+    ranking = result.ranking()
+    assert "sinusoidal" not in ranking and len(ranking) == len(result.rows) - 1
+    # by mean accuracy past T=16; a learned table's n/a counts as 0
+    assert ranking[:2] == ["ALiBi", "RoPE + PI (fine-tuned at 32, 50 steps)"] and ranking[-1] == "learned"
+    sinusoidal = next(line for line in result.table().splitlines() if line.startswith("sinusoidal"))
+    assert sinusoidal.endswith("did not learn the task at its training length")
+    ranks = [
+        line.rsplit("  ", 1)[1] for line in result.table().splitlines()[3:] if not line.startswith("sin")
+    ]
+    assert sorted(int(r) for r in ranks) == list(range(1, len(ranking) + 1))
+    data = result.to_json()
+    assert data["did_not_learn"] == ["sinusoidal"] and data["ranking"] == ranking
+    # a fine-tuned row is judged at the length it was fine-tuned at
+    result.rows[-1].cells[32] = _cell(0.5)
+    assert result.did_not_learn() == ["sinusoidal", "RoPE + YaRN (fine-tuned at 32, 50 steps)"]
+
+
+def test_every_series_of_the_accuracy_plot_is_visible():
+    import matplotlib.pyplot as plt
+
+    from attnlab.viz.positions import accuracy_figure
+
+    fig = accuracy_figure(_quick_like().to_json())
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        lines = [line for line in ax.get_lines() if line.get_label() and not line.get_label().startswith("_")]
+        assert len(lines) == 9 and len({line.get_marker() for line in lines}) == 9
+        # where two series score the same, their markers do not sit on one another
+        points = [ax.transData.transform(line.get_xydata()) for line in lines]
+        for a in range(len(lines)):
+            for b in range(a + 1, len(lines)):
+                for pa in points[a]:
+                    for pb in points[b]:
+                        if abs(pa[1] - pb[1]) < 0.5:
+                            assert abs(pa[0] - pb[0]) >= 2.0, (lines[a].get_label(), lines[b].get_label())
+        # a marker at accuracy 1.0 is drawn whole inside the axes
+        top = ax.get_window_extent().y1
+        assert all(p[1] + line.get_markersize() / 2 * fig.dpi / 72 <= top for line, pts in zip(lines, points)
+                   for p in pts)  # fmt: skip
+        # the legend sits beside the axes and hides no point; the sinusoidal entry says why it is unranked
+        legend = ax.get_legend().get_window_extent()
+        assert legend.x0 >= ax.get_window_extent().x1
+        texts = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "sinusoidal (did not learn at its training length)" in texts
+    finally:
+        plt.close(fig)

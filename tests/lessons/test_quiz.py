@@ -313,3 +313,12 @@ def test_kv_head_counts_agree_in_number():
     texts = [q.text for seed in range(40) for q in make_quiz(topic="kvcache", seed=seed, count=4)]
     assert any(" 1 key/value head " in t for t in texts)  # MQA questions are drawn
     assert not any(" 1 key/value heads" in t for t in texts)
+
+
+def test_unknown_topic_names_the_closest():
+    from attnlab.lessons.quiz import iter_quiz
+
+    with pytest.raises(
+        ValueError, match=r"unknown topic 'kv_cache': .*, positions; did you mean 'kvcache'\?$"
+    ):
+        iter_quiz("kv_cache")

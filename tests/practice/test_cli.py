@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+
+from attnlab.practice.path import LESSONS
 
 
 def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
@@ -62,9 +65,22 @@ def test_practice_bad_inputs(tmp_path, learner_file):
     _one_error_line(run("practice", "check", "attention", str(wrong), "--timeout", "abc"), "--timeout")
 
 
+def test_oversized_or_deeply_nested_files_exit_2(tmp_path, learner_file):
+    """Before: a 200000-deep expression raised MemoryError out of ast.parse, and a block file or
+    stdin of any size was read whole into memory."""
+    deep = learner_file("x = " + "-" * 200000 + "1\n" + learner_file.CORRECT, name="deep.py")
+    _one_error_line(run("practice", "check", "attention", str(deep)), "nested too deeply")
+    big = learner_file(learner_file.CORRECT + "#" * (1 << 20), name="big.py")
+    _one_error_line(run("practice", "check", "attention", str(big)), f"has {big.stat().st_size} bytes")
+    drawing = "block: pre-norm\n" + "x -> [B, T, d]\n" * 70000  # 1.05 MiB
+    _one_error_line(run("practice", "check", "block", "-", input=drawing), "longer than 1048576 characters")
+    (tmp_path / "block.txt").write_text(drawing)
+    _one_error_line(run("practice", "check", "block", str(tmp_path / "block.txt")), "not a drawing")
+
+
 def test_study_bad_inputs(tmp_path):
-    _one_error_line(run("study", "tick", "8"), "unknown lesson '8'")
-    _one_error_line(run("study", "untick", "two"), "unknown lesson 'two'")
+    _one_error_line(run("study", "tick", "8"), "unknown Week 19 lesson '8': choose a number from 1 to 7")
+    _one_error_line(run("study", "untick", "two"), "unknown Week 19 lesson 'two'")
     _one_error_line(run("study", "--html", str(tmp_path)), "--html")  # a folder, not a file
     (tmp_path / "study.sqlite3").write_bytes(b"garbage" * 500)
     r = run("study", "--data-dir", str(tmp_path))
@@ -125,8 +141,77 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
     page = tmp_path / "week.html"
     assert run("study", "--html", str(page)).returncode == 0
     assert "latest 6/7" in page.read_text() and "<script" not in page.read_text()
+    # every lesson's concept pages are linked, and written beside the page as HTML
+    hrefs = re.findall(r'href="([^"]+)"', page.read_text())
+    assert len(hrefs) == sum(len(lesson.concepts) for lesson in LESSONS) and hrefs
+    for href in hrefs:
+        assert href.startswith("concepts/") and (tmp_path / href).is_file(), href
+    assert 'href="../week.html"' in (tmp_path / "concepts" / "index.html").read_text()
 
     r = run("study", "--reset", input="n\n")
     assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])
     r = run("study", "--reset", input="yes\n")
     assert r.returncode == 0 and not os.path.exists(state["database"])
+
+
+def test_quiz_without_topic_reaches_study_and_tick_names_the_week():
+    answers = json.loads(run("quiz", "--seed", "5", "--count", "3", "--answers", "--json").stdout)
+    typed = "".join(f"{q['answer']}\n" for q in answers["questions"])
+    assert run("quiz", "--seed", "5", "--count", "3", input=typed).stdout.splitlines()[-1] == "Score: 3/3"
+    assert json.loads(run("study", "--json").stdout)["mixed_quiz"] == "3/3"
+    assert "Quiz on every topic (attnlab quiz without --topic): best 3/3" in run("study").stdout.splitlines()
+    assert run("study", "tick", "5").stdout == "Week 19 lesson 5 (Positional information) ticked\n"
+    assert run("study", "tick", "5").stdout == "Week 19 lesson 5 (Positional information) ticked already\n"
+
+
+@pytest.mark.slow
+def test_check_states_each_likely_mistake_once_with_the_checks_it_explains(learner_file):
+    """No 1/sqrt(d_k) fails 10 checks: each FAIL says what is off and points to mistake 1; the
+    mistake's sentence is printed once, after the checks, listing the 10 it explains."""
+    from attnlab.practice.mistakes import get_mistake
+
+    path = str(learner_file(mistake="no-scale"))
+    report = json.loads(run("practice", "check", "attention", path, "--json").stdout)
+    failed = [c for c in report["checks"] if not c["passed"]]
+    assert len(failed) == 10 and {c["mistake"] for c in failed} == {"no-scale"}
+    explanation = get_mistake("no-scale").explanation
+    assert report["likely_mistakes"] == [
+        {"number": 1, "key": "no-scale", "explanation": explanation, "checks": [c["id"] for c in failed]}
+    ]
+    out = run("practice", "check", "attention", path, "--quiet").stdout
+    assert out.count(explanation) == 1 and out.count("  FAIL  ") == 10
+    lines = out.splitlines()
+    prefix = f"likely mistake: {explanation} ("
+    assert [line for line in lines if line.startswith("        ")] == [
+        f"        {c['message'].removeprefix(prefix)[:-1]} (likely mistake 1, below)" for c in failed
+    ]
+    start = lines.index(f"likely mistake 1 (no-scale): {explanation}")
+    assert lines[start + 1 : start + 12] == ["  explains 10 failed checks:"] + [
+        f"    - {c['title']}" for c in failed
+    ]
+    assert lines[start + 12 :] == ["score: 13/23 checks passed; fix the first FAIL and run it again"]
+
+
+def test_practice_list_suggests_what_is_left(learner_file):
+    r = run("practice", "list")
+    assert r.stdout.splitlines()[3:] == [
+        "next: attnlab practice start block",
+        "next: attnlab practice start attention",
+    ]
+    block = (
+        "block: pre-norm\nsizes: B=2 T=3 d=8 h=2 d_ff=32\nx -> [B, T, d]\nLayerNorm -> [B, T, d]\n"
+        "attention -> [B, T, d]\nresidual -> [B, T, d]\nLayerNorm -> [B, T, d]\nMLP -> [B, T, d]\n"
+        "residual -> [B, T, d]\n"
+    )
+    assert run("practice", "check", "block", "-", input=block).returncode == 0
+    assert run("practice", "list").stdout.splitlines()[3:] == ["next: attnlab practice start attention"]
+
+
+def test_practice_next_after_every_pass():
+    from attnlab.practice.path import practice_next
+
+    latest = {"attention": {"file": "a.py", "score": 20, "total": 23}}
+    assert practice_next(latest, {"block"}) == ["next: attnlab practice check attention a.py (latest 20/23)"]
+    assert practice_next({}, {"block", "attention"}) == [
+        "every graded exercise has passed; the stretch goal (summary) is not graded"
+    ]

@@ -41,7 +41,7 @@ def test_ticks_quiz_and_practice_round_trip(tmp_path):
         assert s.latest_practice()["attention"]["score"] == 23 and s.ever_passed() == {"attention"}
         state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
     assert state["lessons"][2]["ticked"] and state["lessons"][2]["quiz"] == {"softmax": "4/5"}
-    assert state["next"].startswith("lesson 1 ") and not state["milestone"]
+    assert state["next"].startswith("Week 19 lesson 1 ") and not state["milestone"]
     assert "[x] 3. Self-attention" in render_text(state)
     with Study(tmp_path) as s:  # reopened: still there, schema version recorded
         assert list(s.ticked()) == [3]
@@ -164,3 +164,47 @@ def test_html_page_is_self_contained_and_escapes_the_learners_text(tmp_path):
 
     assert "default-src 'none'" in html.unescape(page) and "http" not in page.replace("http-equiv", "")
     assert page.count("<style>") == 1 and "The transformer block" in page
+    # each lesson links its concept pages by title; without a folder they are named as files
+    assert '<a href="concepts/05-scaled-dot-product.html">Scaled dot-product attention and why' in page
+    with Study(tmp_path) as s:
+        text_only = render_html(
+            progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz()), {}, concepts=None
+        )
+    assert "<a " not in text_only and "<code>docs/concepts/05-scaled-dot-product.md</code>" in text_only
+
+
+def test_every_quiz_topic_belongs_to_a_lesson():
+    """A quiz on any topic shows up under a Week 19 lesson: the lessons' topics cover the registry
+    (lesson 5, positions, included)."""
+    from attnlab.lessons.quiz import TOPICS
+
+    assert sorted(t for lesson in LESSONS for t in lesson.quiz_topics) == sorted(TOPICS)
+    assert get_lesson(5).quiz_topics == ("positions",)
+
+
+def test_a_quiz_without_topic_is_shown_under_its_own_heading(tmp_path):
+    with Study(tmp_path) as s:
+        state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
+        assert state["mixed_quiz"] is None
+        assert "Quiz on every topic (attnlab quiz without --topic): none taken yet" in render_text(state)
+        s.record_quiz(None, 11, 2, 5, 5)
+        s.record_quiz(None, 12, 4, 5, 5)
+        s.record_quiz("positions", 13, 1, 2, 5)
+        state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
+    assert state["mixed_quiz"] == "4/5" and state["lessons"][4]["quiz"] == {"positions": "1/2"}
+    text = render_text(state).splitlines()
+    assert "Quiz on every topic (attnlab quiz without --topic): best 4/5" in text
+    assert "        quiz: attnlab quiz --topic positions (positions best 1/2)" in text
+    page = render_html(state, {})
+    assert "<code>attnlab quiz</code> without <code>--topic</code>: best 4/5" in page
+
+
+def test_the_two_numberings_say_which_they_are():
+    """Week 19 lessons (attnlab study, 1-7) and Week 1 code blocks (attnlab lesson, 01-05) are named
+    apart wherever they meet."""
+    state = progress({}, {}, set(), {})
+    text = render_text(state).splitlines()
+    assert "Week 19 lessons (0/7 ticked; tick one once you could explain it: attnlab study tick N)" in text
+    assert "        run: attnlab lesson 05 (Week 1 code block 5); myths: attnlab myths 11, 16, 17" in text
+    assert state["next"].startswith("Week 19 lesson 1 (Sequence-to-sequence models): read ")
+    assert "<code>attnlab lesson 05 (Week 1 code block 5)</code>" in render_html(state, {})

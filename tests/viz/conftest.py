@@ -1,39 +1,15 @@
-"""Shared pieces of the viz tests: a real headless Chromium (Debian's) driven by Playwright, and
-attention views computed by real torch modules."""
+"""Shared pieces of the viz tests: pages opened in the real headless Chromium of ``tests/conftest.py``
+(the ``browser`` fixture), and attention views computed by real torch modules."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-def _unavailable(reason: str):
-    # in CI a missing browser is a failure, never a silent skip
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI is set, so the browser tests must run)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        _unavailable(f"{CHROMIUM} is missing; install Debian's chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright (python) is not installed")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 class Page:

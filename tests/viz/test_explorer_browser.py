@@ -196,3 +196,36 @@ def test_page_opens_on_the_given_focus_and_links_back(tmp_path, open_page, helpe
     assert page.page.get_attribute("#back-link", "href") == "index.html"
     assert page.page.text_content("#back-link") == "back to the report"
     assert page.errors == [] and page.requests == [page.url]
+
+
+def test_orange_outlines_have_a_visible_legend_and_links_show(tmp_path, open_page, helpers):
+    t = len(TOKENS)
+    w = helpers.mha_weights(t, t, layers=1, heads=4, seed=3)
+    w[0, 1] = np.eye(t, k=-1)  # head 2 attends to the previous token: a detector names it
+    w[0, 1, 0, 0] = 1.0
+    view = AttentionView("encoder self-attention", "self", TOKENS, TOKENS, w)
+    name, score = view.badges()[0][1].split()[:2]
+    assert name == "prev" and float(score) > 0.9  # 11 of its 12 rows look one token back
+    links = [("concepts/07-multi-head-attention.html", "concept page: multi-head attention")]
+    path = tmp_path / "badged.html"
+    path.write_text(render_html([view], model_label="m", sentence=SENTENCE, links=links), encoding="utf-8")
+    page = open_page(path)
+    outlined = page.page.eval_on_selector_all("#model-view canvas.badged", "els => els.length")
+    assert outlined == sum(bool(b) for row in view.badges() for b in row) >= 1
+    legend = page.page.locator("#badge-legend")
+    assert legend.is_visible() and "orange outline" in legend.text_content()
+    box = page.page.locator("#badge-legend .swatch-badged").bounding_box()
+    assert box["width"] > 0 and box["height"] > 0
+    outline = "e => getComputedStyle(e).outlineColor"
+    colour = page.page.eval_on_selector("#badge-legend .swatch-badged", outline)
+    thumb = page.page.eval_on_selector("#model-view canvas.badged", outline)
+    assert colour == thumb == "rgb(217, 119, 6)"  # the swatch is the outline's colour
+    assert page.page.get_attribute("#links-line a", "href") == links[0][0]
+    assert page.page.text_content("#links-line a") == links[0][1]
+    # no outlined head, no legend
+    plain = AttentionView("cross", "cross", ["a", "b"], ["x", "y", "z"], np.full((1, 2, 2, 3), 1 / 3))
+    path2 = tmp_path / "plain.html"
+    path2.write_text(render_html([plain], model_label="m"), encoding="utf-8")
+    page2 = open_page(path2)
+    assert page2.page.eval_on_selector_all("#model-view canvas.badged", "els => els.length") == 0
+    assert page2.page.is_hidden("#badge-legend") and page2.page.is_hidden("#links-line")

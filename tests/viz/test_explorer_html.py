@@ -130,5 +130,7 @@ def test_opening_focus_picks_the_heaviest_word_to_word_link_and_prefers_cross_at
     assert "layer 2 head 3 query 5" in repr(page) and "toy" in repr(page)
     with pytest.raises(ValueError, match="relative .html path"):
         Explorer([view], model_label="toy", back=("javascript:alert(1)", "x"))
+    with pytest.raises(ValueError, match="relative .html path"):
+        Explorer([view], model_label="toy", links=[("https://example.org/x.html", "x")])
     with pytest.raises(ValueError, match="focus query 9 is out of range"):
         Explorer([view], model_label="toy", focus={"view": 0, "layer": 0, "head": 0, "query": 9})

@@ -582,6 +582,9 @@ def _render_memory(report: dict) -> list[str]:
         f"{_bytes(m['fused_attention_all_layers_bytes'])}"
         + (f"; logits {_bytes(m['logits_bytes'])}" if m["logits_bytes"] else ""),
     ]
+    source = report["config"].get("bytes_source")  # set by `audit cost --config`
+    if source is not None:
+        out.append(f"bytes per value: {report['config']['bytes_per_value']} ({source})")
     k = report["kv_cache"]
     if "state" in report:
         st = report["state"]

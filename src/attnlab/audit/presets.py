@@ -7,13 +7,15 @@ choices, its help and the tests read :data:`PRESETS`.
 
 Exact counts (attnlab's convention: a tied matrix counts once), checked in the tests against the
 Hugging Face ``transformers`` models built from the same configs: GPT-2 124,439,808 (head tied to
-the token embedding), BERT-base 109,482,240 (with the pooler), all-MiniLM-L6-v2 22,713,216.
+the token embedding), BERT-base 109,482,240 (with the pooler), all-MiniLM-L6-v2 22,713,216, Llama 2 7B
+6,738,415,616, Mistral 7B 7,241,732,096, TinyLlama-1.1B 1,100,048,384, Qwen2-0.5B 494,032,768.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from attnlab._checks import did_you_mean
 from attnlab.audit.config import MODEL_BLOCKS, ModelSpec
 from attnlab.nn.config import BlockConfig
 
@@ -45,7 +47,9 @@ def register(preset: Preset) -> Preset:
 def preset(name: str) -> Preset:
     """The preset called ``name``; ``ValueError`` listing the names otherwise."""
     if name not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {name!r}")
+        raise ValueError(
+            f"preset must be one of {', '.join(PRESETS)}; got {name!r}{did_you_mean(name, PRESETS)}"
+        )
     return PRESETS[name]
 
 
@@ -101,5 +105,54 @@ for _name, (_d, _h, _f, _pub) in {
             f"f {_f}, shared embeddings",
             _pub,
             "shared source-target BPE, V = 37,000 (WMT 2014 EN-DE)",
+        )
+    )
+
+# The Llama family (Touvron et al. 2023 and its descendants): pre-norm RMSNorm, SwiGLU FFN
+# (gate, up and down matrices), rotate-half RoPE, no biases except Qwen2's on Q, K and V; sizes
+# from each model's published config.json. RoPE has no parameters, so max_len only sets n_ctx.
+_LLAMA = dict(norm="rms", ffn="glu", activation="silu", positions="rope", rope_layout="half")
+_NO_BIAS = dict(qkv_bias=False, out_bias=False, ffn_bias=False)
+for _name, _f in {
+    "llama-2-7b": dict(
+        d=4096, h=32, kv=32, f=11008, L=32, V=32000, ctx=4096, theta=10000.0, eps=1e-5, tied=False,
+        bias=_NO_BIAS, window=None, pub="7B", what="Llama 2 7B (Meta)",
+    ),
+    "mistral-7b": dict(
+        d=4096, h=32, kv=8, f=14336, L=32, V=32000, ctx=32768, theta=10000.0, eps=1e-5, tied=False,
+        bias=_NO_BIAS, window=4096, pub="7.3B", what="Mistral 7B v0.1",
+    ),
+    "tinyllama": dict(
+        d=2048, h=32, kv=4, f=5632, L=22, V=32000, ctx=2048, theta=10000.0, eps=1e-5, tied=False,
+        bias=_NO_BIAS, window=None, pub="1.1B", what="TinyLlama-1.1B",
+    ),
+    "qwen2-0.5b": dict(
+        d=896, h=14, kv=2, f=4864, L=24, V=151936, ctx=32768, theta=1e6, eps=1e-6, tied=True,
+        bias={**_NO_BIAS, "qkv_bias": True}, window=None, pub="0.5B", what="Qwen2-0.5B",
+    ),
+}.items():  # fmt: skip
+    _block_fields = dict(
+        num_kv_heads=_f["kv"], rope_base=_f["theta"], norm_eps=_f["eps"], window=_f["window"]
+    )
+    register(
+        Preset(
+            _name,
+            ModelSpec(
+                "gpt",
+                _block("gpt", _f["d"], _f["h"], _f["f"], **_LLAMA, **_f["bias"], **_block_fields),
+                _f["L"],
+                _f["V"],
+                _f["ctx"],
+                tie_head=_f["tied"],
+            ),
+            f"{_f['what']}: {_f['L']} layers, d {_f['d']}, {_f['h']} heads"
+            + (f" ({_f['kv']} key/value heads)" if _f["kv"] != _f["h"] else "")
+            + f", SwiGLU f {_f['f']}"
+            + (f", window {_f['window']}" if _f["window"] else "")
+            + (", Q/K/V biases" if _f["bias"]["qkv_bias"] else "")
+            + (", tied head" if _f["tied"] else ", untied head"),
+            _f["pub"],
+            f"{'byte-level BPE' if _f['V'] > 100000 else 'SentencePiece BPE'}, V = {_f['V']:,}; "
+            f"RoPE, n_ctx = {_f['ctx']:,}",
         )
     )

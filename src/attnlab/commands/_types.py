@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 import click
 
+from attnlab._checks import did_you_mean
 from attnlab.commands._errors import BadInput
 
 
@@ -148,7 +149,29 @@ class Choice(click.ParamType):
     def convert(self, value, param, ctx):
         if value in self.choices:
             return value
-        raise BadInput(f"{_flag(param)} must be one of {', '.join(self.choices)}; got {value!r}")
+        hint = did_you_mean(value, self.choices)
+        raise BadInput(f"{_flag(param)} must be one of {', '.join(self.choices)}; got {value!r}{hint}")
+
+
+class SuggestingGroup(click.Group):
+    """A click group that answers a mistyped subcommand with the closest name (``No such command
+    'embedd'; did you mean 'embed'?``). Every ``attnlab`` group is one (``cli.LazyGroup`` too)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if (
+            name
+            and not name.startswith("-")
+            and not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+            and (
+                ctx.token_normalize_func is None
+                or self.get_command(ctx, ctx.token_normalize_func(name)) is None
+            )
+        ):
+            hint = did_you_mean(name, self.list_commands(ctx))
+            raise click.UsageError(f"No such command {name!r}{hint}", ctx)
+        return super().resolve_command(ctx, args)
 
 
 POSITIVE = Positive()

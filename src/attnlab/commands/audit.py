@@ -14,7 +14,15 @@ from attnlab._io import dumps_json
 from attnlab.audit.config import MODELS, from_options
 from attnlab.audit.presets import PRESETS
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import POSITIVE, POSITIVE_NUMBER, Positive, PositiveNumber, choice, options
+from attnlab.commands._types import (
+    POSITIVE,
+    POSITIVE_NUMBER,
+    Positive,
+    PositiveNumber,
+    SuggestingGroup,
+    choice,
+    options,
+)
 from attnlab.models.precision import DTYPES
 from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
 
@@ -108,7 +116,7 @@ def _emit(report: dict, as_json: bool, render) -> None:
     click.echo(dumps_json(report, indent=2, ensure_ascii=False) if as_json else render(report))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def audit() -> None:
     """Audits: parameters by group, shapes on every arrow, FLOPs and memory, machine peak."""
 
@@ -157,8 +165,11 @@ def shapes(ctx, as_json, preset, **flags):
 
 def _with_attention(spec, attention: str, w):
     """``spec`` with the block's attention kind set (a block-sparse block takes the workload's window)."""
+    from attnlab.audit.config import model_spec
+
     if attention == "block_sparse" and w.window is None:
         raise BadInput("--attention block_sparse needs --window W (the window whose empty tiles it skips)")
+    spec = model_spec(spec)  # a preset's name or a checkpoint's config: its ModelSpec
     if attention == "ssm":  # no queries or keys: RoPE and key/value heads do not apply (nor cost)
         positions = "none" if spec.block.positions in ("rope", "alibi") else spec.block.positions
         spec = dataclasses.replace(spec, block=spec.block.replace(positions=positions, num_kv_heads=None))
@@ -182,7 +193,7 @@ def _with_attention(spec, attention: str, w):
     default=4,
     show_default=True,
     type=POSITIVE,
-    help="Bytes per value for memory (4 float32, 2 bf16).",
+    help="Bytes per value for memory (4 float32, 2 bf16). With --config: default the config's torch_dtype.",
 )
 @click.option("--measure", is_flag=True, help="Reconcile with torch's FlopCounterMode on the built module.")
 @click.option(
@@ -204,13 +215,15 @@ def _with_attention(spec, attention: str, w):
 @usage_errors
 def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, attention, **flags):
     """FLOPs term by term (MACs and FLOPs), memory, KV cache, growth with T."""
+    from attnlab.audit.config import model_spec
     from attnlab.audit.cost import audit_cost, render_cost
 
     w = _workload(flags)
     spec = _spec(ctx, preset, as_json, **flags)
     if attention is not None:
         spec = _with_attention(spec, attention, w)
-    window = getattr(spec, "window", None)  # a checkpoint's sliding window applies when T exceeds it
+    # a checkpoint's (or a preset's) sliding window applies when T exceeds it
+    window = model_spec(spec).block.window
     if window is not None and w.window is None and window < w.seq:
         w = dataclasses.replace(w, window=window)
     if measure:  # refused up front when the run would not fit: the audit's own arithmetic knows
@@ -218,10 +231,28 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, attenti
         from attnlab.audit.measure import check_measurable
 
         check_measurable(audit_cost(spec, w, bytes_per_value=4), w.seq, memory_bytes())
+    source = None
+    if flags.get("hf_config") is not None:  # its torch_dtype sizes memory unless --bytes is given
+        bytes_per_value, source = _config_bytes(ctx, flags["hf_config"], bytes_per_value)
     report = audit_cost(
         spec, w, training=training, bytes_per_value=bytes_per_value, measure=measure, path=path
     )
+    if source is not None:
+        report["config"]["bytes_source"] = source
     _emit(report, as_json, render_cost)
+
+
+def _config_bytes(ctx: click.Context, hf_config: str, given: int) -> tuple[int, str]:
+    """Bytes per value for ``--config`` and where the number came from: ``--bytes`` when given, else
+    the config's ``torch_dtype``, else float32's 4."""
+    from attnlab.models.hf.load import config_dtype_bytes
+
+    if ctx.get_parameter_source("bytes_per_value") == click.core.ParameterSource.COMMANDLINE:
+        return given, "--bytes"
+    found = config_dtype_bytes(hf_config)
+    if found is None:
+        return given, "the config names no torch_dtype: float32"
+    return found[0], f"torch_dtype {found[1]} of the config"
 
 
 @audit.command("peak")

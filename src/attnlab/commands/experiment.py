@@ -13,7 +13,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
-from attnlab.commands._types import POSITIVE, SEED, choice
+from attnlab.commands._types import POSITIVE, SEED, SuggestingGroup, choice
 from attnlab.experiments.extrapolation import TRAINED as TRAINED_POSITIONS
 from attnlab.experiments.recall import QUICK as RECALL_QUICK
 from attnlab.experiments.recall import Settings as _RecallSettings
@@ -38,7 +38,7 @@ def _one_writer(out: str | None):
     return writer_lock(check_out_path(out, "--out"), "experiment")
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def experiment() -> None:
     """Studies that train small models and write tables and plots."""
 
@@ -146,10 +146,11 @@ def extrapolation(
         f"Latest-passkey accuracy and loss, trained at T={settings.train_len} ({result.seconds:.0f} s):"
     )
     click.echo(result.table())
-    bad = result.undertrained()
+    bad = result.did_not_learn()
     if bad:
         click.echo(
-            f"Below {settings.reached:.0%} at the training length (curves untrusted): {', '.join(bad)}"
+            f"Below {settings.reached:.0%} at the training length (curves untrusted, not ranked): "
+            f"{', '.join(bad)}"
         )
     if result.files:
         click.echo(f"wrote {result.files['json']} and {result.files['plot']}")

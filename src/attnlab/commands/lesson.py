@@ -1,5 +1,6 @@
-"""``attnlab lesson N | --all | --list [--json]``: run the notes' code blocks through attnlab and print
-Concept, Code, Output and Interpretation."""
+"""``attnlab lesson N | --all | --list [--json]``: run the code blocks of the Week 1 notes on attention
+(01-05, "Week 1 code block N"; not the seven Week 19 lessons of ``attnlab study``) through attnlab
+and print Concept, Code, Output and Interpretation."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _render(lesson, output: list[str]) -> str:
     wrap = lambda s: textwrap.fill(s, width=100, initial_indent="    ", subsequent_indent="    ")
     return "\n".join(
         [
-            f"Lesson {lesson.number}: {lesson.title}",
+            f"{lesson.name}: {lesson.title}",
             "Concept",
             wrap(lesson.concept),
             "Code",
@@ -34,16 +35,17 @@ def _render(lesson, output: list[str]) -> str:
 
 @click.command("lesson")
 @click.argument("number", required=False)
-@click.option("--all", "run_all", is_flag=True, help="Run every lesson, 01 to 05.")
-@click.option("--list", "list_only", is_flag=True, help="List the lessons without running them.")
+@click.option("--all", "run_all", is_flag=True, help="Run every code block, 01 to 05.")
+@click.option("--list", "list_only", is_flag=True, help="List the code blocks without running them.")
 @click.option("--json", "as_json", is_flag=True, help="Print number, title, concept, code, output as JSON.")
 @usage_errors
 def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) -> None:
-    """Run lesson NUMBER (01-05) of the Week 1 notes: the original code next to attnlab's."""
+    """Run code block NUMBER (01-05) of the Week 1 notes on attention: the original code next to
+    attnlab's. (The seven Week 19 lessons are 'attnlab study'.)"""
     from attnlab.lessons import LESSONS, get_lesson
 
     if sum([number is not None, run_all, list_only]) != 1:
-        raise BadInput("give exactly one of: a lesson number (01-05), --all, --list")
+        raise BadInput("give exactly one of: a Week 1 code block number (01-05), --all, --list")
     if list_only:
         if as_json:
             click.echo(

@@ -15,6 +15,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import SuggestingGroup
 from attnlab.practice.path import EXERCISES, GRADED
 
 DATA_DIR_HELP = "Folder of the study database (default: $ATTNLAB_DATA_DIR, else the XDG data folder)."
@@ -49,7 +50,7 @@ def _record(data_dir: str | None, exercise: str, file: str, report) -> None:
         click.echo(f"warning: the result was not recorded: {exc}", err=True)
 
 
-@click.group("practice")
+@click.group("practice", cls=SuggestingGroup)
 def practice() -> None:
     """The week's practice, graded: implement attention in NumPy; draw the block from memory."""
 
@@ -77,9 +78,12 @@ def list_(data_dir: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(dumps_json(rows, indent=2))
         return
+    from attnlab.practice.path import practice_next
+
     for r in rows:
         click.echo(f"{r['name']:<10} {r['level']:<8} {r['title']:<30} {r['status']}")
-    click.echo("start one with: attnlab practice start attention|block")
+    for line in practice_next(latest, passed):
+        click.echo(line)
 
 
 @practice.command(
@@ -129,14 +133,6 @@ def start(exercise: str, directory: str, seed: str | None) -> None:
     click.echo(f"then run: attnlab practice check block {path}")
 
 
-def _print_result(r, quiet: bool = False) -> None:
-    if quiet and r.passed:
-        return
-    click.echo(f"  {'pass' if r.passed else 'FAIL'}  {r.title}")
-    if not r.passed and r.message:
-        click.echo(f"        {r.message}")
-
-
 @practice.command(
     "check",
     help=f"Grade FILE for EXERCISE ({' or '.join(GRADED)}): your NumPy file, or your block drawing "
@@ -176,8 +172,18 @@ def check(
     memory_mb: str,
     data_dir: str | None,
 ) -> None:
+    from attnlab.practice.feedback import Ledger
+
     exercise = _exercise(exercise)
-    show = None if as_json else lambda r: _print_result(r, quiet)
+    ledger = Ledger()  # each likely mistake is stated once, after the checks, with those it explains
+
+    def show(r) -> None:
+        lines = ledger.lines(r)
+        if not (quiet and r.passed):
+            click.echo("\n".join(lines))
+
+    if as_json:
+        show = None
     if exercise == "attention":
         from attnlab.practice.grade import grade_attention
         from attnlab.practice.starter import check_file
@@ -193,17 +199,9 @@ def check(
             )
         report = grade_attention(file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=show)
     else:
-        from attnlab.practice.block import grade_block
+        from attnlab.practice.block import grade_block, read_drawing
 
-        if file == "-":
-            text = sys.stdin.read()
-        else:
-            from pathlib import Path
-
-            if not Path(file).is_file():
-                raise ValueError(f"block file {file!r} does not exist")
-            text = Path(file).read_text(encoding="utf-8", errors="replace")
-        report = grade_block(text, file)
+        report = grade_block(read_drawing(file, sys.stdin), file)
         if show is not None:
             if not quiet:
                 click.echo(
@@ -214,8 +212,13 @@ def check(
                 show(r)
     _record(data_dir, exercise, file, report)
     if as_json:
-        click.echo(dumps_json({"exercise": exercise, **report.to_json()}, indent=2))
+        for r in report.results:
+            ledger.lines(r)
+        body = {"exercise": exercise, **report.to_json(), "likely_mistakes": ledger.to_json()}
+        click.echo(dumps_json(body, indent=2))
     else:
+        for line in ledger.summary():
+            click.echo(line)
         click.echo(
             f"score: {report.score}/{report.total} checks passed"
             + ("" if report.score == report.total else "; fix the first FAIL and run it again")

@@ -8,11 +8,13 @@ deletes anything. Logic lives in :mod:`attnlab.practice` (``path``, ``store``, `
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._types import SuggestingGroup
 from attnlab.practice.path import LESSONS
 
 
@@ -22,7 +24,7 @@ def _state(study) -> dict:
     return progress(study.ticked(), study.latest_practice(), study.ever_passed(), study.best_quiz())
 
 
-@click.group("study", invoke_without_command=True)
+@click.group("study", cls=SuggestingGroup, invoke_without_command=True)
 @click.option(
     "--data-dir",
     default=None,
@@ -38,7 +40,8 @@ def _state(study) -> dict:
 @click.pass_context
 @usage_errors
 def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset: bool, yes: bool) -> None:
-    """The seven lessons of the Week 19 course page, the practice and the milestone: progress and next."""
+    """The seven Week 19 lessons (the course page), your quiz scores, the practice and the milestone:
+    progress and next. (The Week 1 code blocks are 'attnlab lesson'.)"""
     ctx.obj = {"data_dir": data_dir}
     if ctx.invoked_subcommand is not None:
         if reset or html_out or as_json:
@@ -72,10 +75,13 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
         state, latest, path = _state(s), s.latest_practice(), s.path
     if html_out:
         from attnlab._io import atomic_write_bytes
+        from attnlab.concepts import FOLDER, write_pages
         from attnlab.practice.study_page import render_html
 
+        folder = Path(html_out).parent / FOLDER
+        write_pages(folder, back=(f"../{Path(html_out).name}", "the study page"))
         atomic_write_bytes(html_out, render_html(state, latest).encode("utf-8"))
-        click.echo(f"wrote {html_out}")
+        click.echo(f"wrote {html_out} (concept pages: {folder})")
         return
     if as_json:
         click.echo(dumps_json({"database": str(path), **state}, indent=2))
@@ -93,10 +99,10 @@ def _tick(ctx, number: str, ticked: bool) -> None:
     with Study(ctx.obj["data_dir"]) as s:
         changed = s.tick(lesson.number, ticked)
     word = "ticked" if ticked else "unticked"
-    click.echo(f"lesson {lesson.number} ({lesson.title}) {word}" + ("" if changed else " already"))
+    click.echo(f"{lesson.name} ({lesson.title}) {word}" + ("" if changed else " already"))
 
 
-@study.command("tick", help=f"Record that lesson N (1-{len(LESSONS)}) is one you could explain.")
+@study.command("tick", help=f"Record that Week 19 lesson N (1-{len(LESSONS)}) is one you could explain.")
 @click.argument("number", metavar="N")
 @click.pass_context
 @usage_errors
@@ -104,7 +110,7 @@ def tick(ctx, number: str) -> None:
     _tick(ctx, number, True)
 
 
-@study.command("untick", help=f"Take back the tick of lesson N (1-{len(LESSONS)}).")
+@study.command("untick", help=f"Take back the tick of Week 19 lesson N (1-{len(LESSONS)}).")
 @click.argument("number", metavar="N")
 @click.pass_context
 @usage_errors

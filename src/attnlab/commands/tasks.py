@@ -8,10 +8,10 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
-from attnlab.commands._types import POSITIVE, SEED, choice
+from attnlab.commands._types import POSITIVE, SEED, SuggestingGroup, choice
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def tasks() -> None:
     """The built-in tasks (generated, seeded, no downloads)."""
 

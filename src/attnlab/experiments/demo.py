@@ -10,20 +10,35 @@ Sections, each guarded so a missing piece becomes a note instead of a crash:
 5. inside the heads: the induction curve of a two-layer attention-only GPT and MiniLM's head table;
 6. the attention explorer pages: MiniLM on the notes' sentence, and the trained Transformer's
    cross-attention on a reversal.
+
+The concept pages are written beside the report as HTML (``concepts/``, formulas as MathML), and each
+section links the pages it draws on.
 """
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from attnlab import concepts
 from attnlab._io import atomic_write_bytes
 from attnlab.experiments import report
 from attnlab.experiments.report import Section
 from attnlab.progress import progress as progress_bar
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
+
+# the concept pages each lesson of the Week 1 notes draws on
+LESSON_CONCEPTS = {
+    "01": ("04-self-attention-qkv.md", "05-scaled-dot-product.md"),
+    "02": ("05-scaled-dot-product.md",),
+    "03": ("07-multi-head-attention.md",),
+    "04": ("12-parameter-counting.md", "09-feed-forward.md"),
+    "05": ("02-bahdanau-attention.md",),
+}
+BACK = ("index.html", "\u2190 back to the attnlab demo report")
 
 
 def _lesson_sections() -> list[Callable[[], Section]]:
@@ -35,11 +50,12 @@ def _lesson_sections() -> list[Callable[[], Section]]:
             output = report.pre("\n".join(lesson.run()), "output")
             return Section(
                 f"lesson-{number}",
-                f"Lesson {number}: {lesson.title}",
+                f"{lesson.name}: {lesson.title}",
                 lesson.concept,
                 lesson.code,
                 output,
                 lesson.interpretation,
+                concepts=LESSON_CONCEPTS.get(number, ()),
             )
 
         return build
@@ -81,6 +97,7 @@ def _audit_section() -> Section:
         code,
         report.pre(render_params(params), "output") + report.pre(render_shapes(shapes), "output"),
         interpretation,
+        concepts=("12-parameter-counting.md", "10-residuals-and-norms.md"),
     )
 
 
@@ -175,10 +192,9 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         "encoder states at every decoder step; Luong attention and the Transformer's cross-attention do "
         "the same with other scores.",
         code,
-        report.img(result.files["plot"], "accuracy against source length")
-        + report.table(header, rows)
-        + report.pre(result.table(), "output"),
+        report.img(result.files["plot"], "accuracy against source length") + report.table(header, rows),
         interpretation,
+        concepts=("01-seq2seq-bottleneck.md", "02-bahdanau-attention.md", "03-luong-attention.md"),
     )
     heat_html = "".join(
         f"<figure>{report.img(p, Path(p).stem)}<figcaption>{Path(p).stem}</figcaption></figure>"
@@ -197,17 +213,22 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         "last source symbol, and so on, ending with <eos> attending near the source's <eos>. The Transformer "
         "panel averages the heads of its last decoder layer's cross-attention, so it can look more diffuse "
         "than a single RNN alignment.",
+        concepts=("02-bahdanau-attention.md", "03-luong-attention.md"),
     )
     return experiment, heatmaps
+
+
+EXPLORER_CONCEPTS = ("04-self-attention-qkv.md", "07-multi-head-attention.md")
 
 
 def _explorer_section(out: Path, state: dict) -> Section:
     from attnlab.viz.explorer import Explorer, trained_views, write_explorer
 
-    back = ("index.html", "\u2190 back to the attnlab demo report")
+    back = BACK
+    links = [(concepts.href(n), f"concept page: {concepts.page_title(n)}") for n in EXPLORER_CONCEPTS]
     # opens on "it" and the head that links it to "animal": the notes' example of a resolved reference
-    write_explorer(SENTENCE, "minilm", out / "explorer.html", focus=("it", "animal"), back=back)
-    links = [
+    write_explorer(SENTENCE, "minilm", out / "explorer.html", focus=("it", "animal"), back=back, links=links)
+    paragraphs = [
         '<p><a href="explorer.html">Open the attention explorer: MiniLM (all-MiniLM-L6-v2) on '
         f'"{SENTENCE}"</a></p>'
     ]
@@ -234,8 +255,9 @@ def _explorer_section(out: Path, state: dict) -> Section:
                 model_label=f"Transformer trained on {task.name} (bottleneck experiment); output {pred!r}",
                 sentence=src_text,
                 back=back,
+                links=links,
             ).save(out / "explorer-trained.html")
-            links.append(
+            paragraphs.append(
                 f'<p><a href="explorer-trained.html">Open the explorer on the trained Transformer: '
                 f"{src_text} -> {pred}</a> (encoder self-, decoder self- and cross-attention)</p>"
             )
@@ -245,10 +267,11 @@ def _explorer_section(out: Path, state: dict) -> Section:
         "Every head of every layer, for one input: pick a layer and a head, hover a token to see "
         "where it attends.",
         f'attnlab explore "{SENTENCE}" --out out/demo/explorer.html',
-        "".join(links),
+        "".join(paragraphs),
         "In MiniLM, look at the heads where 'it' attends to 'animal' (the notes' example of "
         "self-attention resolving a reference). The pages are separate files next to this one, "
         "self-contained and readable offline too.",
+        concepts=EXPLORER_CONCEPTS,
     )
 
 
@@ -261,26 +284,33 @@ NEXT_STEPS = (
     ),
     ("Myths", "attnlab myths", "the misconceptions the notes warn about, each refuted by a computation"),
     ("Quiz", "attnlab quiz", "worked checks with fresh numbers, answers shown step by step"),
-    ("Study path", "attnlab study", "the week's seven lessons, your progress and what to do next"),
+    ("Study path", "attnlab study", "the seven Week 19 lessons, your progress and what to do next"),
     ("Practice", "docs/practice.md", "your own NumPy attention and your drawing of the block, graded"),
-    ("Lessons", "attnlab lesson --list", "the Week 1 notes' five code blocks, run beside attnlab's"),
+    ("Week 1 code blocks", "attnlab lesson --list", "the five, run beside attnlab's"),
     ("Explorer", 'attnlab explore "your sentence"', "MiniLM's attention (or --model DIR) on your own text"),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
     ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),
 )
 
 
-def _next_steps_section() -> Section:
-    from attnlab.experiments.report import table
+def _where(where: str) -> str:
+    """A next step's place as HTML: a concept page is a link to its rendered page, anything else code."""
+    if where.startswith("docs/concepts/"):
+        name = where.rsplit("/", 1)[1]
+        return report.link(concepts.href(name), f"{concepts.FOLDER}/{concepts.html_name(name)}")
+    return f"<code>{html.escape(where)}</code>"
 
-    rows = [[what, where, why] for what, where, why in NEXT_STEPS]
+
+def _next_steps_section() -> Section:
+    rows = [[html.escape(what), _where(where), html.escape(why)] for what, where, why in NEXT_STEPS]
     return Section(
         "next",
         "Where to go next",
         "The report showed each piece once. Each line below is a place to go deeper; the commands run "
-        "from this folder's virtual environment (.venv/bin/attnlab) and the pages are in docs/.",
+        "from this folder's virtual environment (.venv/bin/attnlab); the concept pages are written "
+        "beside this report (concepts/), the other pages are in the repository's docs/.",
         "",
-        table(["what", "command or page", "for"], rows),
+        report.table(["what", "command or page", "for"], rows, html_cells=True),
         "A learner: concept pages in order, with the quiz and myths beside them. An engineer: the "
         "audits with a preset, then attnlab.nn.BlockConfig in docs/engine.md.",
     )
@@ -317,7 +347,7 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         "change (Olsson et al. 2022).",
         "attnlab experiment induction --quick --out out/induction\nattnlab heads minilm",
         report.img(result.files["plot"], "induction curve")
-        + report.pre(result.table(), "output")
+        + report.table(*result.rows())
         + "<p>MiniLM, previous-token score of every head (8 probes [CLS] r r, L = 20):</p>"
         + report.table(header, rows)
         + report.table(["detector", "heads above 0.4 (layer.head, score)"], named),
@@ -329,6 +359,7 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         f"{r.loss_repeat_all_ablated:.2f} nats (first occurrences: {r.loss_first:.2f}). MiniLM is "
         f"bidirectional: its previous-token head is clear, most of its heads park attention on [CLS], "
         f"and duplicate/induction scores only count earlier copies. More: docs/heads.md.",
+        concepts=("07-multi-head-attention.md",),
     )
 
 
@@ -380,6 +411,7 @@ def build_demo(
     t_start = time.perf_counter()
     state: dict = {}
     sections: list[Section] = []
+    concepts.write_pages(out / concepts.FOLDER, back=("../index.html", "the attnlab demo report"))
 
     def guarded(key: str, title: str, build: Callable[[], Section | tuple[Section, ...]]) -> None:
         t0 = time.perf_counter()
@@ -395,9 +427,9 @@ def build_demo(
         lesson_builders = _lesson_sections()
     except Exception as exc:
         err = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        lesson_builders = [lambda err=err: Section("lessons", "Lessons", error=err)]
+        lesson_builders = [lambda err=err: Section("lessons", "Week 1 code blocks", error=err)]
     steps = [
-        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Lesson {i + 1:02d}", b)
+        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Week 1 code block {i + 1}", b)
         for i, b in enumerate(lesson_builders)
     ]
     steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
@@ -425,7 +457,9 @@ def build_demo(
         f"Generated by `attnlab demo` in {seconds:.0f} s on this machine. Every number below was computed "
         f"while building this page.",
         sections,
-        footer="Self-contained: images are embedded; the explorer pages are separate local files.",
+        top_html=f"<p>The concept pages, one idea each with its equations: "
+        f"{report.link(concepts.href('README.md'), 'all concept pages')}.</p>",
+        footer="Self-contained: images are embedded; explorer and concept pages are local files beside it.",
     )
     index = out / "index.html"
     atomic_write_bytes(index, page.encode("utf-8"))

@@ -239,6 +239,9 @@ def evaluate(model, task: LatestPasskey, settings: Settings, length: int) -> dic
 
 
 # --------------------------------------------------------------------------------------------- results
+NOT_LEARNED = "did not learn the task at its training length"
+
+
 @dataclass
 class Row:
     """One line of the table: a model (and how its positions were scaled) scored at each length."""
@@ -269,16 +272,40 @@ class Result:
         L = self.settings.train_len
         return [r.name for r in self.rows if not r.scaling and r.at(L)["accuracy"] < self.settings.reached]
 
+    def trained_at(self, row: Row) -> int:
+        """The length ``row`` was trained at: twice the training length once fine-tuned there."""
+        return 2 * self.settings.train_len if row.finetune_steps else self.settings.train_len
+
+    def did_not_learn(self) -> list[str]:
+        """Rows below ``settings.reached`` at the length they were trained at (a scaling applied at
+        evaluation only is plain RoPE there): their curves say nothing about extrapolation."""
+        bar = self.settings.reached
+        return [r.name for r in self.rows if r.at(self.trained_at(r))["accuracy"] < bar]
+
+    def ranking(self) -> list[str]:
+        """The rows that learned the task, best first, by mean accuracy over the lengths past the
+        training length (``n/a`` past a learned table counts as 0: it cannot read that far)."""
+        past = [t for t in self.lengths if t > self.settings.train_len]
+        skip = set(self.did_not_learn())
+
+        def score(r: Row) -> float:
+            return sum((r.at(t) or {"accuracy": 0.0})["accuracy"] for t in past) / max(len(past), 1)
+
+        return [r.name for r in sorted(self.rows, key=score, reverse=True) if r.name not in skip]
+
     def table(self) -> str:
-        """Accuracy and loss per model (rows) and length (columns); ``n/a`` past a learned table."""
-        head = f"{'model':<42}" + "".join(f"{'T=' + str(t):>16}" for t in self.lengths)
+        """Accuracy and loss per model (rows) and length (columns), ``n/a`` past a learned table; the
+        last column ranks the models that learned the task and marks the others."""
+        rank = {name: i + 1 for i, name in enumerate(self.ranking())}
+        head = f"{'model':<42}" + "".join(f"{'T=' + str(t):>16}" for t in self.lengths) + "  rank"
         lines = [head, f"{'':<42}" + "".join(f"{'acc    loss':>16}" for _ in self.lengths), "-" * len(head)]
         for r in self.rows:
             cells = []
             for t in self.lengths:
                 c = r.at(t)
                 cells.append(f"{'n/a':>16}" if c is None else f"{c['accuracy']:>9.3f}{c['loss']:>7.3f}")
-            lines.append(f"{r.name:<42}" + "".join(cells))
+            mark = str(rank[r.name]) if r.name in rank else NOT_LEARNED
+            lines.append(f"{r.name:<42}" + "".join(cells) + f"  {mark}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -287,6 +314,8 @@ class Result:
             "lengths": self.lengths,
             "seconds": round(self.seconds, 1),
             "undertrained": self.undertrained(),
+            "did_not_learn": self.did_not_learn(),
+            "ranking": self.ranking(),
             "rows": [
                 {
                     "name": r.name,

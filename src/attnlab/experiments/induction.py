@@ -233,25 +233,41 @@ class InductionResult:
     models: dict[str, GPT]
     files: dict[str, str]
 
-    def table(self) -> str:
-        """One row per model: best heads (layer.head, 0-based), losses, and the repeat loss with
-        heads zero-ablated."""
-        lines = [
-            "| model | params | best induction | best previous-token | loss first | loss repeat | "
-            "repeat, best induction head ablated | repeat, all induction heads ablated | "
-            "repeat, previous-token head ablated | phase change at step |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
+    def rows(self) -> tuple[list[str], list[list[str]]]:
+        """``(header, rows)``, one row per model: best heads (layer.head, 0-based), losses, and the
+        repeat loss with heads zero-ablated (the cells of :meth:`table`)."""
+        header = [
+            "model", "params", "best induction", "best previous-token", "loss first", "loss repeat",
+            "repeat, best induction head ablated", "repeat, all induction heads ablated",
+            "repeat, previous-token head ablated", "phase change at step",
+        ]  # fmt: skip
+        rows = []
         for r in self.runs:
             heads = ", ".join(f"{i}.{j}" for i, j in r.induction_heads) or "none"
-            lines.append(
-                f"| {r.name} | {r.params:,} | {r.best_induction:.2f} ({r.best_head[0]}.{r.best_head[1]}) | "
-                f"{r.best_previous:.2f} ({r.previous_head[0]}.{r.previous_head[1]}) | {r.loss_first:.3f} | "
-                f"{r.loss_repeat:.3f} | {r.loss_repeat_ablated:.3f} | "
-                f"{r.loss_repeat_all_ablated:.3f} ({heads}) | "
-                f"{r.loss_repeat_previous_ablated:.3f} | "
-                f"{r.phase_step if r.phase_step is not None else 'none'} |"
+            rows.append(
+                [
+                    r.name,
+                    f"{r.params:,}",
+                    f"{r.best_induction:.2f} ({r.best_head[0]}.{r.best_head[1]})",
+                    f"{r.best_previous:.2f} ({r.previous_head[0]}.{r.previous_head[1]})",
+                    f"{r.loss_first:.3f}",
+                    f"{r.loss_repeat:.3f}",
+                    f"{r.loss_repeat_ablated:.3f}",
+                    f"{r.loss_repeat_all_ablated:.3f} ({heads})",
+                    f"{r.loss_repeat_previous_ablated:.3f}",
+                    f"{r.phase_step if r.phase_step is not None else 'none'}",
+                ]
             )
+        return header, rows
+
+    def table(self) -> str:
+        """One row per model as a Markdown table (:meth:`rows`; the first column left-aligned)."""
+        header, rows = self.rows()
+        lines = [
+            "| " + " | ".join(header) + " |",
+            "| --- | " + " | ".join(["---:"] * (len(header) - 1)) + " |",
+        ]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines)
 
 

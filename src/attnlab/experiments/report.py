@@ -1,13 +1,17 @@
 """One self-contained HTML report: every section in the notes' order Concept -> Code -> Output ->
 Interpretation, images inlined as base64 ``data:`` URIs, no scripts, no external URLs — readable
-offline by opening the file."""
+offline by opening the file. A section may link the concept pages it draws on (written beside the
+report by :func:`attnlab.concepts.write_pages`)."""
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from attnlab import concepts
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px; margin: 2em auto;
@@ -25,9 +29,12 @@ pre.output { background: #f7fbf7; border-color: #d5e8d5; }
 img { max-width: 100%; border: 1px solid #eee; }
 nav ol { columns: 2; }
 .meta { color: #667; font-size: 0.9em; }
+.table-wrap { overflow-x: auto; margin: 0.6em 0; }
 table { border-collapse: collapse; font-size: 0.85em; }
-td, th { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+td, th { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f6fc; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.read { font-size: 0.9em; }
 """
 
 
@@ -45,17 +52,38 @@ def pre(text: str, cls: str = "") -> str:
     return f"<pre{klass}>{html.escape(text)}</pre>"
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+# a number, maybe with its thousands commas, sign, percent and a note in parentheses: "0.41 (1.3)"
+_NUMBER = re.compile(r"^[-+−]?[\d,]*\.?\d+%?( \(.*\))?$")
+
+
+def table(header: list[str], rows: list[list[str]], html_cells: bool = False) -> str:
+    """An HTML table in a box that scrolls sideways when wide; a column whose every cell is a number
+    is right-aligned (``class="num"``), text is left-aligned. Cells are escaped text, or trusted
+    HTML when ``html_cells`` (built with :func:`link`)."""
+    numeric = [bool(rows) and all(_NUMBER.match(str(r[i]).strip()) for r in rows) for i in range(len(header))]
+    cls = [' class="num"' if n else "" for n in numeric]
+    cell = (lambda c: str(c)) if html_cells else (lambda c: html.escape(str(c)))
+    head = "".join(f"<th{k}>{html.escape(h)}</th>" for h, k in zip(header, cls))
+    body = "".join("<tr>" + "".join(f"<td{k}>{cell(c)}</td>" for c, k in zip(r, cls)) + "</tr>" for r in rows)
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def link(href: str, text: str) -> str:
+    """``<a href="href">text</a>``, both escaped."""
+    return f'<a href="{html.escape(href, quote=True)}">{html.escape(text)}</a>'
+
+
+def concept_links(names: tuple[str, ...] | list[str]) -> str:
+    """Links to the rendered concept pages ``names`` (``05-scaled-dot-product.md`` ...), titled."""
+    return ", ".join(link(concepts.href(n), concepts.page_title(n)) for n in names)
 
 
 @dataclass
 class Section:
     """One report section. ``output_html`` is trusted HTML built with :func:`pre`, :func:`img`,
     :func:`table`; every other field is plain text and is escaped. ``error`` replaces the body with
-    a note when the section could not be built."""
+    a note when the section could not be built. ``concepts`` names the concept pages (``NN-name.md``)
+    the section links at its end."""
 
     key: str
     title: str
@@ -66,6 +94,7 @@ class Section:
     error: str = ""
     seconds: float = 0.0
     extra_html: str = field(default="")
+    concepts: tuple[str, ...] = ()
 
     def to_html(self) -> str:
         parts = [f'<section id="{html.escape(self.key, quote=True)}">', f"<h2>{html.escape(self.title)}</h2>"]
@@ -85,6 +114,8 @@ class Section:
             ]
         if self.extra_html:
             parts.append(self.extra_html)
+        if self.concepts:
+            parts.append(f'<p class="read">Concept pages: {concept_links(self.concepts)}</p>')
         parts.append(f'<p class="meta">built in {self.seconds:.1f} s</p>')
         return "\n".join(parts + ["</section>"])
 
@@ -93,8 +124,8 @@ def _paragraphs(text: str) -> str:
     return "".join(f"<p>{html.escape(p.strip())}</p>" for p in text.strip().split("\n\n") if p.strip())
 
 
-def render(title: str, intro: str, sections: list[Section], footer: str = "") -> str:
-    """The whole page as one HTML string."""
+def render(title: str, intro: str, sections: list[Section], footer: str = "", top_html: str = "") -> str:
+    """The whole page as one HTML string; ``top_html`` (trusted) goes under the introduction."""
     nav = "".join(
         f'<li><a href="#{html.escape(s.key, quote=True)}">{html.escape(s.title)}</a></li>' for s in sections
     )
@@ -112,6 +143,7 @@ def render(title: str, intro: str, sections: list[Section], footer: str = "") ->
 <body>
 <h1>{html.escape(title)}</h1>
 <p class="meta">{html.escape(intro)}</p>
+{top_html}
 <nav><ol>{nav}</ol></nav>
 {body}
 <hr><p class="meta">{html.escape(footer)}</p>

@@ -34,7 +34,10 @@ def get_lesson(number: str | int) -> Lesson:
     if key.isascii() and key.isdigit():
         key = f"{int(key):02d}"
     if key not in LESSONS:
-        raise ValueError(f"unknown lesson {str(number)!r}; choose one of {', '.join(LESSONS)}")
+        raise ValueError(
+            f"unknown Week 1 code block {str(number)!r}; choose one of {', '.join(LESSONS)} "
+            "(the Week 19 lessons are 'attnlab study')"
+        )
     return LESSONS[key]
 
 

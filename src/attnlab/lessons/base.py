@@ -36,6 +36,11 @@ class Lesson:
             raise ValueError(f"number must be two digits like '01', got {self.number!r}")
         object.__setattr__(self, "code", textwrap.dedent(inspect.getsource(self.func)).rstrip())
 
+    @property
+    def name(self) -> str:
+        """What the reader calls it: ``"Week 1 code block 5"`` (not a Week 19 lesson of ``attnlab study``)."""
+        return f"Week 1 code block {int(self.number)}"
+
     def run(self) -> list[str]:
         """Execute the lesson. Returns the Output lines: first the lines printed in the notes (the same
         text, except floating-point discrepancy figures, which stay below 1e-6), then extra lines

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnlab import ref
+from attnlab._checks import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -657,7 +658,8 @@ def iter_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> Iterat
         ValueError: unknown topic (the message lists the topics) or a non-positive count.
     """
     if topic is not None and topic not in TOPICS:
-        raise ValueError(f"unknown topic {topic!r}: choose one of {', '.join(TOPICS)}")
+        hint = did_you_mean(topic, TOPICS)
+        raise ValueError(f"unknown topic {topic!r}: choose one of {', '.join(TOPICS)}{hint}")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
     return _generate(topic, seed, count)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -157,6 +158,24 @@ def _value(expr: str, sizes: dict[str, int], line: int) -> int:
     if value is None or expect_operand:
         raise ValueError(f"line {line}: cannot read the dimension {expr!r}")
     return value
+
+
+MAX_DRAWING_CHARS = 1 << 20  # a drawing is a dozen lines; more is not one
+
+
+def read_drawing(file: str, stdin=None) -> str:
+    """The text of the drawing ``file`` (``'-'``: ``stdin``), read no further than
+    :data:`MAX_DRAWING_CHARS`; ``ValueError`` (one line) for a missing or larger file."""
+    if file == "-":
+        text = stdin.read(MAX_DRAWING_CHARS + 1)
+    else:
+        if not Path(file).is_file():
+            raise ValueError(f"block file {file!r} does not exist")
+        with open(file, encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_DRAWING_CHARS + 1)
+    if len(text) > MAX_DRAWING_CHARS:
+        raise ValueError(f"block file {file!r} is longer than {MAX_DRAWING_CHARS} characters: not a drawing")
+    return text
 
 
 def parse_block(text: str) -> Drawing:

@@ -67,16 +67,26 @@ def _close(got, want, tol: tuple[float, float]) -> bool:
         return False
     for a, b in zip(g, w):
         a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape:
+        if a.shape != b.shape or _wrong_dtype(a, b):
             return False
         if b.dtype == bool:
-            if not np.array_equal(a.astype(bool), b):
+            if not np.array_equal(a, b):
                 return False
         elif not np.allclose(
             a.astype(np.float64), b.astype(np.float64), atol=tol[0], rtol=tol[1], equal_nan=True
         ):
             return False
     return True
+
+
+def _wrong_dtype(a: np.ndarray, b: np.ndarray) -> str | None:
+    """Why ``a`` cannot stand for ``b``: a mask must be bool (not 0/1 numbers), numbers must be real
+    floating point (a complex or integer array is not an answer, whatever its values)."""
+    if b.dtype == bool:
+        return None if a.dtype == bool else f"is {a.dtype}, expected a bool mask (True = may attend)"
+    if a.dtype.kind != "f":
+        return f"is {a.dtype}, expected real floating-point numbers (float32 or float64)"
+    return None
 
 
 def _shape(a) -> str:
@@ -98,8 +108,9 @@ def _what_is_off(check: Check, got) -> tuple[str, float | None]:
         a = np.asarray(a)
         if a.shape != b.shape:
             return f"{name} has shape {_shape(a)}, expected {_shape(b)}", None
-        if b.dtype == bool and a.dtype != bool:
-            return f"{name} is {a.dtype}, expected a bool mask", None
+        wrong = _wrong_dtype(a, b)
+        if wrong is not None:
+            return f"{name} {wrong}", None
         if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
             return f"{name} contains NaN or inf (overflow?)", None
         worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0)))

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnlab._checks import did_you_mean
+
 
 class Baseline:
     """The exercise's six functions, one plain NumPy line or two each (signatures of the starter)."""
@@ -284,4 +286,5 @@ def get_mistake(key: str) -> Mistake:
     for m in MISTAKES:
         if m.key == key:
             return m
-    raise ValueError(f"unknown mistake {key!r}: choose one of {', '.join(MISTAKE_KEYS)}")
+    hint = did_you_mean(key, MISTAKE_KEYS)
+    raise ValueError(f"unknown mistake {key!r}: choose one of {', '.join(MISTAKE_KEYS)}{hint}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnlab._checks import did_you_mean
+
 COURSE = "the Week 19 course page (Seq2seq and attention)"
 DONE_WHEN = "You can draw a transformer block from memory and explain what each component is for."
 MILESTONE = "Draw the transformer block from memory"
@@ -17,7 +19,8 @@ MILESTONE = "Draw the transformer block from memory"
 
 @dataclass(frozen=True)
 class Lesson:
-    """One lesson of the course page with where attnlab covers it."""
+    """One lesson of the Week 19 course page ("Week 19 lesson N", ticked with ``attnlab study tick N``;
+    not a Week 1 code block of ``attnlab lesson``) with where attnlab covers it."""
 
     number: int
     title: str
@@ -26,6 +29,11 @@ class Lesson:
     commands: tuple[str, ...]
     myths: tuple[int, ...]
     quiz_topics: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """``"Week 19 lesson 5"``."""
+        return f"Week 19 lesson {self.number}"
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -72,7 +80,7 @@ LESSONS: tuple[Lesson, ...] = (
         ("11-positions.md",),
         (),
         (19,),
-        (),
+        ("positions",),
     ),
     Lesson(
         6,
@@ -139,7 +147,10 @@ def get_lesson(number) -> Lesson:
     """Lesson 1..7; ``ValueError`` naming the range otherwise."""
     text = str(number).strip()
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= len(LESSONS):
-        raise ValueError(f"unknown lesson {str(number)!r}: choose a number from 1 to {len(LESSONS)}")
+        raise ValueError(
+            f"unknown Week 19 lesson {str(number)!r}: choose a number from 1 to {len(LESSONS)} "
+            "(the Week 1 code blocks are 'attnlab lesson')"
+        )
     return LESSONS[int(text) - 1]
 
 
@@ -149,11 +160,34 @@ def get_exercise(name: str, graded_only: bool = False) -> Exercise:
     for e in choices:
         if e.name == name:
             return e
-    raise ValueError(f"unknown exercise {name!r}: choose one of {', '.join(e.name for e in choices)}")
+    names = [e.name for e in choices]
+    raise ValueError(
+        f"unknown exercise {name!r}: choose one of {', '.join(names)}{did_you_mean(name, names)}"
+    )
+
+
+def practice_next(latest: dict, passed: set[str]) -> list[str]:
+    """What ``attnlab practice list`` suggests: for each graded exercise not yet passed, start it or
+    check it again (its latest file); once every one has passed, that (the stretch is not graded)."""
+    steps = []
+    for name in GRADED:
+        if name in passed:
+            continue
+        last = latest.get(name)
+        if last is None:
+            steps.append(f"next: attnlab practice start {name}")
+        else:
+            steps.append(
+                f"next: attnlab practice check {name} {last['file']} (latest {last['score']}/{last['total']})"
+            )
+    if not steps:
+        return ["every graded exercise has passed; the stretch goal (summary) is not graded"]
+    return steps
 
 
 def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> dict:
-    """The state of the week as data: lessons (ticked, best quiz scores), practice, milestone, next step."""
+    """The state of the week as data: lessons (ticked, best quiz scores per topic), ``mixed_quiz``
+    (the best quiz taken without ``--topic``, ``None`` if none), practice, milestone, next step."""
     lessons = []
     for lesson in LESSONS:
         scores = {t: best_quiz[t] for t in lesson.quiz_topics if t in best_quiz}
@@ -184,7 +218,7 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
         lesson = LESSONS[todo[0] - 1]
         run = f"'{lesson.commands[0]}'" if lesson.commands else f"'attnlab myths {lesson.myths[0]}'"
         step = (
-            f"lesson {lesson.number} ({lesson.title}): read docs/concepts/{lesson.concepts[0]}, run {run}, "
+            f"{lesson.name} ({lesson.title}): read docs/concepts/{lesson.concepts[0]}, run {run}, "
             f"then 'attnlab study tick {lesson.number}' once you can explain it"
         )
     elif "attention" not in passed:
@@ -196,4 +230,11 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
         step = "the milestone: 'attnlab practice start block', then 'attnlab practice check block FILE'"
     else:
         step = "the week is done; the stretch goal (a one-page summary of the paper) is optional"
-    return {"lessons": lessons, "practice": practice, "milestone": milestone, "next": step}
+    mixed = best_quiz.get(None)
+    return {
+        "lessons": lessons,
+        "mixed_quiz": None if mixed is None else f"{mixed[0]}/{mixed[1]}",
+        "practice": practice,
+        "milestone": milestone,
+        "next": step,
+    }

@@ -1,22 +1,33 @@
-"""Run the learner's functions in a separate, limited process (:mod:`attnlab.practice.worker`).
+"""Run the learner's functions in a separate, confined process (:mod:`attnlab.practice.worker`).
 
 :class:`Sandbox` keeps one worker alive across calls (a call costs a round trip, not an import of
 NumPy). Each call has its own time limit; when the worker does not answer in time it is killed and
 the next call starts a fresh one, so an infinite loop fails one check and the others still run.
 A worker that ends (``os._exit``, a segmentation fault, the memory limit) fails the call it was
 running the same way.
+
+The worker runs in a session and process group of its own, in a fresh temporary folder (deleted
+with it), and confines itself before it imports the learner's file (:mod:`attnlab.practice.confine`).
+:meth:`Sandbox.close` kills its whole process group. Every reply is untrusted: its size is checked
+before anything is read, then each field (:func:`attnlab.practice.wire.unpack_reply`); a malformed
+reply fails the call with one line and the worker is replaced. Writing a call never blocks past the
+time limit either, so a verdict always comes within the limits.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+import attnlab
 from attnlab.practice import wire
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -48,6 +59,8 @@ class Sandbox:
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
         self.proc: subprocess.Popen | None = None
+        self.workdir: str | None = None
+        self.confined: list[str] = []  # what the last worker reported applied (see confine.confine)
         self.starts = 0
         self.import_error: str | None = None  # once the file fails to import, every call fails with it
 
@@ -58,33 +71,52 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
-        """Kill the worker (if any) and reap it."""
+        """Kill the worker's process group (if any), reap the worker, delete its folder."""
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own group: start_new_session
+            except (ProcessLookupError, PermissionError):
+                pass  # the group is gone already
             self.proc.wait()
             for stream in (self.proc.stdin, self.proc.stdout):
                 stream.close()
             self.proc = None
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
 
     def start(self) -> str | None:
         """Start a worker and import the file; ``None`` when ready, else why the import failed."""
         self.close()
         self.starts += 1
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self.workdir = tempfile.mkdtemp(prefix="attnlab-practice-")
+        package_root = str(Path(attnlab.__file__).resolve().parents[1])  # the cwd changes: absolute
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([package_root, *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "attnlab.practice.worker", self.path, str(self.memory_mb)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            cwd=self.workdir,
             env=env,
+            start_new_session=True,
         )
+        os.set_blocking(self.proc.stdin.fileno(), False)
         reply = self._read(max(self.import_timeout_s, self.timeout_s))
         if isinstance(reply, str):
             return reply
-        if str(reply["__status__"]) == "import-error":
+        status, value = reply
+        if status != "ready":
             self.close()
-            return str(reply["__error__"])
+            return value if status == "import-error" else f"sent {status!r} before it was ready"
+        self.confined = value.split(",")
         return None
 
     @property
@@ -101,43 +133,76 @@ class Sandbox:
             if why is not None:
                 self.import_error = f"importing your file failed: {why}"
                 return Outcome(error=self.import_error)
-        try:
-            wire.send(self.proc.stdin, wire.pack_call(name, args, kwargs))
-        except (BrokenPipeError, OSError):
-            return Outcome(error=self._ended())
-        reply = self._read(self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        why = self._write(wire.encode(wire.pack_call(name, args, kwargs)), deadline)
+        if why is not None:
+            return Outcome(error=why)
+        reply = self._read(self.timeout_s, deadline)
         if isinstance(reply, str):
             return Outcome(error=reply)
-        if str(reply["__status__"]) != "ok":
-            return Outcome(error=str(reply["__error__"]))
-        return Outcome(value=wire.unpack_result(reply))
+        status, value = reply
+        if status == "ok":
+            return Outcome(value=value)
+        if status == "error":
+            return Outcome(error=value)
+        self.close()
+        return Outcome(error=f"sent a malformed reply (status {status!r} to a call); stopped")
 
-    def _read(self, timeout_s: float) -> dict | str:
-        """The next message, or a one-line reason there is none (time limit, process ended)."""
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        buf = b""
-        need = 8
-        while len(buf) < need:
+    def _timed_out(self, timeout_s: float) -> str:
+        self.close()
+        return f"did not finish within {timeout_s:g} s (an infinite loop?); stopped"
+
+    def _write(self, data: bytes, deadline: float) -> str | None:
+        """Send ``data`` before ``deadline``; ``None``, or why not (the worker ended or stopped reading)."""
+        fd, view = self.proc.stdin.fileno(), memoryview(data)
+        while view:
             left = deadline - time.monotonic()
-            ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
-            if not ready:
-                self.close()
-                return f"did not finish within {timeout_s:g} s (an infinite loop?); stopped"
-            chunk = os.read(fd, need - len(buf))
-            if not chunk:
-                return self._ended()
-            buf += chunk
-            if need == 8 and len(buf) >= 8:
-                need = 8 + wire.HEADER.unpack(buf[:8])[0]
-        try:
-            return wire.decode(buf[8:need])
-        except ValueError as exc:  # e.g. an object array smuggled in
-            return f"sent something that is not an array of numbers ({exc})"
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                return self._timed_out(self.timeout_s)
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError:  # BrokenPipeError: it ended
+                return self._ended(deadline)
+        return None
 
-    def _ended(self) -> str:
+    def _read_exact(self, n: int, deadline: float, timeout_s: float) -> bytes | str:
+        fd, chunks, got = self.proc.stdout.fileno(), [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return self._timed_out(timeout_s)
+            chunk = os.read(fd, min(n - got, 1 << 20))
+            if not chunk:
+                return self._ended(deadline)
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def _read(self, timeout_s: float, deadline: float | None = None) -> tuple[str, object] | str:
+        """The next reply as ``(status, value)`` (:func:`wire.unpack_reply`), or a one-line reason
+        there is none: the time limit, the process ended, a malformed reply (the worker is killed)."""
+        deadline = time.monotonic() + timeout_s if deadline is None else deadline
+        header = self._read_exact(wire.HEADER.size, deadline, timeout_s)
+        if isinstance(header, str):
+            return header
+        try:
+            body = self._read_exact(wire.message_size(header), deadline, timeout_s)
+            if isinstance(body, str):
+                return body
+            return wire.unpack_reply(wire.decode(body))
+        except wire.WireError as exc:
+            self.close()
+            return f"sent a malformed reply ({exc}); stopped"
+
+    def _ended(self, deadline: float) -> str:
         """Why the worker ended: the signal (a crash) or the exit status (``os._exit``)."""
-        code = self.proc.wait()
+        try:
+            code = self.proc.wait(max(deadline - time.monotonic(), 0.05))
+        except subprocess.TimeoutExpired:  # it closed its end of the pipe but runs on
+            self.close()
+            return "closed its channel to the grader without ending; stopped"
         self.close()
         if code < 0:
             name = signal.Signals(-code).name

@@ -35,6 +35,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("multi_head_attention", ("x_q", "x_kv", "W_q", "W_k", "W_v", "W_o", "num_heads"), ("mask",)),
 )
 FUNCTIONS = tuple(s.name for s in SIGNATURES)
+MAX_FILE_BYTES = 1 << 20  # the six functions take a few KiB
 
 ATTENTION_STARTER = '''"""attnlab practice: attention in NumPy (the Week 19 course page, core practice).
 
@@ -142,6 +143,9 @@ def check_file(path: str | Path) -> None:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"practice file {str(path)!r} does not exist")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ValueError(f"{path} has {size} bytes; a practice file has at most {MAX_FILE_BYTES}")
     try:
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source, filename=str(path))
@@ -149,6 +153,8 @@ def check_file(path: str | Path) -> None:
         raise ValueError(f"{path} is not Python: it is not UTF-8 text") from None
     except SyntaxError as exc:
         raise ValueError(f"{path} is not Python: line {exc.lineno}: {exc.msg}") from None
+    except (MemoryError, RecursionError):  # the parser's own stack: an expression nested thousands deep
+        raise ValueError(f"{path} is not Python that can be read: it is nested too deeply") from None
     defined: dict[str, ast.AST] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -1,10 +1,13 @@
 """The child process that runs the learner's code: ``python -m attnlab.practice.worker FILE LIMIT_MB``.
 
-It limits its own address space (``RLIMIT_AS``) and CPU time, imports the learner's file, then
-answers calls until its input ends. Messages both ways are length-prefixed ``.npz`` archives read
-with ``allow_pickle=False`` (see :mod:`attnlab.practice.wire`), on duplicates of the original
-stdin/stdout; file descriptors 0 and 1 are pointed at ``/dev/null`` so a ``print`` in the learner's
-code cannot corrupt the protocol. Every exception of the learner's code, ``SystemExit`` and
+Started by :class:`attnlab.practice.sandbox.Sandbox` in a session of its own and in an empty
+working folder. It imports NumPy, confines itself (:mod:`attnlab.practice.confine`: hard limits,
+no new process, no signal to another process, nothing writable but its folder, attnlab and
+PyTorch unreadable), imports the learner's file, then answers calls until its input ends. Messages
+both ways are :mod:`attnlab.practice.wire` messages on duplicates of the original stdin/stdout; file
+descriptors 0 and 1 are pointed at ``/dev/null`` so a ``print`` in the learner's code cannot
+corrupt the protocol. The learner's code can still reach those duplicates (a frame local), so the
+grader treats every reply as untrusted. Every exception of the learner's code, ``SystemExit`` and
 ``KeyboardInterrupt`` included, is returned as an error message; ``os._exit``, a crash or a hang
 is seen by the parent as the process ending or not answering.
 """
@@ -13,19 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import resource
 import sys
 import traceback
-
-
-def _limit_memory(limit_mb: int) -> None:
-    """Address space at most ``limit_mb`` MiB (a huge allocation raises MemoryError); no core files."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    limit = limit_mb * 1024 * 1024
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _error_text(exc: BaseException, path: str) -> str:
@@ -48,22 +40,21 @@ def main() -> None:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    import numpy as np
+    import numpy  # noqa: F401 - imported before the limits, as the learner's file would
 
     from attnlab.practice import wire
+    from attnlab.practice.confine import confine
 
-    _limit_memory(limit_mb)
-    sys.path.insert(0, os.path.dirname(path))
+    confined = confine(limit_mb, os.getcwd(), path)
+    sys.path[0:0] = [os.path.dirname(path)]
     try:
         spec = importlib.util.spec_from_file_location("learner_solution", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - whatever their file raises is reported, not raised
-        wire.send(
-            out, {"__status__": np.array("import-error"), "__error__": np.array(_error_text(exc, path))}
-        )
+        wire.send(out, {"status": "import-error", "error": _error_text(exc, path)})
         return
-    wire.send(out, {"__status__": np.array("ready")})
+    wire.send(out, {"status": "ready", "confined": ",".join(confined)})
     while True:
         request = wire.receive(inp)
         if request is None:
@@ -73,11 +64,11 @@ def main() -> None:
             result = getattr(module, name)(*args, **kwargs)
             reply = wire.pack_result(result)
         except BaseException as exc:  # noqa: BLE001
-            reply = {"__status__": np.array("error"), "__error__": np.array(_error_text(exc, path))}
+            reply = {"status": "error", "error": _error_text(exc, path)}
         try:
             wire.send(out, reply)
         except MemoryError:
-            wire.send(out, {"__status__": np.array("error"), "__error__": np.array("MemoryError")})
+            wire.send(out, {"status": "error", "error": "MemoryError"})
 
 
 if __name__ == "__main__":

@@ -399,6 +399,7 @@ def render_html(
     min_weight: float = MIN_WEIGHT,
     focus: dict | None = None,
     back: tuple[str, str] | None = None,
+    links: list[tuple[str, str]] = (),
 ) -> str:
     """The explorer page for precomputed views (one self-contained HTML document).
 
@@ -410,6 +411,8 @@ def render_html(
         focus: where the page opens (:func:`opening_focus`; computed when ``None``).
         back: ``(href, text)`` of a link back to the page that made this one (a relative
             ``.html`` path, e.g. the demo report's ``index.html``).
+        links: more ``(href, text)`` links shown under it (relative ``.html`` paths, e.g. the
+            concept pages the demo report writes next to the explorer).
     """
     if not views:
         raise ValueError("views must hold at least one AttentionView")
@@ -422,8 +425,9 @@ def render_html(
         raise ValueError("explorer assets must not contain closing tags")
     if focus is not None:
         _check_focus(views, focus)
-    if back is not None and not _BACK_HREF.match(str(back[0])):
-        raise ValueError(f"back link must be a relative .html path, got {back[0]!r}")
+    for href, _ in ([back] if back is not None else []) + list(links):
+        if not _BACK_HREF.match(str(href)):
+            raise ValueError(f"a link must be a relative .html path, got {href!r}")
     data = {
         "model": str(model_label),
         "sentence": str(sentence),
@@ -431,6 +435,7 @@ def render_html(
         "views": [v.to_json() for v in views],
         "initial": opening_focus(views) if focus is None else dict(focus),
         "back": None if back is None else {"href": str(back[0]), "text": str(back[1])},
+        "links": [{"href": str(h), "text": str(t)} for h, t in links],
     }
     parts = {
         "CSP": html.escape(content_security_policy(script, style), quote=True),
@@ -454,6 +459,7 @@ class Explorer:
         min_weight: float = MIN_WEIGHT,
         focus: dict | None = None,
         back: tuple[str, str] | None = None,
+        links: list[tuple[str, str]] = (),
     ):
         self.views = list(views)
         self.model_label = model_label
@@ -466,6 +472,7 @@ class Explorer:
             min_weight=min_weight,
             focus=self.focus,
             back=back,
+            links=links,
         )
 
     def __repr__(self) -> str:
@@ -512,11 +519,13 @@ def write_explorer(
     min_weight: float = MIN_WEIGHT,
     focus: tuple[str, str] | None = None,
     back: tuple[str, str] | None = None,
+    links: list[tuple[str, str]] = (),
 ) -> Path:
     """Write the explorer page for ``sentence`` and ``model`` to ``out_path`` atomically; return the path.
 
     ``focus=(query_token, key_token)`` opens the page on that token and the head where it attends
-    most to the key (e.g. ``("it", "animal")``); ``back=(href, text)`` adds a link back.
+    most to the key (e.g. ``("it", "animal")``); ``back=(href, text)`` adds a link back, ``links`` more
+    links (relative ``.html`` paths).
     """
     out = Path(out_path)
     if out.is_dir():
@@ -524,6 +533,12 @@ def write_explorer(
     views, label = attention_views(sentence, model)
     where = None if focus is None else opening_focus(views, *focus)
     page = Explorer(
-        views, model_label=label, sentence=sentence, min_weight=min_weight, focus=where, back=back
+        views,
+        model_label=label,
+        sentence=sentence,
+        min_weight=min_weight,
+        focus=where,
+        back=back,
+        links=links,
     )
     return page.save(out)

@@ -75,25 +75,47 @@ def scaled_frequencies(
     return _save(fig, Path(path))
 
 
+MARKERS = "osD^vP*Xhp<>"
+DODGE = 0.045  # octaves between neighbouring series on the log-2 length axis
+
+
 def accuracy_vs_length(result: dict, path) -> str:
     """Accuracy against evaluation length (log-2 axis), one line per row of an extrapolation result
     (:meth:`attnlab.experiments.extrapolation.Result.to_json`); cells that do not apply are left
-    out, and a model below the accuracy bar at the training length is labelled "(undertrained)". The
-    legend sits outside the axes; dashed lines are scalings applied at evaluation only. Writes a PNG;
-    returns its path."""
+    out, and a model below the accuracy bar at the length it was trained at is labelled so. Each series
+    has its own marker and is shifted by ``DODGE`` octaves from its neighbour, so equal scores stay
+    visible; the legend sits outside the axes; dashed lines are scalings applied at evaluation only.
+    Writes a PNG; returns its path."""
+    return _save(accuracy_figure(result), Path(path))
+
+
+def accuracy_figure(result: dict):
+    """The figure :func:`accuracy_vs_length` saves (matplotlib ``Figure``; the caller closes it)."""
     plt = _pyplot()
     lengths = result["lengths"]
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for row in result["rows"]:
+    rows = result["rows"]
+    failed = result.get("did_not_learn", result.get("undertrained", ()))
+    for k, row in enumerate(rows):
         pts = [(t, row["results"][str(t)]["accuracy"]) for t in lengths if row["results"][str(t)] is not None]
         style = "--" if row["scaling"] and not row["finetune_steps"] else "-"
-        label = row["name"] + (" (undertrained)" if row["name"] in result.get("undertrained", ()) else "")
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+        label = row["name"] + (" (did not learn at its training length)" if row["name"] in failed else "")
+        # series that score the same (several at 1.0) are drawn side by side, each with its own
+        # marker, and later ones smaller, so none hides another
+        dodge = 2 ** (DODGE * (k - (len(rows) - 1) / 2))
+        ax.plot(
+            [p[0] * dodge for p in pts],
+            [p[1] for p in pts],
+            style,
+            marker=MARKERS[k % len(MARKERS)],
+            markersize=max(4.0, 9.0 - 0.5 * k),
+            label=label,
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(t) for t in lengths])
     ax.set_xlabel(f"evaluation length T (trained at {lengths[0]})")
     ax.set_ylabel("accuracy (latest passkey)")
-    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylim(-0.06, 1.06)  # room for a whole marker at 0 and at 1
     ax.grid(alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    return _save(fig, Path(path))
+    return fig

@@ -191,3 +191,14 @@ def test_a_temperature_of_1e_300_samples_the_greedy_tokens(hf_dirs, capsys):
         assert code == 0
         tokens.append(json.loads(out)["tokens"])
     assert tokens[0] == tokens[1] and len(tokens[0]) == 8
+
+
+def test_generate_quiet_prints_the_text_and_ends_with_a_newline(hf_dirs, capsys):
+    """--quiet: stdout is the generated text and one newline (a shell prompt starts on its own
+    line), greedy streamed or beam search; no timing line on stderr."""
+    for extra in ([], ["--beam", "2"]):
+        args = ["generate", str(hf_dirs["llama"]), "The keys", "--max-new", "6", *extra]
+        code, out, err = _run(capsys, *args, "--quiet")
+        _, js, _ = _run(capsys, *args, "--json")
+        text = json.loads(js)["text"]
+        assert code == 0 and text and out == text + "\n" and err == "", (extra, out, err)

@@ -137,3 +137,22 @@ def rope(hf: dict[str, Any], source: str) -> tuple[float, dict | None]:
         scaling["factor"] = length / scaling[key]
     check_rope_scaling(scaling, f"{source}: rope_scaling")
     return theta, {"rope_type": kind, **{k: v for k, v in scaling.items() if k not in ("type", "rope_type")}}
+
+
+# Hugging Face ``torch_dtype`` (``dtype`` in files written by newer transformers) -> bytes per value.
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def dtype_bytes(hf: dict[str, Any], source: str) -> tuple[int, str] | None:
+    """``(bytes per value, dtype name)`` of the checkpoint's ``torch_dtype``; ``None`` when the file
+    names none. A dtype outside :data:`DTYPE_BYTES` is a ``ValueError`` naming the field."""
+    key = "torch_dtype" if hf.get("torch_dtype") is not None else "dtype"
+    name = hf.get(key)
+    if name is None:
+        return None
+    text = str(name).removeprefix("torch.")
+    if text not in DTYPE_BYTES:
+        raise ValueError(
+            f"{source}: {key} {name!r} has no known size (known: {', '.join(DTYPE_BYTES)}); pass --bytes N"
+        )
+    return DTYPE_BYTES[text], text

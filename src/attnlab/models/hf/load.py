@@ -69,6 +69,15 @@ def model_config_from_hf(path: str | Path):
     )
 
 
+def config_dtype_bytes(path: str | Path) -> tuple[int, str] | None:
+    """``(bytes per value, dtype)`` of the ``torch_dtype`` in a checkpoint's ``config.json`` (``path``:
+    the directory or the file), ``None`` if it names none: what ``audit cost --config`` sizes memory in."""
+    from attnlab.models.hf.fields import dtype_bytes
+
+    path = Path(path)
+    return dtype_bytes(read_hf_config(path), str(path / CONFIG if path.is_dir() else path))
+
+
 def load_hf(directory: str | Path, dtype: torch.dtype = torch.float32):
     """The model of the Hugging Face checkpoint in ``directory``, in eval mode, weights in ``dtype``.
 

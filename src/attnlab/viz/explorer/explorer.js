@@ -294,6 +294,7 @@
     var v = view(), grid = $("model-view");
     while (grid.firstChild) grid.removeChild(grid.firstChild);
     var size = Math.max(28, Math.min(72, Math.floor(900 / v.heads) - 8));
+    $("badge-legend").hidden = !(v.badges || []).some(function (row) { return row.some(Boolean); });
     grid.style.gridTemplateColumns = "64px repeat(" + v.heads + ", " + (size + 2) + "px)";
     var corner = document.createElement("div");
     grid.appendChild(corner);
@@ -399,5 +400,12 @@
     a.textContent = DATA.back.text;
     $("back-line").hidden = false;
   }
+  (DATA.links || []).forEach(function (link) {
+    var a = document.createElement("a");
+    a.href = link.href;
+    a.textContent = link.text;
+    $("links-line").appendChild(a);
+    $("links-line").hidden = false;
+  });
   document.body.dataset.ready = "true";
 })();
