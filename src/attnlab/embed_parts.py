@@ -139,6 +139,18 @@ def finished(parts: Path) -> dict[int, Path]:
     return found
 
 
+def kept(parts: Path) -> tuple[int, int]:
+    """``(sentences, parts)`` on disk in ``parts`` (rows read from each part's header; a part whose
+    header no longer reads is not counted: a resume embeds it again)."""
+    rows = []
+    for p in finished(parts).values():
+        try:
+            rows.append(np.load(p, mmap_mode="r").shape[0])
+        except (OSError, ValueError):
+            continue
+    return sum(rows), len(rows)
+
+
 def text_hash(name: str) -> str:
     """The text hash in a part's file name."""
     return name.split("-")[1]

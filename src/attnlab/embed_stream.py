@@ -179,9 +179,9 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C during :func:`embed_file`: ``kept`` of ``total`` sentences (None: stdin, not counted)
     are safe in ``parts`` finished parts under ``folder``; ``--resume`` continues from there."""
 
-    def __init__(self, kept: int, total: int | None, parts: int, folder: Path):
-        super().__init__(kept, total, parts, folder)
-        self.kept, self.total, self.parts, self.folder = kept, total, parts, folder
+    def __init__(self, kept: int, parts: int, total: int | None, folder: Path):
+        super().__init__(kept, parts, total, folder)
+        self.kept, self.parts, self.total, self.folder = kept, parts, total, folder
 
     def __str__(self) -> str:
         of = f" of {self.total:,}" if self.total is not None else ""
@@ -290,13 +290,13 @@ def embed_file(
         try:
             embed_parts.start(parts, manifest, resume, say)
             files = _embed_chunks(model, tokenizer, source, parts, manifest, summary, bar.update, say)
+            _refuse_stale(parts, files, source)
+            assemble(files, out, d)
         except KeyboardInterrupt:
-            raise Interrupted(summary["sentences"], total, summary["chunks"], parts) from None
+            raise Interrupted(*embed_parts.kept(parts), total, parts) from None
         finally:
             bar.close()
-        _refuse_stale(parts, files, source)
-        assemble(files, out, d)
-    shutil.rmtree(parts)
+        shutil.rmtree(parts)
     seconds = time.perf_counter() - start
     summary.update(
         seconds=seconds, sentences_per_s=summary["sentences"] / max(seconds, 1e-9), output=str(out)

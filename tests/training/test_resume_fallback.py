@@ -154,6 +154,23 @@ def test_a_state_file_that_is_not_an_object_is_one_line(runs, tmp_path, file, co
         assert str(out / file) in lines[0] or file.startswith("ckpt"), lines
 
 
+def test_a_config_nested_too_deeply_is_one_line(runs, tmp_path):
+    """Even with its sha256 recorded to match (so verification passes), the checkpoint's model
+    config.json nested 100,000 deep is one line, not a RecursionError traceback."""
+    out = _copy(runs, tmp_path)
+    ck = out / "ckpt-000010"
+    (out / "latest.json").write_text('{"checkpoint": "ckpt-000010", "step": 10}')
+    (ck / "config.json").write_text(DEEP)
+    state = json.loads((ck / "state.json").read_text())
+    state["files"]["config.json"] = hashlib.sha256(DEEP.encode()).hexdigest()
+    (ck / "state.json").write_text(json.dumps(state))
+    result = _resume(out)
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"Error: {ck / 'config.json'} is not valid JSON (nested too deeply to read)"
+    ]
+
+
 def test_a_damaged_lock_file_is_taken_over(runs, tmp_path):
     out = _copy(runs, tmp_path)
     for junk in (DEEP, "[1]", '{"pid": 1e400}', '{"pid": 99999999999999999999}'):

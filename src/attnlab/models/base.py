@@ -215,6 +215,8 @@ def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:  # json's parser on [[[...]]] 100,000 deep
+        raise ValueError(f"{path} is not valid JSON (nested too deeply to read)") from None
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise ValueError(f"{path} must be a JSON object with 'model' and 'config', got {type(data).__name__}")
     kind = data.get("model")
