@@ -167,3 +167,25 @@ def test_sigint_keeps_the_finished_parts_and_resume_completes_them(tiny_checkpoi
     _, stderr = resumed.communicate()
     assert resumed.returncode == 0, stderr
     assert out.read_bytes() == (tmp_path / "ref.npy").read_bytes()
+
+
+def test_the_command_says_the_redo_and_counts_it(tiny, tiny_checkpoint, tmp_path):
+    src, out = tmp_path / "in.txt", tmp_path / "out.npy"
+    _write(src, N)
+    kw = {"chunk_size": CHUNK, "model_name": str(tiny_checkpoint)}  # the settings the command records
+    with pytest.raises(Interrupted):
+        embed_file(*tiny, str(src), str(out), progress=_Recorder(stop=CHUNK + 1), **kw)
+    parts = tmp_path / "out.npy.parts"
+    part = next(parts.glob("000000-*.npy"))
+    part.write_bytes(part.read_bytes()[:-4] + np.array([np.nan], dtype="<f4").tobytes())  # the last value
+    args = ["embed", "--model", str(tiny_checkpoint), "--input", str(src), "--output", str(out)]
+    result = CliRunner().invoke(cli, [*args, "--chunk-size", str(CHUNK), "--resume", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"warning: {parts}: part 0 (sentences 1-50) failed its sha256 check (damaged); embedding it again"
+    ]
+    assert result.stdout.startswith(
+        f"wrote 250 x 16 float32 embeddings to {out} (0 of 5 parts resumed, 1 damaged and embedded again): "
+    )
+    fresh = CliRunner().invoke(cli, [*args[:-1], str(tmp_path / "ref.npy"), "--chunk-size", str(CHUNK)])
+    assert fresh.exit_code == 0 and out.read_bytes() == (tmp_path / "ref.npy").read_bytes()
