@@ -189,3 +189,39 @@ def test_the_command_says_the_redo_and_counts_it(tiny, tiny_checkpoint, tmp_path
     )
     fresh = CliRunner().invoke(cli, [*args[:-1], str(tmp_path / "ref.npy"), "--chunk-size", str(CHUNK)])
     assert fresh.exit_code == 0 and out.read_bytes() == (tmp_path / "ref.npy").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_bar_on_a_terminal_and_plain_lines_elsewhere(tiny_checkpoint, tmp_path):
+    """The same command, its stderr a pseudo-terminal (a redrawn tqdm bar) and then a pipe (plain
+    lines, ``embed: N/M sentences``)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    src = tmp_path / "in.txt"
+    _write(src, N)
+    env = {k: v for k, v in os.environ.items() if k != "ATTNLAB_PROGRESS"}
+    args = [sys.executable, "-m", "attnlab", "embed", "--model", str(tiny_checkpoint), "--input", str(src)]
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    proc = subprocess.Popen([*args, "--output", str(tmp_path / "a.npy")], stderr=follower, env=env)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the follower side closed: the process ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait() == 0
+    text = seen.decode(errors="replace")
+    assert "\r" in text and "250/250" in text and "sentences/s" in text, text
+    piped = subprocess.run(
+        [*args, "--output", str(tmp_path / "b.npy")], capture_output=True, text=True, env=env
+    )
+    assert piped.returncode == 0 and "\r" not in piped.stderr
+    assert re.search(r"^embed: 250/250 sentences \(100%\) ", piped.stderr, re.M), piped.stderr

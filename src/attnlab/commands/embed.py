@@ -259,6 +259,15 @@ def _draw(pairs, path: str) -> None:
     plt.close(ax.figure)
 
 
+def _warn(line: str) -> None:
+    """A warning on stderr, even with --quiet; above the progress bar on a terminal, not through it."""
+    import sys
+
+    from tqdm import tqdm
+
+    tqdm.write(f"warning: {line}", file=sys.stderr)
+
+
 def _embed_file(
     model_name, source, output, fmt, field, batch_size, dtype, chunk_size, resume, overwrite, quiet, as_json
 ):
@@ -284,7 +293,7 @@ def _embed_file(
             model_name=model_name,
             progress=lambda n: progress(total=n, desc="embed", unit="sentences", quiet=quiet),
             total=total,
-            log=lambda line: click.echo(f"warning: {line}", err=True),
+            log=_warn,
         )
     except Interrupted as stop:
         click.echo(f"{stop}; run the same command with --resume to continue into {output}", err=True)
