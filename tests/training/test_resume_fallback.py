@@ -96,6 +96,17 @@ def test_no_pointer_and_a_complete_newest_checkpoint_resumes_from_it(runs, tmp_p
     assert json.loads(result.stdout)["step"] == STEPS and _same_weights(out, runs[0])
 
 
+def test_evaluate_without_a_pointer_names_the_checkpoint_and_the_way_back(runs, tmp_path):
+    out = _copy(runs, tmp_path)
+    (out / "latest.json").unlink()
+    result = CliRunner().invoke(cli, ["evaluate", str(out), "--n", "2"])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"Error: {out} holds no checkpoint (no latest.json); ckpt-000010 verifies: "
+        f"`attnlab train --out {out} --resume` continues from it"
+    ]
+
+
 def test_a_damaged_pointed_checkpoint_falls_back_to_the_previous_one(runs, tmp_path):
     out = _copy(runs, tmp_path)
     (out / "latest.json").write_text('{"checkpoint": "ckpt-000010", "step": 10}')

@@ -131,8 +131,9 @@ def train(
         out = _default_out(config.task, config.model)  # named in the last line: never thrown away
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
+    log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
     if nproc > 1:
-        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet)
+        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
         if out is None:
             return
         _, state = load_trained(out)
@@ -147,7 +148,7 @@ def train(
             progress=not quiet and rank == 0,
             rank=rank,
             world=world,
-            log=lambda line: click.echo(line, err=True),  # repairs are said even with --quiet
+            log=log,
             device=device,
         )
         if rank != 0:

@@ -271,7 +271,13 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
         raise ValueError(f"{out} holds no checkpoint (no such folder)")
     found = _read_pointer(out)
     if found is None:
-        raise ValueError(f"{out} holds no checkpoint (no {POINTER})")
+        done = _complete_checkpoints(out)
+        hint = (
+            f"; {done[0].name} verifies: `attnlab train --out {out} --resume` continues from it"
+            if done
+            else ""
+        )
+        raise ValueError(f"{out} holds no checkpoint (no {POINTER}){hint}")
     path = out / found[0]
     if not (path / STATE).is_file():
         raise ValueError(f"{out / POINTER} points at {found[0]!r}, which is not a complete checkpoint")
