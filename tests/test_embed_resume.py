@@ -73,6 +73,10 @@ def test_progress_comes_after_every_batch_and_an_interrupt_says_what_was_kept(in
     assert (stop.kept, stop.total, stop.parts) == (100, N, 2)
     assert str(stop) == f"interrupted: 100 of 250 sentences kept in 2 part(s) in {out}.parts"
     assert len(list((out.parent / "out.npy.parts").glob("0*.npy"))) == 2
+    from_stdin = Interrupted(1_536, 3, None, out.parent / "o.npy.parts")  # stdin: no total known
+    assert (
+        str(from_stdin) == f"interrupted: 1,536 sentences kept in 3 part(s) in {out.parent / 'o.npy.parts'}"
+    )
 
 
 def test_a_damaged_part_is_embedded_again_and_said(tiny, interrupted):
