@@ -112,7 +112,7 @@ def train(
 ) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
     from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_checkpoint, load_trained
+    from attnlab.training.checkpoint import load_resumable, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
     from attnlab.training.trainer import train as run
 
@@ -121,7 +121,7 @@ def train(
     device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
         raise ValueError("--resume needs --out DIR")
-    base = load_checkpoint(out).config if resume else None
+    base = load_resumable(out)[0].config if resume else None  # the checkpoint the run continues
     from attnlab.training.config import config_from_options
 
     given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
@@ -131,8 +131,9 @@ def train(
         out = _default_out(config.task, config.model)  # named in the last line: never thrown away
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
+    log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
     if nproc > 1:
-        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet)
+        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
         if out is None:
             return
         _, state = load_trained(out)
@@ -147,7 +148,7 @@ def train(
             progress=not quiet and rank == 0,
             rank=rank,
             world=world,
-            log=None if quiet else (lambda line: click.echo(line, err=True)),
+            log=log,
             device=device,
         )
         if rank != 0:

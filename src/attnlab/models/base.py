@@ -224,7 +224,7 @@ def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {directory}")
-    data = read_json(path)
+    data = read_json(path, kind=None)
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise ValueError(f"{path} must be a JSON object with 'model' and 'config', got {type(data).__name__}")
     kind = data.get("model")

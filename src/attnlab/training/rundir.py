@@ -103,7 +103,7 @@ def clear_run(path: Path) -> None:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all (a damaged lock)
         return False
     except PermissionError:  # exists, owned by someone else
         return True
@@ -120,9 +120,8 @@ def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             try:
-                holder = _io.read_json(lock)
-                pid = int(holder["pid"])
-            except (OSError, ValueError, KeyError, TypeError):
+                pid = int(_io.read_json(lock)["pid"])
+            except (ValueError, KeyError, TypeError, OverflowError):  # unreadable, not ours: stale
                 pid = -1
             if pid > 0 and pid != os.getpid() and _alive(pid):
                 raise ValueError(
@@ -140,8 +139,7 @@ def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
         yield
     finally:
         with contextlib.suppress(OSError, ValueError):
-            holder = _io.read_json(lock)
-            if holder.get("pid") == os.getpid():
+            if _io.read_json(lock).get("pid") == os.getpid():
                 lock.unlink()
 
 

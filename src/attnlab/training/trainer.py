@@ -27,7 +27,14 @@ import torch.nn.functional as F
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
 from attnlab.training import rundir
-from attnlab.training.checkpoint import latest_step, load_checkpoint, recover_pointer, save_checkpoint
+from attnlab.training.checkpoint import (
+    latest_step,
+    load_checkpoint_at,
+    point_at,
+    recover_pointer,
+    resume_point,
+    save_checkpoint,
+)
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
@@ -116,28 +123,41 @@ def preflight(
     removed = rundir.clean_leftovers(out)
     if removed and log:
         log(f"removed {len(removed)} file(s) left by an interrupted write in {out}")
+    if resume:
+        return _resume_from(config, out, log)
     recovered = recover_pointer(out)
     if recovered is not None and log:
-        log(f"{out}: the run was killed before its pointer was written; continuing from step {recovered}")
+        log(f"{out}: the run was killed before its pointer was written; it now names step {recovered}")
     has_run = latest_step(out) is not None
     if overwrite and has_run:
         rundir.clear_run(out)
         has_run = False
-    if not resume:
-        if has_run:
-            raise ValueError(
-                f"{out} already holds a checkpoint (step {latest_step(out)}); "
-                f"pass --resume to continue it, --overwrite to replace it, or choose another --out"
-            )
-        return None
-    if not has_run:
+    if has_run:
+        raise ValueError(
+            f"{out} already holds a checkpoint (step {latest_step(out)}); "
+            f"pass --resume to continue it, --overwrite to replace it, or choose another --out"
+        )
+    return None
+
+
+def _resume_from(config: TrainConfig, out: Path, log):
+    """The checkpoint ``--resume`` continues (:func:`resume_point`: the newest that verifies when
+    ``latest.json`` is missing or names a damaged one, said through ``log`` and the pointer
+    repaired), checked against ``config``; None when the folder holds no checkpoint yet."""
+    chosen = resume_point(out)
+    if chosen is None:
         if log:
             log(f"{out} holds no completed checkpoint: starting from step 0")
         return None
-    ckpt = load_checkpoint(out)
+    path, note = chosen
+    ckpt = load_checkpoint_at(out, path)
     conflicts = resume_conflicts(ckpt.config, config)
     if conflicts:
         raise ValueError(f"cannot resume {out}: " + "; ".join(conflicts))
+    if note is not None:  # only now is the folder changed
+        if log:
+            log(note)
+        point_at(out, path)
     return ckpt
 
 

@@ -201,11 +201,11 @@ def test_json_nested_100000_deep_is_one_line(hf_dirs, tmp_path):
     (path / INDEX).write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError in json.loads
     with pytest.raises(ValueError) as exc:
         load_hf(path)
-    assert str(exc.value) == f"{path / INDEX} is JSON nested too deep to read"
+    assert str(exc.value) == f"{path / INDEX} is damaged (JSON nested too deeply to read)"
     (path / "config.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
     with pytest.raises(ValueError) as exc:
         model_config_from_hf(path)
-    assert str(exc.value) == f"{path / 'config.json'} is JSON nested too deep to read"
+    assert str(exc.value) == f"{path / 'config.json'} is damaged (JSON nested too deeply to read)"
 
 
 def test_eos_ids_and_gpt2_switches_are_typed(hf_dirs, tmp_path):

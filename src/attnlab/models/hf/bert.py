@@ -38,7 +38,7 @@ def load_bert(directory: str | Path) -> BertEncoder:
 
 def _read_object(path: Path, kind: type = dict) -> Any:
     """The JSON value of ``path`` (:func:`attnlab._io.read_json`), which must be a ``kind``."""
-    value = read_json(path)
+    value = read_json(path, kind=None)
     if not isinstance(value, kind):
         raise ValueError(f"{path} must hold a JSON {'object' if kind is dict else 'list'}, got {value!r:.60}")
     return value

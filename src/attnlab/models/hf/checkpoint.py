@@ -31,7 +31,7 @@ def read_hf_config(path: str | Path) -> dict[str, Any]:
     if not file.is_file():
         where = f"no {CONFIG} in {path}" if path.is_dir() else f"no such file {path}"
         raise FileNotFoundError(f"{where} (expected a Hugging Face checkpoint directory)")
-    config = read_json(file)
+    config = read_json(file, kind=None)
     if not isinstance(config, dict):
         raise ValueError(f"{file} must hold a JSON object, got {type(config).__name__}")
     return config
@@ -39,7 +39,7 @@ def read_hf_config(path: str | Path) -> dict[str, Any]:
 
 def _weight_map(index: Path) -> dict[str, str]:
     """The ``weight_map`` of ``index``: tensor name -> shard file name (strings only)."""
-    data = read_json(index)
+    data = read_json(index, kind=None)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise ValueError(f"{index} has no 'weight_map' of tensor name -> shard file")

@@ -38,7 +38,7 @@ def eos_ids(directory: str | Path) -> list[int]:
     of ``config.json`` (an int or a list; Llama 3 lists two)."""
     directory = Path(directory)
     gen = directory / "generation_config.json"
-    sources = [(gen, read_json(gen))] if gen.is_file() else []
+    sources = [(gen, read_json(gen, kind=None))] if gen.is_file() else []
     for path, source in [*sources, (directory / "config.json", read_hf_config(directory))]:
         eos = source.get("eos_token_id") if isinstance(source, dict) else None
         if eos is None:
