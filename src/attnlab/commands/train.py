@@ -34,6 +34,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 )
 @click.option(
     "--text",
+    "text_source",  # not "text": that name reads standard input as lines (commands._errors)
     type=str,
     default=None,
     help="Train a GPT on text instead: shakespeare (4 plays held out), a UTF-8 file or - for stdin "
@@ -236,7 +237,7 @@ def _text_options(opts: dict, given: set[str], base, nproc: int) -> None:
     from attnlab.training.text_presets import TEXT_PRESETS
 
     text_only = [n for n in ("tokenizer", "vocab_size", "context", "preset") if n in given]
-    is_text = "text" in given or (base is not None and base.task == TEXT_TASK)
+    is_text = "text_source" in given or (base is not None and base.task == TEXT_TASK)
     if not is_text:
         if text_only:
             raise ValueError(f"--{text_only[0].replace('_', '-')} applies to a GPT on text (--text)")
@@ -245,8 +246,8 @@ def _text_options(opts: dict, given: set[str], base, nproc: int) -> None:
         raise ValueError("a text run trains in one process (DDP on text is not supported yet); drop --nproc")
     if "task" in given:
         raise ValueError("--task and --text choose what to train on: give one of them")
-    if "text" in given and opts["text"] not in ("shakespeare", "-"):
-        opts["text"] = str(Path(opts["text"]).expanduser().resolve())  # resume works from any folder
+    if "text_source" in given and opts["text_source"] not in ("shakespeare", "-"):  # resumable from anywhere
+        opts["text_source"] = str(Path(opts["text_source"]).expanduser().resolve())
     if base is not None:
         if "preset" in given:
             raise ValueError("--preset applies to a new run; a resumed run keeps its checkpoint's settings")

@@ -54,7 +54,7 @@ def split_tail(text: str, share: float = HOLDOUT) -> tuple[str, str]:
     """``(train, val)``: the last ``share`` of ``text``'s characters as ``val``, its start moved to
     just after the next line break (when there is one in the tail)."""
     cut = len(text) - max(1, round(len(text) * share))
-    newline = text.find("\n", cut, len(text) - 1)
+    newline = text.find("\n", max(cut - 1, 0), len(text) - 1)  # cut already at a line start: kept
     if newline >= 0:
         cut = newline + 1
     return text[:cut], text[cut:]

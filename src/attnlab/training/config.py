@@ -119,7 +119,7 @@ def resume_conflicts(saved: TrainConfig, new: TrainConfig) -> list[str]:
 
 # train option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
 OPTION_ROUTES = {
-    "text": ("task", "source"),
+    "text_source": ("task", "source"),
     "tokenizer": ("task", "tokenizer"),
     "vocab_size": ("task", "vocab_size"),
     "context": ("task", "context"),

@@ -212,6 +212,15 @@ def train(
 
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
+    encoded, scratch = None, contextlib.nullcontext()
+    if config.task == TEXT_TASK:  # every check of the text before the run folder is touched
+        if world > 1:
+            raise ValueError("a text run trains in one process (DDP on text is not supported yet)")
+        prepare(config)  # the options first: a bad --context is refused before reading any text
+        if not _has_checkpoint(out_dir, resume):  # a fresh start reads and tokenizes the text
+            encoded = encode_corpus(config.task_params)
+        if out_dir is None:
+            scratch = tempfile.TemporaryDirectory(prefix="attnlab-text-")
     lock = contextlib.nullcontext()
     if out_dir is not None and rank == 0:
         # one writer per folder, and the lock is taken before anything in the folder is touched
@@ -219,18 +228,8 @@ def train(
         rundir.refuse_foreign(out)
         lock = rundir.writer_lock(out, "training run")
     previous_threads = torch.get_num_threads()
-    scratch = contextlib.nullcontext()
     try:
         with lock:
-            encoded = None
-            if config.task == TEXT_TASK:
-                if world > 1:
-                    raise ValueError("a text run trains in one process (DDP on text is not supported yet)")
-                prepare(config)  # the options first: a bad --context is refused before reading any text
-                if not _has_checkpoint(out_dir, resume):  # a fresh start reads and tokenizes the text
-                    encoded = encode_corpus(config.task_params)  # every check before a file is written
-                if out_dir is None:
-                    scratch = tempfile.TemporaryDirectory(prefix="attnlab-text-")
             ckpt = preflight(config, out_dir, resume, overwrite, log=log if rank == 0 else None)
             if threads is not None:
                 torch.set_num_threads(threads)
