@@ -316,6 +316,8 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
     from attnlab.tasks import get_task
 
     spec = state["task"]
+    if spec["name"] == TEXT_TASK:
+        raise ValueError("this run trained a GPT on text: continue text with attnlab generate DIR PROMPT")
     params = dict(spec["params"])
     if min_len is not None:
         params["min_len"] = min_len

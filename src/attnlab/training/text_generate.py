@@ -92,10 +92,25 @@ def run_text_generation(
     request: GenerationRequest,
     on_text: Callable[[str], None] | None = None,
     warn: Callable[[str], None] | None = None,
+    threads: int | None = 1,
 ) -> dict:
     """Continue ``request.prompt`` with the text run in ``directory``; ``on_text(piece)`` receives the
     text as it comes. Returns the same dict as :func:`attnlab.models.hf.textgen.run_generation`
-    (``cache`` is None: the cache is dropped once the context slides)."""
+    (``cache`` is None: the cache is dropped once the context slides).
+
+    ``threads``: torch intra-op threads meanwhile (restored after; None = leave as is). One, as for
+    training: these models are small, and on a busy 2-core machine we measured 80 tokens in 4.0 s
+    with two threads and 0.18 s with one."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _generate(directory, request, on_text, warn)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _generate(directory, request: GenerationRequest, on_text, warn) -> dict:
     from attnlab.devices import resolve_device
 
     device = resolve_device(request.device)

@@ -234,7 +234,8 @@ def train(
             if threads is not None:
                 torch.set_num_threads(threads)
             with scratch as tmp:
-                source = _source(config, out_dir if tmp is None else tmp, encoded, ckpt, rank)
+                say = log if rank == 0 else None
+                source = _source(config, out_dir if tmp is None else tmp, encoded, ckpt, rank, say)
                 return _run(
                     config,
                     out_dir,
@@ -289,14 +290,21 @@ class _TaskSource:
         )
 
 
-def _source(config: TrainConfig, folder, encoded, ckpt, rank: int):
+def _source(config: TrainConfig, folder, encoded, ckpt, rank: int, log=None):
     """The run's data: a task's examples, or a text run's token files (written by rank 0 when the
-    run starts at step 0, verified against ``text.json`` when it resumes)."""
+    run starts at step 0, verified against ``text.json`` when it resumes; ``log`` hears what was
+    written and what is held out)."""
     if config.task != TEXT_TASK:
         return _TaskSource(config)
     folder = Path(folder)
     if encoded is not None and rank == 0:
-        write_corpus(folder, encoded, config.task_params)
+        meta = write_corpus(folder, encoded, config.task_params)
+        if log:
+            log(
+                f"text: {meta['train_chars']:,} characters -> {meta['train_tokens']:,} training tokens "
+                f"({meta['params']['tokenizer']}, {meta['vocab_size']} ids); held out for validation: "
+                f"{meta['holdout']}"
+            )
     meta = read_meta(folder)
     if meta["params"] != text_params(config.task_params):
         raise ValueError(f"{folder / 'text.json'} was written for other text options: {meta['params']}")
