@@ -181,3 +181,29 @@ def test_sigkill_then_resume_equals_uninterrupted(corpus, tmp_path, text_config)
     got = load_file(str(out / "model.safetensors"))
     assert "tok_embed.weight" in got and set(got) <= set(reference)  # lm_head is tied to tok_embed
     assert all(torch.equal(got[k], reference[k]) for k in got)  # bit for bit
+
+
+def test_prompt_longer_than_the_positions_keeps_its_end_with_a_warning(trained, tmp_path):
+    out, _ = trained
+    long_prompt = "ROMEO:\nO love, O night!\n" * 3  # 72 characters for 32 positions
+    r = CliRunner().invoke(cli, ["generate", str(out), long_prompt, "--max-new", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "Warning: the prompt has 72 tokens; the model reads only its last 32 (its positions)" in r.stderr
+    assert json.loads(r.stdout)["prompt_tokens"] == 32 and json.loads(r.stdout)["new_tokens"] == 5
+    bad = tmp_path / "prompt.bin"
+    bad.write_bytes(b"ROMEO\x00:")
+    r = run("generate", out, bad, "--max-new", 5)
+    assert r.exit_code == 2 and "is a binary file (a NUL byte at offset 5)" in r.output
+
+
+def test_overwrite_replaces_the_token_files(corpus, tmp_path, play):
+    out = tmp_path / "run"
+    assert run("train", "--text", corpus, *TINY, "--steps", 2, "--out", out).exit_code == 0
+    other = tmp_path / "other.txt"
+    other.write_text(play(200, seed=1).upper(), encoding="utf-8")
+    r = run("train", "--text", other, *TINY, "--steps", 2, "--out", out, "--overwrite", "--json")
+    assert r.exit_code == 0, r.output
+    meta = json.loads((out / "text.json").read_text())
+    assert meta["source"] == str(other.resolve()) and meta["train_chars"] + meta["val_chars"] == len(
+        other.read_text(encoding="utf-8")
+    )
