@@ -44,7 +44,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--preset",
     type=choice("attnlab.training.text_presets:TEXT_PRESETS"),
     default=None,
-    help="--text: a set of sizes and settings (quick: a minute on a CPU; nanogpt: nanoGPT's CPU run). "
+    help="--text: a set of sizes and settings (quick: under a minute on a CPU; nanogpt: nanoGPT's CPU run). "
     "Options you give override it.",
 )
 @click.option(
@@ -70,7 +70,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     type=choice("attnlab.training.config:MODEL_KINDS"),
     default="transformer",
     show_default=True,
-    help="The model to train.",
+    help="The model to train (with --text: gpt).",
 )
 @click.option("--steps", type=POSITIVE, default=1000, show_default=True, help="Optimisation steps in total.")
 @click.option("--batch", type=POSITIVE, default=64, show_default=True, help="Global batch size.")
@@ -150,7 +150,8 @@ def train(
     as_json: bool,
     **opts,
 ) -> None:
-    """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
+    """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam), or a GPT on
+    text (--text: next-token loss, held-out loss per token and bits per character)."""
     from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_checkpoint, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
