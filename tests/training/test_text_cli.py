@@ -92,7 +92,7 @@ def test_text_from_stdin_in_a_real_process(corpus, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.decode().splitlines()
-    assert "held-out loss" in lines[0] and "bits/char (the last 10% of the text held out" in lines[0]
+    assert "held-out loss" in lines[0] and "bits/char; the last 10% of the text held out" in lines[0]
     assert json.loads((out / "text.json").read_text())["source"] == "-"
 
 

@@ -295,7 +295,7 @@ def _text_summary(config, step: int, out, history: list[dict], chosen_out: bool,
         click.echo(
             f"{config.model} on {Path(meta['source']).name} ({summary['tokenizer']}, {meta['vocab_size']} "
             f"tokens): step {step}, loss {final['loss']:.4f}, held-out loss {final['val_loss']:.4f} per "
-            f"token, {final['val_bpc']:.3f} bits/char ({meta['holdout']})"
+            f"token, {final['val_bpc']:.3f} bits/char; {meta['holdout']}"
         )
     where = " (no --out given: saved in this default folder)" if chosen_out else ""
     click.echo(

@@ -302,7 +302,7 @@ def _source(config: TrainConfig, folder, encoded, ckpt, rank: int, log=None):
         if log:
             log(
                 f"text: {meta['train_chars']:,} characters -> {meta['train_tokens']:,} training tokens "
-                f"({meta['params']['tokenizer']}, {meta['vocab_size']} ids); held out for validation: "
+                f"({meta['params']['tokenizer']}, {meta['vocab_size']} ids); for validation: "
                 f"{meta['holdout']}"
             )
     meta = read_meta(folder)
