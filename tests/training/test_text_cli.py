@@ -52,7 +52,7 @@ def trained(corpus, tmp_path_factory):
         "--json",
     )
     assert r.exit_code == 0, r.output
-    return out, json.loads(r.output)
+    return out, json.loads(r.stdout)
 
 
 def test_train_reports_held_out_loss_and_bits_per_character(trained, corpus):
@@ -79,7 +79,7 @@ def test_generate_streams_text_from_a_text_run(trained, tmp_path):
     result = run_text_generation(out, GenerationRequest(prompt="ROMEO:\n", max_new=20), on_text=pieces.append)
     assert len(pieces) == 20 and "".join(pieces) == result["text"]  # one piece per token, as it comes
     r = run("generate", out, "NURSE:", "--max-new", 10, "--beam", 3, "--json")
-    assert r.exit_code == 0 and json.loads(r.output)["strategy"] == "beam search, 3 beams"
+    assert r.exit_code == 0 and json.loads(r.stdout)["strategy"] == "beam search, 3 beams"
 
 
 def test_text_from_stdin_in_a_real_process(corpus, tmp_path):
