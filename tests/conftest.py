@@ -86,3 +86,47 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A small random BERT (1 layer, d_model 16) with MiniLM's real tokenizer: fast, same pipeline
+    as MiniLM (the streaming embedding tests)."""
+    import torch
+
+    from attnlab.models import BertConfig, BertEncoder
+    from attnlab.models.pretrained import load_tokenizer, pretrained_path
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_seq_length=256)
+    return BertEncoder(config).eval(), load_tokenizer(pretrained_path("minilm"), 256)
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tiny, tmp_path_factory):
+    """The tiny model saved as a Hugging Face checkpoint directory, for `attnlab embed --model DIR`."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from attnlab.models.hf.bert import hf_names
+    from attnlab.models.pretrained import pretrained_path
+
+    model, _ = tiny
+    path = tmp_path_factory.mktemp("tiny-bert")
+    c = model.config
+    names = hf_names(c)
+    state = {names[k]: v.contiguous() for k, v in model.state_dict().items() if k in names}
+    save_file(state, str(path / "model.safetensors"))
+    hf = {
+        "model_type": "bert",
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.d_model,
+        "num_attention_heads": c.num_heads,
+        "num_hidden_layers": c.num_layers,
+        "intermediate_size": c.d_ff,
+    }
+    (path / "config.json").write_text(json.dumps(hf))
+    (path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
+    (path / "tokenizer.json").write_bytes((pretrained_path("minilm") / "tokenizer.json").read_bytes())
+    return path

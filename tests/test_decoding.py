@@ -200,6 +200,23 @@ def test_filter_logits_exact_values():
     torch.testing.assert_close(p, q / q.sum())
 
 
+def test_a_tiny_temperature_is_the_greedy_limit():
+    """T = 1e-300 was NaN probabilities (a RuntimeError in multinomial): now it is T -> 0, the most
+    likely token with probability 1 (ties share it), so sampling is greedy."""
+    logits = torch.tensor([[0.3, 2.0, -1.0, 2.0, float("-inf")], [5.0, 1.0, 0.0, -3.0, 4.9]])
+    p = decoding.filter_logits(logits, temperature=1e-300).softmax(-1)
+    assert p.tolist() == [[0, 0.5, 0, 0.5, 0], [1, 0, 0, 0, 0]]
+    for t in (5e-324, 1e-300, 1e-45):  # the smallest double; float32 would round these to 0
+        assert torch.isfinite(decoding.filter_logits(logits, temperature=t).softmax(-1)).all()
+    model = _transformer(62)
+    src = _src(63, b=3)
+    assert torch.equal(
+        decoding.sample(model, src, max_len=6, temperature=1e-300, seed=1), decoding.greedy(model, src, 6)
+    )
+    with pytest.raises(ValueError, match="temperature must be > 0 and finite for sampling"):
+        decoding.filter_logits(logits, temperature=float("inf"))
+
+
 def test_sampling_frequencies_follow_the_filtered_distribution():
     """1-step draws from a GPT: the empirical frequencies match softmax(filter(logits)) (10k draws)."""
     model = _gpt(50, vocab=6)

@@ -20,22 +20,14 @@ from click.testing import CliRunner
 
 from attnlab.cli import cli
 from attnlab.embed_stream import assemble, embed_file, read_sentences
-from attnlab.models import BertConfig, BertEncoder, embed
-from attnlab.models.pretrained import load_tokenizer, pretrained_path
+from attnlab.models import embed
+from attnlab.progress import progress
 
 
 def _lines(n: int, seed: int = 0, lo: int = 3, hi: int = 20) -> list[str]:
     rng = random.Random(seed)
     words = ["attention", "query", "key", "value", "head", "the", "a", "model", "layer", "token", "é", "日本"]
     return [" ".join(rng.choice(words) for _ in range(rng.randint(lo, hi))) for _ in range(n)]
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """A small random BERT (1 layer, d_model 16) with MiniLM's real tokenizer: fast, same pipeline."""
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_seq_length=256)
-    return BertEncoder(config).eval(), load_tokenizer(pretrained_path("minilm"), 256)
 
 
 def test_rows_follow_the_input_in_both_formats(tiny, tmp_path):
@@ -70,9 +62,7 @@ def test_rows_follow_the_input_in_both_formats(tiny, tmp_path):
 
 
 def _silent(total):
-    from attnlab.embed_stream import Progress
-
-    return Progress(total, quiet=True)
+    return progress(total=total, quiet=True)
 
 
 @pytest.mark.slow
@@ -104,33 +94,6 @@ def _run(*args):
         text=True,
         env=env,
     )
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tiny, tmp_path_factory):
-    """The tiny model saved as a Hugging Face checkpoint directory, for `attnlab embed --model DIR`."""
-    from safetensors.torch import save_file
-
-    from attnlab.models.hf.bert import hf_names
-
-    model, _ = tiny
-    path = tmp_path_factory.mktemp("tiny-bert")
-    c = model.config
-    names = hf_names(c)
-    state = {names[k]: v.contiguous() for k, v in model.state_dict().items() if k in names}
-    save_file(state, str(path / "model.safetensors"))
-    hf = {
-        "model_type": "bert",
-        "vocab_size": c.vocab_size,
-        "hidden_size": c.d_model,
-        "num_attention_heads": c.num_heads,
-        "num_hidden_layers": c.num_layers,
-        "intermediate_size": c.d_ff,
-    }
-    (path / "config.json").write_text(json.dumps(hf))
-    (path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
-    (path / "tokenizer.json").write_bytes((pretrained_path("minilm") / "tokenizer.json").read_bytes())
-    return path
 
 
 @pytest.mark.slow
@@ -189,6 +152,10 @@ def test_bad_inputs_exit_2_with_one_line_and_no_output(tmp_path):
     jl.write_text('{"text": "a"}\n{"body": "b"}\n')
     assert "line 2 has no field 'text'" in _error(["--input", str(jl), "--format", "jsonl", "--output", out])
     assert "line 1 is not valid JSON" in _error(["--input", str(bad), "--format", "jsonl", "--output", out])
+    jl.write_text('{"text": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")  # a RecursionError before
+    assert _error(["--input", str(jl), "--format", "jsonl", "--output", out]).endswith(
+        "line 2 is JSON nested too deeply to read"
+    )
     good = tmp_path / "good.txt"
     good.write_text("hello\n")
     assert "folder" in _error(["--input", str(good), "--output", str(tmp_path / "no" / "o.npy")])

@@ -3,6 +3,8 @@
 Each option of each command gets values a careless or hostile user types (negative, zero, NaN,
 inf, 1e400, 10^40, a Unicode digit, empty, text that is not UTF-8, a word): the command must exit 0
 or exit 2 with ONE ``Error: ...`` line, never a traceback, and never hang (a 60 s alarm per call).
+A value that is not a finite number (NaN, inf, 1e400) is never accepted by a numeric option: only
+the options of :data:`TEXT_OPTIONS`, which take names or text, may exit 0 with one.
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ ARGUMENTS = {
 # streamed on purpose (bounded memory, tested in tests/tasks): 10^40 examples print until stopped
 STREAMED = {("tasks show", "--n")}
 SKIP_OPTIONS = {"--out", "--model", "--task", "--data-dir", "--dir"}  # paths and names: swept elsewhere
+NON_FINITE = {"nan", "inf", "-inf", "1e400"}  # `heads --threshold nan` was accepted (exit 0)
+# options that take "nan" as text: embed --field (a JSON field name), audit peak --config (a path,
+# read only with --mfu)
+TEXT_OPTIONS = {("embed", "--field"), ("audit peak", "--config")}
 
 
 CASES = [
@@ -150,9 +156,10 @@ def run_dir(tmp_path_factory):
     return out
 
 
-def _sweep(args_for) -> list[str]:
+def _sweep(args_for, numeric: bool = False) -> list[str]:
     """Run the command ``args_for(value)`` for every hostile value (``None``: skip the value); each
-    must exit 0, or 2 with one ``Error:`` line, within 60 s. Returns the failures, one line each."""
+    must exit 0, or 2 with one ``Error:`` line, within 60 s (and, when ``numeric``, a value in
+    :data:`NON_FINITE` must exit 2). Returns the failures, one line each."""
     failures = []
     previous = signal.signal(signal.SIGALRM, _alarm)
     try:
@@ -172,6 +179,8 @@ def _sweep(args_for) -> list[str]:
                 failures.append(f"{value!r}: exit {code}, {type(error).__name__}: {str(error)[:120]}")
             elif code == 2 and (not output.startswith("Error: ") or output.count("\n") != 1):
                 failures.append(f"{value!r}: exit 2 but not one Error line: {output[:200]!r}")
+            elif numeric and value in NON_FINITE and code != 2:
+                failures.append(f"{value!r}: accepted (exit {code}); a numeric option must refuse it")
     finally:
         signal.signal(signal.SIGALRM, previous)
     return failures
@@ -187,7 +196,7 @@ def test_hostile_option_values_exit_cleanly(command, option, run_dir, tmp_path):
         base = [a.format(tmp=tmp_path, run=run_dir, file=tmp_path / "a-file") for a in BASE[command]]
         return command.split() + base + [option, value]
 
-    failures = _sweep(args_for)
+    failures = _sweep(args_for, numeric=(command, option) not in TEXT_OPTIONS)
     assert not failures, f"{command} {option}:\n" + "\n".join(failures)
 
 
@@ -198,3 +207,23 @@ def test_hostile_argument_values_exit_cleanly(command, tmp_path):
         lambda value: command.split() + [a.format(tmp=tmp_path, value=value) for a in ARGUMENTS[command]]
     )
     assert not failures, f"{command} arguments:\n" + "\n".join(failures)
+
+
+# a folder option given a file, or a folder under a file (`practice start --dir FILE` was a
+# FileExistsError traceback): the one line each must print, "{file}" standing for the file
+FOLDER_OPTIONS = {
+    "practice start attention --dir {file}": "Error: --dir {file} exists and is not a folder",
+    "practice start block --dir {file}": "Error: --dir {file} exists and is not a folder",
+    "practice start attention --dir {file}/sub": (
+        "Error: --dir {file}/sub: {file} is a file, so nothing can be written under it"
+    ),
+}
+
+
+@pytest.mark.parametrize("args", sorted(FOLDER_OPTIONS))
+def test_a_file_where_a_folder_is_wanted_is_one_line(args, tmp_path):
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    code, output, error = _invoke(args.format(file=file).split())
+    assert (code, error) == (2, None)
+    assert output == FOLDER_OPTIONS[args].format(file=file) + "\n"

@@ -4,7 +4,8 @@ For any arguments at all — arrays of any rank and size (empty included), integ
 arrays, NaN/inf/1e308 entries, negative/zero/huge/NaN sizes, wrong strings, None — each function
 either returns or raises ``ValueError`` (never ``TypeError``, ``IndexError``, ``MemoryError``,
 ``ZeroDivisionError``, a NumPy broadcasting traceback or a hang), and finite input never gives a
-NaN or infinite output.
+NaN or infinite output. A complex array is refused (``ref.softmax`` dropped its imaginary part), and
+so is a head width of 0 (``scaled_dot_product_attention`` divided by ``sqrt(0)``).
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5)
 
 @st.composite
 def arrays(draw):
-    dtype = draw(st.sampled_from([np.float64, np.float32, np.int64, np.bool_]))
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.int64, np.bool_, np.complex128]))
     shape = draw(shapes)
+    if dtype == np.complex128:
+        return draw(hnp.arrays(dtype, shape, elements=st.complex_numbers(max_magnitude=10, allow_nan=False)))
     if dtype == np.bool_:
         return draw(hnp.arrays(dtype, shape))
     if dtype == np.int64:
@@ -130,7 +133,32 @@ def test_every_ref_function_returns_or_raises_a_value_error(name):
                 out = fn(**kwargs)
             except ValueError:
                 return
+        complex_in = [n for n, v in kwargs.items() if isinstance(v, np.ndarray) and np.iscomplexobj(v)]
+        assert not complex_in, f"{name}({kwargs}) accepted a complex {complex_in}"
         if _all_finite(kwargs):
             assert _finite(out), f"{name}({kwargs}) gave a non-finite result from finite input"
 
     check()
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: ref.softmax(np.array([1 + 2j, 3.0])), "x must be a real array, got dtype complex128"),
+        (
+            lambda: ref.scaled_dot_product_attention(np.zeros((2, 0)), np.zeros((3, 0)), np.ones((3, 4))),
+            "q and k have d_k=0: no feature to compare (q [2, 0], k [3, 0])",
+        ),
+        (
+            lambda: ref.flash_attention(np.zeros((2, 0)), np.zeros((3, 0)), np.ones((3, 4))),
+            "q and k have d_k=0: no feature to compare (q [2, 0], k [3, 0])",
+        ),
+    ],
+    ids=["softmax complex", "sdpa d_k=0", "flash d_k=0"],
+)
+def test_the_inputs_the_sweep_missed(call, message):
+    """Before: softmax returned softmax(real part) with a ComplexWarning; d_k = 0 was a
+    ZeroDivisionError (flash: NaN weights)."""
+    with pytest.raises(ValueError) as exc:
+        call()
+    assert str(exc.value) == message

@@ -82,12 +82,15 @@ def test_a_second_embed_writer_is_refused_while_the_first_runs(tmp_path):
     parts = tmp_path / "out.npy.parts"
     try:
         _wait_for(lambda: (parts / "manifest.json").is_file(), first, "writing its manifest (under its lock)")
-        second = _attnlab(*args, "--resume")
-        _, stderr = second.communicate()
-        assert second.returncode == 2, stderr
-        assert stderr.strip().splitlines() == [
-            f"Error: another attnlab embed is writing --output {output} (its lock is held)"
-        ]
+        assert (parts / "lock").read_text() == f"{first.pid}\n"
+        for extra in ((), ("--resume",), ("--overwrite",)):  # the same command, or one that continues
+            second = _attnlab(*args, *extra)
+            _, stderr = second.communicate()
+            assert second.returncode == 2, stderr
+            assert stderr.strip().splitlines() == [
+                f"Error: another attnlab embed (pid {first.pid}) is writing --output {output}; wait for it "
+                "or stop it (a lock left by a killed run is released with it)"
+            ]
         assert first.poll() is None
     finally:
         first.kill()
@@ -97,4 +100,8 @@ def test_a_second_embed_writer_is_refused_while_the_first_runs(tmp_path):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again: the kernel released the killed holder's
     finally:
         os.close(fd)
+    assert (parts / "lock").read_text() == f"{first.pid}\n"  # a dead pid left behind: not in the way
     assert not output.exists()
+    refused = _attnlab(*args)  # no live writer: now it is an interrupted run
+    _, stderr = refused.communicate()
+    assert refused.returncode == 2 and "holds an interrupted run; pass --resume" in stderr, stderr

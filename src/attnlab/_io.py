@@ -57,6 +57,46 @@ def dumps_json(obj, **kw) -> str:
     return json.dumps(finite_or_none(obj), allow_nan=False, **kw)
 
 
+def read_json(path: str | os.PathLike, what: str = "", *, kind: type | None = dict):
+    """The JSON value in ``path`` (a state file attnlab resumes from: a manifest, a pointer, a lock).
+
+    Anything but valid JSON of the expected ``kind`` (``dict`` by default; None: any value) is one
+    ``ValueError`` naming the file and what is wrong: unreadable, not UTF-8, not JSON, nested too
+    deeply for the parser (``[[[...]]]`` 100,000 deep: a ``RecursionError`` inside ``json``), or a
+    list / number where an object belongs. ``what`` names the file's role in the message."""
+    name = f"{what} {path}" if what else str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+        value = json.loads(text)
+    except FileNotFoundError:
+        raise ValueError(f"{name} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {name}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name} is damaged (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is damaged (not valid JSON: {exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{name} is damaged (JSON nested too deeply to read)") from None
+    if kind is not None and not isinstance(value, kind):
+        want = "a JSON object" if kind is dict else f"a JSON {kind.__name__}"
+        raise ValueError(f"{name} is damaged (holds a JSON {_json_kind(value)}, not {want})")
+    return value
+
+
+def _json_kind(value) -> str:
+    """The JSON name of a parsed value's type: object, array, string, number, boolean or null."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    return "null" if value is None else "number"
+
+
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
     """Write ``obj`` as indented JSON to ``path`` atomically."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())

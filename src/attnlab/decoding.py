@@ -61,18 +61,24 @@ def greedy(
 def filter_logits(
     logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
 ) -> torch.Tensor:
-    """The sampling distribution's logits: ``logits / T``, then all but the ``top_k`` largest set to
-    -inf, then all outside the nucleus (the smallest set of most likely tokens whose probability
-    reaches ``top_p``; the most likely token always stays) set to -inf.
+    """The sampling distribution's logits: ``(logits - max) / T`` (the same softmax as ``logits / T``),
+    then all but the ``top_k`` largest set to -inf, then all outside the nucleus (the smallest set of
+    most likely tokens whose probability reaches ``top_p``; the most likely token always stays) set
+    to -inf. The division is in float64 after the shift, so a tiny T (1e-300) is its T -> 0 limit:
+    every token but the most likely (ties share) gets -inf, i.e. greedy, never NaN.
 
     Args:
         logits: ``[B, V]``. temperature: T > 0. top_k: positive int or None. top_p: in (0, 1] or None.
     Returns:
         ``[B, V]``; ``softmax`` of it is the distribution sampled from.
     """
-    if not (isinstance(temperature, (int, float)) and temperature > 0):
-        raise ValueError(f"temperature must be > 0 for sampling (use greedy for 0), got {temperature!r}")
-    logits = logits / temperature
+    if not (isinstance(temperature, (int, float)) and 0 < temperature < math.inf):
+        raise ValueError(
+            f"temperature must be > 0 and finite for sampling (use greedy for 0), got {temperature!r}"
+        )
+    top = logits.max(dim=-1, keepdim=True).values  # [B, 1]
+    shifted = logits - top.masked_fill(~top.isfinite(), 0.0)  # the largest finite logit -> 0
+    logits = (shifted.double() / temperature).to(logits.dtype)  # float32's 1e-300 would be 0
     if top_k is not None:
         top_k = positive_int("top_k", top_k)
         if top_k < logits.shape[-1]:

@@ -47,3 +47,33 @@ def test_check_measurable_refuses_memory_and_time_and_passes_what_fits():
     slow = {**report, "executed": {**report["executed"], "total_flops": 10**15}}  # 10^4 s at 1e11/s
     with pytest.raises(ValueError, match=r"about 2\.8 hours at 1e\+11 FLOP/s"):
         check_measurable(slow, 64, memory=2**40)
+
+
+def test_audit_shapes_is_refused_before_it_builds_what_would_not_fit(monkeypatch):
+    """audit shapes runs the model for real: --seq 10^6 (the [5, 8, T, T] scores) and d_model 2^20
+    (4.4 * 10^12 weights) were allocation tracebacks; the weights (meta device) and the cost audit's
+    activation arithmetic now refuse them first."""
+    _never_built_for_real(monkeypatch)
+    for args, start in [
+        (["--seq", "1000000"], "Error: audit shapes at B=5, T=1,000,000 would need 298,185.4 GiB"),
+        (
+            ["--d-model", "1048576", "--heads", "1"],
+            "Error: audit shapes of this encoder-layer: a model of 4,402,350,917,632 parameters",
+        ),
+    ]:
+        result = CliRunner().invoke(cli, ["audit", "shapes", *args])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(start), result.output
+
+
+def _never_built_for_real(monkeypatch):
+    import attnlab.audit.build as build
+
+    real = build.build
+
+    def meta_only(a, device=None):
+        if device != "meta":
+            raise AssertionError("audit shapes built the model before refusing it")
+        return real(a, device)
+
+    monkeypatch.setattr(build, "build", meta_only)

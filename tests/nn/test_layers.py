@@ -151,3 +151,38 @@ def test_bad_layer_options():
         FeedForward(BlockConfig(8, 2, 16))(
             torch.randn(1, 2, 7)
         )  # was torch's "mat1 and mat2 shapes cannot be multiplied"
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e30, 3e38 / 16, 1e-30])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_norms_of_huge_inputs_are_the_reference_to_rounding(scale, dtype):
+    """nn.RMSNorm gave zeros at 1e30 (mean(x^2) overflowed float32); both norms now match
+    ref.rms_norm / ref.layer_norm (which scale each row by a power of two) at every scale."""
+    from attnlab.nn import LayerNorm, RMSNorm
+
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 5, 16, generator=g, dtype=torch.float64) * scale).to(dtype)
+    tol = 1e-6 if dtype == torch.float32 else 1e-12
+    rms, ln = RMSNorm(16).to(dtype), LayerNorm(16).to(dtype)
+    with torch.no_grad():
+        for m in (rms, ln):
+            m.weight.copy_(torch.randn(16, generator=g, dtype=dtype))
+        ln.bias.copy_(torch.randn(16, generator=g, dtype=dtype))
+        got_rms, got_ln = rms(x).double().numpy(), ln(x).double().numpy()
+    xs = x.double().numpy()
+    w, b = rms.weight.double().detach().numpy(), ln.bias.double().detach().numpy()
+    want_rms = ref.rms_norm(xs, w, rms.eps)
+    want_ln = ref.layer_norm(xs, ln.weight.double().detach().numpy(), b, ln.eps)
+    assert abs(got_rms - want_rms).max() < tol * max(1.0, abs(want_rms).max())
+    assert abs(got_ln - want_ln).max() < tol * max(1.0, abs(want_ln).max())
+    assert scale < 1 or abs(got_rms).max() > 0.1  # not the zeros the overflow gave
+
+
+@pytest.mark.parametrize("eps", [-1, 0, float("nan"), float("inf"), "1e-5"])
+def test_norm_eps_must_be_a_finite_positive_number(eps):
+    from attnlab.nn import LayerNorm, RMSNorm
+
+    for cls in (RMSNorm, LayerNorm):
+        with pytest.raises(ValueError) as exc:
+            cls(8, eps=eps)
+        assert str(exc.value) == f"{cls.__name__}.eps must be a finite number > 0, got {eps!r}"

@@ -113,3 +113,18 @@ def test_linear_attention_bad_input():
         ann.linear_attention(torch.ones(2, 3), torch.ones(2, 3), torch.full((2, 3), float("nan")))
     with pytest.raises(ValueError, match="chunk must be a positive integer"):
         ann.linear_attention(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), causal=True, chunk=0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_attention_at_1e30_is_the_reference(causal):
+    """phi(Q) (phi(K)^T V) overflowed float32 at 1e30 (inf / inf = NaN); scaling phi(Q)'s rows,
+    phi(K) and V by powers of two gives ref's float64 answer to rounding."""
+    from attnlab.nn import linear_attention
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 7, 4, generator=g).abs() * 1e30 for _ in range(3))
+    got = linear_attention(q, k, v, causal=causal, chunk=3).double().numpy()
+    want = ref.linear_attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), causal=causal)
+    assert abs(got - want).max() <= 1e-6 * abs(want).max()
+    full = torch.full((1, 3, 2), 1e30)
+    torch.testing.assert_close(linear_attention(full, full, full, causal=causal), full)  # the mean of V

@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnlab import nn as ann
 from attnlab import ref
 from attnlab.nn import (
     LearnedPositions,
@@ -100,3 +101,38 @@ def test_padding_masks():
         padding_mask(torch.tensor([0, 2]), 4)
     with pytest.raises(ValueError, match="needs t_k >= t_q"):
         causal_mask(4, 2)
+
+
+@pytest.mark.parametrize(
+    "build,message",
+    [
+        (lambda: ann.LearnedPositions(0, 8), "LearnedPositions.max_len must be a positive integer, got 0"),
+        (lambda: ann.LearnedPositions(8, -1), "LearnedPositions.d must be a positive integer, got -1"),
+        (
+            lambda: ann.SinusoidalPositions(2.5, 8),
+            "SinusoidalPositions.max_len must be a positive integer, got 2.5",
+        ),
+        (lambda: ann.alibi_bias(4, -1), "t_q must be an integer >= 0, got -1"),
+    ],
+)
+def test_position_tables_refuse_bad_sizes(build, message):
+    with pytest.raises(ValueError) as exc:
+        build()
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize(
+    "build,what,gib",
+    [
+        (lambda: ann.SinusoidalPositions(10**12, 8), "sinusoidal_positions(1000000000000, 8)", "178,813.9"),
+        (lambda: ann.LearnedPositions(10**12, 8), "LearnedPositions(1000000000000, 8)", "59,604.6"),
+        (lambda: ann.alibi_bias(8, 10**6), "alibi_bias(8, 1000000, 1000000)", "208,616.3"),
+    ],
+)
+def test_position_tables_are_sized_before_allocating(build, what, gib):
+    """SinusoidalPositions(10^12, 8) tried to allocate 8 TB; on the meta device (counting) it builds."""
+    with pytest.raises(ValueError) as exc:
+        build()
+    assert str(exc.value).startswith(f"{what} would need {gib} GiB; this machine has ")
+    with torch.device("meta"):
+        assert ann.SinusoidalPositions(10**9, 8).pe.shape == (10**9, 8)

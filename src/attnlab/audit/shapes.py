@@ -108,6 +108,7 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
         a = dataclasses.replace(a, max_len=max(seq, src_seq))
     from attnlab.audit.build import build
 
+    _check_fits(a, w)
     torch.manual_seed(seed)
     module = build(a)
     steps: list[dict] = []
@@ -158,6 +159,26 @@ def _cross_labels() -> dict[str, str]:
         "k": "K = memory W^K",
         "v": "V = memory W^V",
     }
+
+
+def _check_fits(a: ModelSpec, w: Workload) -> None:
+    """Refuse, before building, a run that would not fit in half of this machine's memory: the model's
+    weights (counted on the meta device) plus one layer's float32 activations and the logits (the
+    cost audit's arithmetic). A ``ValueError`` names the GiB; the arithmetic audits need neither."""
+    from attnlab._checks import memory_bytes
+    from attnlab.audit.build import build
+    from attnlab.audit.cost import audit_cost
+    from attnlab.models.base import check_memory
+
+    weights = check_memory(lambda: build(a, device="meta"), f"audit shapes of this {a.model}")
+    act = audit_cost(a, w, bytes_per_value=4)["activations"]
+    need, have = weights + act["per_layer_bytes"] + act["logits_bytes"], memory_bytes()
+    if need > have // 2:
+        raise ValueError(
+            f"audit shapes at B={w.batch:,}, T={w.seq:,} would need {need / 2**30:,.1f} GiB (the weights and "
+            f"one layer's float32 activations); this machine has {have / 2**30:,.1f} GiB: use a smaller "
+            "--seq or --batch, or audit params / cost (arithmetic, no memory)"
+        )
 
 
 def _trace_attention(module: nn.Module, attn_names: list[str], add) -> None:

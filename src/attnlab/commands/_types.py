@@ -70,16 +70,20 @@ class NonNegative(click.ParamType):
 
 
 class Number(click.ParamType):
-    """A finite number in ``[low, high)`` (``low`` excluded when ``strict``); NaN and inf are refused."""
+    """A finite number in ``[low, high)`` (``low`` excluded when ``strict``, ``high`` included when
+    ``closed``); NaN and inf are refused."""
 
     name = "X"
 
-    def __init__(self, low: float = -math.inf, high: float = math.inf, strict: bool = False):
-        self.low, self.high, self.strict = low, high, strict
+    def __init__(
+        self, low: float = -math.inf, high: float = math.inf, strict: bool = False, closed: bool = False
+    ):
+        self.low, self.high, self.strict, self.closed = low, high, strict, closed
 
     def _what(self) -> str:
         if self.high != math.inf:
-            return f"a number in [{self.low:g}, {self.high:g})"
+            left, right = "(["[not self.strict], "])"[not self.closed]
+            return f"a number in {left}{self.low:g}, {self.high:g}{right}"
         if self.low == -math.inf:
             return "a finite number"
         return f"a finite number {'>' if self.strict else '>='} {self.low:g}"
@@ -89,7 +93,8 @@ class Number(click.ParamType):
             x = float(value)
         except (TypeError, ValueError):
             x = math.nan
-        ok = math.isfinite(x) and (x > self.low if self.strict else x >= self.low) and x < self.high
+        ok = math.isfinite(x) and (x > self.low if self.strict else x >= self.low)
+        ok = ok and (x <= self.high if self.closed else x < self.high)
         if not ok:
             raise BadInput(f"{_flag(param)} must be {self._what()}, got {value!r}")
         return x
@@ -174,6 +179,8 @@ NON_NEGATIVE = NonNegative()
 POSITIVE_NUMBER = PositiveNumber()
 NON_NEGATIVE_NUMBER = Number(0.0)
 RATE = Number(0.0, 1.0)  # dropout, label smoothing: [0, 1)
+SHARE = Number(0.0, 1.0, closed=True)  # a share of attention or probability: [0, 1]
+NUCLEUS = Number(0.0, 1.0, strict=True, closed=True)  # top-p: (0, 1]
 SEED = NonNegative()
 
 

@@ -14,7 +14,7 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import choice, device_option
-from attnlab.embed_stream import FORMATS
+from attnlab.embed_stream import CHUNK_SIZE, FORMATS
 from attnlab.models.precision import DTYPES
 
 
@@ -66,10 +66,10 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
 @click.option("--output", metavar="OUT", help="With --input: OUT.npy or OUT.safetensors (float32 [N, d]).")
 @click.option(
     "--chunk-size",
-    default=4096,
+    default=CHUNK_SIZE,
     show_default=True,
     type=int,
-    help="Sentences held in memory and written per resumable chunk.",
+    help="Sentences held in memory and written per resumable part (an interrupt loses at most one).",
 )
 @click.option("--resume", is_flag=True, help="Continue an interrupted --input run into the same --output.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --output (and any interrupted run).")
@@ -259,11 +259,21 @@ def _draw(pairs, path: str) -> None:
     plt.close(ax.figure)
 
 
+def _warn(line: str) -> None:
+    """A warning on stderr, even with --quiet; above the progress bar on a terminal, not through it."""
+    import sys
+
+    from tqdm import tqdm
+
+    tqdm.write(f"warning: {line}", file=sys.stderr)
+
+
 def _embed_file(
     model_name, source, output, fmt, field, batch_size, dtype, chunk_size, resume, overwrite, quiet, as_json
 ):
-    from attnlab.embed_stream import Progress, check_job, embed_file
+    from attnlab.embed_stream import Interrupted, check_job, embed_file
     from attnlab.models.pretrained import load_pretrained
+    from attnlab.progress import progress
 
     total = check_job(source, output, fmt, field, resume, overwrite)  # bad input fails before the model loads
     model, tokenizer = load_pretrained(model_name)
@@ -281,22 +291,23 @@ def _embed_file(
             resume=resume,
             overwrite=overwrite,
             model_name=model_name,
-            progress=lambda n: Progress(n, quiet=quiet),
+            progress=lambda n: progress(total=n, desc="embed", unit="sentences", quiet=quiet),
             total=total,
+            log=_warn,
         )
-    except KeyboardInterrupt:
-        click.echo(f"interrupted; run the same command with --resume to continue into {output}", err=True)
+    except Interrupted as stop:
+        click.echo(f"{stop}; run the same command with --resume to continue into {output}", err=True)
         raise SystemExit(130) from None
     c = model.config
     _warn_truncated(summary["truncated"], summary["sentences"], c.max_seq_length or c.max_len)
     if as_json:
         click.echo(dumps_json(summary))
         return
-    resumed = (
-        f" ({summary['resumed_chunks']} of {summary['chunks']} chunks resumed)"
-        if summary["resumed_chunks"]
-        else ""
-    )
+    resumed = ""
+    if summary["resumed_chunks"] or summary["redone_chunks"]:
+        redone = summary["redone_chunks"]
+        redone = f", {redone} damaged and embedded again" if redone else ""
+        resumed = f" ({summary['resumed_chunks']} of {summary['chunks']} parts resumed{redone})"
     click.echo(
         f"wrote {summary['sentences']:,} x {summary['dim']} float32 embeddings to "
         f"{summary['output']}{resumed}: "

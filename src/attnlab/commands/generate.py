@@ -1,5 +1,6 @@
 """``attnlab generate DIR PROMPT``: continue a prompt with a Hugging Face decoder checkpoint (GPT-2,
-Llama, Mistral, Qwen2), streaming the text as each token is chosen; tokens/s at the end."""
+Llama, Mistral, Qwen2) or a GPT that ``attnlab train --text`` trained, streaming the text as each
+token is chosen; tokens/s at the end."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import NUCLEUS, PositiveNumber, device_option
 from attnlab.commands._types import POSITIVE as POS
-from attnlab.commands._types import PositiveNumber, device_option
 
 
 def _prompt_text(prompt: str) -> str:
@@ -23,7 +24,11 @@ def _prompt_text(prompt: str) -> str:
         is_file = "\n" not in prompt and Path(prompt).is_file()
     except OSError:  # a name too long to be a file: text
         is_file = False
-    return Path(prompt).read_text() if is_file else prompt
+    if not is_file:
+        return prompt
+    from attnlab.tasks.text_source import decode_text
+
+    return decode_text(Path(prompt).read_bytes(), prompt)  # empty, binary or bad UTF-8: one line
 
 
 @click.command("generate")
@@ -38,7 +43,7 @@ def _prompt_text(prompt: str) -> str:
 )
 @click.option("--top-k", default=None, type=POS, help="Sample among the K most likely tokens only.")
 @click.option(
-    "--top-p", default=None, type=float, help="Sample within the nucleus of probability P (0 < P <= 1)."
+    "--top-p", default=None, type=NUCLEUS, help="Sample within the nucleus of probability P (0 < P <= 1)."
 )
 @click.option("--seed", default=None, type=int, help="Seed of the sampler (reproducible draws).")
 @click.option("--beam", default=None, type=POS, help="Beam search with B beams instead (no streaming).")
@@ -51,8 +56,10 @@ def generate(
     directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, as_json, quiet, device
 ) -> None:
     """Continue PROMPT (text, a file, or - for stdin) with the checkpoint in DIR (config.json,
-    model.safetensors, tokenizer.json), printing each piece of text as it is produced."""
+    model.safetensors, tokenizer.json; or an attnlab train --text run folder), printing each piece
+    of text as it is produced."""
     from attnlab.models.hf.textgen import GenerationRequest, run_generation
+    from attnlab.training.text_generate import is_text_run, run_text_generation
 
     sampling = temperature is not None
     if beam is not None and (sampling or top_k or top_p or seed is not None):
@@ -79,7 +86,11 @@ def generate(
             sys.stdout.flush()
 
     start = time.perf_counter()
-    result = run_generation(directory, request, on_text=show)
+    if is_text_run(directory):
+        warn = None if quiet else (lambda line: click.echo(f"Warning: {line}", err=True))
+        result = run_text_generation(directory, request, on_text=show, warn=warn)
+    else:
+        result = run_generation(directory, request, on_text=show)
     if as_json:
         click.echo(dumps_json(result, indent=2, ensure_ascii=False))
         return

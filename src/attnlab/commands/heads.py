@@ -7,7 +7,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import SEED, Positive
+from attnlab.commands._types import SEED, SHARE, Positive
 
 
 def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
@@ -40,7 +40,11 @@ def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
 )
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the repeat probes.")
 @click.option(
-    "--threshold", type=float, default=0.4, show_default=True, help="Name the heads above this score."
+    "--threshold",
+    type=SHARE,
+    default=0.4,
+    show_default=True,
+    help="Name the heads above this score (a share of attention, 0 to 1).",
 )
 @click.option(
     "--exclude-first", is_flag=True, help="Drop attention to the first token (BOS/[CLS]) before scoring."

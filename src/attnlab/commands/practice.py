@@ -105,7 +105,10 @@ def list_(data_dir: str | None, as_json: bool) -> None:
 )
 @usage_errors
 def start(exercise: str, directory: str, seed: str | None) -> None:
+    from attnlab._io import check_out_path
+
     exercise = _exercise(exercise)
+    check_out_path(directory, "--dir")  # a file, or a folder under a file: one line, not an OSError
     if exercise == "attention":
         from attnlab.practice.starter import FUNCTIONS, write_starter
 

@@ -1,5 +1,5 @@
 """``attnlab train``, ``attnlab evaluate`` and ``attnlab translate``: train a model on a built-in
-task, score a trained model, and run it on your own input."""
+task or a GPT on text, score a trained model, and run it on your own input."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from attnlab.commands._types import (
     decode_options,
     device_option,
 )
+from attnlab.training.config import TEXT_TASK
 
 _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
@@ -29,14 +30,47 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--task",
     type=choice("attnlab.tasks:TASKS"),
     default=None,
-    help="The built-in task to train on. Required (unless --resume, which reads it from --out).",
+    help="The built-in task to train on. Required (unless --resume, which reads it from --out, or --text).",
+)
+@click.option(
+    "--text",
+    "text_source",  # not "text": that name reads standard input as lines (commands._errors)
+    type=str,
+    default=None,
+    help="Train a GPT on text instead: shakespeare (4 plays held out), a UTF-8 file or - for stdin "
+    "(the last 10% held out).",
+)
+@click.option(
+    "--preset",
+    type=choice("attnlab.training.text_presets:TEXT_PRESETS"),
+    default=None,
+    help="--text: a set of sizes and settings (quick: under a minute on a CPU; nanogpt: nanoGPT's CPU run). "
+    "Options you give override it.",
+)
+@click.option(
+    "--tokenizer",
+    type=choice("attnlab.tasks.text_tokenizer:TEXT_TOKENIZERS"),
+    default=None,
+    help="--text: characters, or byte-level BPE learnt from the training text (default char).",
+)
+@click.option(
+    "--vocab-size", type=POSITIVE, default=None, help="--tokenizer bpe: ids to learn (default 1024)."
+)
+@click.option(
+    "--context", type=POSITIVE, default=None, help="--text: tokens per training window (default 64)."
+)
+@click.option(
+    "--positions",
+    type=POSITIVE,
+    default=None,
+    help="gpt: positions the model has (default: --context for text, 256 for tasks).",
 )
 @click.option(
     "--model",
     type=choice("attnlab.training.config:MODEL_KINDS"),
     default="transformer",
     show_default=True,
-    help="The model to train.",
+    help="The model to train (with --text: gpt).",
 )
 @click.option("--steps", type=POSITIVE, default=1000, show_default=True, help="Optimisation steps in total.")
 @click.option("--batch", type=POSITIVE, default=64, show_default=True, help="Global batch size.")
@@ -55,7 +89,13 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--clip", type=float, default=1.0, show_default=True, help="Max gradient norm (0 = off).")
 @click.option("--weight-decay", type=float, default=0.01, show_default=True, help="AdamW weight decay.")
 @click.option("--eval-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
-@click.option("--eval-size", type=POSITIVE, default=200, show_default=True, help="Validation examples.")
+@click.option(
+    "--eval-size",
+    type=POSITIVE,
+    default=200,
+    show_default=True,
+    help="Validation examples (--text: held-out windows of --context tokens).",
+)
 @decode_options("Decoding for evaluation.")
 @click.option("--ckpt-every", type=NON_NEGATIVE, default=0, show_default=True, help="0 = only at the end.")
 @click.option("--train-size", type=POSITIVE, default=10000, show_default=True, help="Training examples.")
@@ -110,9 +150,10 @@ def train(
     as_json: bool,
     **opts,
 ) -> None:
-    """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam)."""
+    """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam), or a GPT on
+    text (--text: next-token loss, held-out loss per token and bits per character)."""
     from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_checkpoint, load_trained
+    from attnlab.training.checkpoint import load_resumable, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
     from attnlab.training.trainer import train as run
 
@@ -121,18 +162,20 @@ def train(
     device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
         raise ValueError("--resume needs --out DIR")
-    base = load_checkpoint(out).config if resume else None
+    base = load_resumable(out)[0].config if resume else None  # the checkpoint the run continues
     from attnlab.training.config import config_from_options
 
     given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
+    _text_options(opts, given, base, nproc)
     config = config_from_options(opts, given, base)
     chosen_out = out is None
     if chosen_out:
-        out = _default_out(config.task, config.model)  # named in the last line: never thrown away
+        out = _default_out(_source_name(config), config.model)  # named in the last line: never thrown away
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
+    log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
     if nproc > 1:
-        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet)
+        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
         if out is None:
             return
         _, state = load_trained(out)
@@ -147,13 +190,16 @@ def train(
             progress=not quiet and rank == 0,
             rank=rank,
             world=world,
-            log=None if quiet else (lambda line: click.echo(line, err=True)),
+            log=log,
             device=device,
         )
         if rank != 0:
             return
         history, step = result.history, result.step
     final = history[-1] if history else {}
+    if config.task == TEXT_TASK:
+        _text_summary(config, step, out, history, chosen_out, as_json)
+        return
     summary = {
         "task": config.task,
         "model": config.model,
@@ -178,6 +224,86 @@ def train(
         )
 
 
+def _source_name(config) -> str:
+    """``reverse``, ``shakespeare``, ``notes`` (a file's stem): the default run folder's first word."""
+    if config.task != TEXT_TASK:
+        return config.task
+    source = config.task_params["source"]
+    return "stdin" if source == "-" else Path(source).stem
+
+
+def _text_options(opts: dict, given: set[str], base, nproc: int) -> None:
+    """Complete ``opts``/``given`` for a text run: ``--text`` sets the task, a preset fills the options
+    the user left out, the model defaults to gpt and its positions to the context. Text options
+    without ``--text`` (and preset ones on a resume) are refused."""
+    from attnlab.training.text_presets import TEXT_PRESETS
+
+    text_only = [n for n in ("tokenizer", "vocab_size", "context", "preset") if n in given]
+    is_text = "text_source" in given or (base is not None and base.task == TEXT_TASK)
+    if not is_text:
+        if text_only:
+            raise ValueError(f"--{text_only[0].replace('_', '-')} applies to a GPT on text (--text)")
+        return
+    if nproc > 1:
+        raise ValueError("a text run trains in one process (DDP on text is not supported yet); drop --nproc")
+    if "task" in given:
+        raise ValueError("--task and --text choose what to train on: give one of them")
+    if "text_source" in given and opts["text_source"] not in ("shakespeare", "-"):  # resumable from anywhere
+        opts["text_source"] = str(Path(opts["text_source"]).expanduser().resolve())
+    if base is not None:
+        if "preset" in given:
+            raise ValueError("--preset applies to a new run; a resumed run keeps its checkpoint's settings")
+        return
+    opts["task"] = TEXT_TASK
+    for name, value in TEXT_PRESETS.get(opts["preset"], {}).items():
+        if name not in given:
+            opts[name] = value
+            given.add(name)
+    if "model" not in given:
+        opts["model"] = "gpt"
+    if opts["positions"] is None and opts["model"] == "gpt":
+        opts["positions"] = opts["context"] or 64
+
+
+def _text_summary(config, step: int, out, history: list[dict], chosen_out: bool, as_json: bool) -> None:
+    """The last lines of a text run: held-out loss per token and bits per character."""
+    from attnlab.training.text_data import read_meta
+
+    meta = read_meta(Path(out))
+    final = history[-1] if history else {}
+    summary = {
+        "task": TEXT_TASK,
+        "source": meta["source"],
+        "holdout": meta["holdout"],
+        "tokenizer": meta["params"]["tokenizer"],
+        "vocab_size": meta["vocab_size"],
+        "model": config.model,
+        "step": step,
+        "out": out,
+        "loss": final.get("loss"),
+        "val_loss": final.get("val_loss"),
+        "val_bits_per_char": final.get("val_bpc"),
+        "val_tokens": final.get("val_tokens"),
+        "val_chars": final.get("val_chars"),
+        "evaluations": [
+            {k: r[k] for k in ("step", "loss", "val_loss", "val_bpc")} for r in history if "val_loss" in r
+        ],
+    }
+    if as_json:
+        click.echo(dumps_json(summary, indent=2))
+        return
+    if final:
+        click.echo(
+            f"{config.model} on {Path(meta['source']).name} ({summary['tokenizer']}, {meta['vocab_size']} "
+            f"tokens): step {step}, loss {final['loss']:.4f}, held-out loss {final['val_loss']:.4f} per "
+            f"token, {final['val_bpc']:.3f} bits/char; {meta['holdout']}"
+        )
+    where = " (no --out given: saved in this default folder)" if chosen_out else ""
+    click.echo(
+        f"checkpoint: {Path(out) / 'latest.json'}{where}; continue text with: attnlab generate {out} PROMPT"
+    )
+
+
 def _default_out(task: str | None, model: str | None) -> str:
     """``runs/<task>-<model>``, then ``-2``, ``-3``, ... when that folder exists: never thrown away."""
     base = Path("runs") / f"{task or 'run'}-{model or 'model'}"
@@ -192,6 +318,8 @@ def _task_of(state: dict, min_len: int | None, max_len: int | None):
     from attnlab.tasks import get_task
 
     spec = state["task"]
+    if spec["name"] == TEXT_TASK:
+        raise ValueError("this run trained a GPT on text: continue text with attnlab generate DIR PROMPT")
     params = dict(spec["params"])
     if min_len is not None:
         params["min_len"] = min_len

@@ -9,7 +9,6 @@ builds itself from ``__init__(self, config)``. :func:`load_model` reads any save
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from attnlab._checks import choice, memory_bytes, positive_int, probability
-from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab._io import atomic_write_bytes, atomic_write_json, read_json
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -181,18 +180,24 @@ class SavableModel(nn.Module):
         return detect_from_env(model.to(map_location))  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
 
 
-def check_fits(model_cls, config, source) -> int:
-    """Build ``model_cls(config)`` on the meta device (no memory) and refuse, with a ``ValueError``
-    naming ``source``, a model whose parameters and buffers would not fit in half of this machine's
-    memory (a config edited to ``d_model`` 10^6 or ``max_len`` 10^9). Returns the bytes it needs."""
-    for f in dataclasses.fields(config):  # before building: 10^40 layers would loop for ever
+def check_sizes(config, source) -> None:
+    """Refuse, with a ``ValueError`` naming ``source`` and the field, a config whose sizes no model
+    has: more than 10,000 layers (a loop over 10^12 layers would run for ever before allocating
+    anything) or any other integer field above 2^31 - 1. Pure arithmetic: nothing is built."""
+    for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         most = 10_000 if "layers" in f.name else 2**31 - 1
         if isinstance(value, int) and not isinstance(value, bool) and value > most:
             raise ValueError(f"{source}: {f.name}={value:,} is beyond any model (at most {most:,})")
+
+
+def check_memory(build, source) -> int:
+    """Call ``build()`` on the meta device (no memory) and refuse, with a ``ValueError`` naming
+    ``source``, a module whose parameters and buffers would not fit in half of this machine's
+    memory. Returns the bytes it needs."""
     try:
         with torch.device("meta"):
-            probe = model_cls(config)
+            probe = build()
     except (OverflowError, RuntimeError, TypeError) as exc:
         raise ValueError(f"{source}: these sizes cannot be built ({str(exc).splitlines()[0][:80]})") from None
     need = sum(t.numel() * t.element_size() for t in list(probe.parameters()) + list(probe.buffers()))
@@ -206,15 +211,20 @@ def check_fits(model_cls, config, source) -> int:
     return need
 
 
+def check_fits(model_cls, config, source) -> int:
+    """Refuse ``model_cls(config)`` before anything is allocated: :func:`check_sizes`, then
+    :func:`check_memory` of the model built on the meta device (a config edited to ``d_model`` 10^6
+    or ``max_len`` 10^9). Returns the bytes it needs."""
+    check_sizes(config, source)
+    return check_memory(lambda: model_cls(config), source)
+
+
 def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
     """Return ``(kind, config dict)`` from ``directory/config.json``."""
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {directory}")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    data = read_json(path, kind=None)
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise ValueError(f"{path} must be a JSON object with 'model' and 'config', got {type(data).__name__}")
     kind = data.get("model")

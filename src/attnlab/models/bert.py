@@ -24,7 +24,7 @@ from attnlab._checks import positive_float
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
-from attnlab.nn.layers import EncoderLayer
+from attnlab.nn.layers import EncoderLayer, LayerNorm
 from attnlab.nn.positions import LearnedPositions
 
 POOLINGS = ("mean", "cls", "max", "mean_sqrt_len")
@@ -123,7 +123,7 @@ class BertEncoder(HookPoints, SavableModel):
         self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
         self.positions = LearnedPositions(c.max_len, c.d_model)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.d_model)
-        self.embed_norm = nn.LayerNorm(c.d_model, eps=c.eps)
+        self.embed_norm = LayerNorm(c.d_model, eps=c.eps)
         self.drop = nn.Dropout(c.dropout)
         self.layers = nn.ModuleList(EncoderLayer(c.block) for _ in range(c.num_layers))
         self.pooler = nn.Linear(c.d_model, c.d_model) if c.pooler else None

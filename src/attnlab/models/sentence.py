@@ -9,7 +9,7 @@ sorting by length so that batches carry almost no padding, and running each batc
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain
 
 import torch
@@ -164,6 +164,7 @@ def embed(
     batch_size: int = 32,
     dtype: str = "float32",
     stats: dict | None = None,
+    on_batch: Callable[[int], None] | None = None,
 ) -> Tensor:
     """Sentence embeddings ``[N, d_model]`` (float32, on the model's device), row i for sentence i.
 
@@ -179,6 +180,7 @@ def embed(
     matmuls (:mod:`attnlab.models.precision`; pooling and the result are float32 either way).
     ``stats``: a dict to fill with ``sentences``, ``tokens`` (after truncation) and ``truncated``
     (how many sentences the tokenizer cut at its ``max_length``).
+    ``on_batch(b)``: called after each batch of ``b`` sentences (progress within a long list).
     """
     if isinstance(sentences, str):
         raise ValueError("sentences must be a list of strings, not one string")
@@ -228,6 +230,8 @@ def embed(
                 if c.normalize:
                     vec = F.normalize(vec, p=2.0, dim=-1)
                 out[torch.tensor(rows, device=device)] = vec.float()
+                if on_batch is not None:
+                    on_batch(len(rows))
     finally:
         model.train(was_training)
     return out

@@ -33,22 +33,84 @@ def _check_config(owner: str, config) -> BlockConfig:
     return config
 
 
+# Below this max |x| the fused kernels' sums of squares cannot overflow (float32: d * 2^64 < 2^128).
+_SAFE_MAX = 2.0**32
+
+
+def _needs_scaling(x: torch.Tensor) -> bool:
+    """Whether ``x`` holds a finite value so large that ``mean(x^2)`` could overflow (1e30: the
+    fused norm would divide by inf and return zeros); one max over ``x``, no copy."""
+    if x.numel() == 0:
+        return False
+    m = float(x.detach().abs().amax())
+    return _SAFE_MAX <= m < float("inf")
+
+
+def _row_scale(x: torch.Tensor) -> torch.Tensor:
+    """A power of two near ``max |x|`` of each row ``[..., 1]`` (dividing by it is exact), never
+    below 1: the twin of :func:`attnlab.ref.layers._row_scale`."""
+    m = x.abs().amax(dim=-1, keepdim=True)  # [..., 1]
+    return torch.exp2(torch.floor(torch.log2(m.clamp(min=1.0))))
+
+
+def _check_eps(owner: str, eps) -> float:
+    from attnlab._checks import positive_float
+
+    return positive_float(f"{owner}.eps", eps)
+
+
 class RMSNorm(nn.RMSNorm):
     """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g over the last axis, ``[..., d] -> [..., d]`` (Zhang &
     Sennrich 2019: no mean subtraction, no bias; Llama's norm). PyTorch's ``nn.RMSNorm`` with its
-    gain ``weight [d]``; the twin of :func:`attnlab.ref.rms_norm`."""
+    gain ``weight [d]``; the twin of :func:`attnlab.ref.rms_norm`. ``eps`` must be a finite number
+    > 0. Inputs beyond 2^32 are normalised as ``x/s / sqrt(mean((x/s)^2) + eps/s^2)`` with ``s`` a
+    power of two per row (exact), so 1e30 gives the same numbers as 1 (the fused kernel gives 0)."""
 
     def __init__(self, d: int, eps: float = 1e-6):
-        super().__init__(d, eps=eps)
+        super().__init__(d, eps=_check_eps("RMSNorm", eps))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., d] -> [..., d]``."""
+        if not _needs_scaling(x):
+            return super().forward(x)
+        xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        s = _row_scale(xs)  # [..., 1]
+        xs = xs / s
+        ms = xs.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
+        y = (xs * torch.rsqrt(ms + self.eps / (s * s))).to(x.dtype)  # eps / s^2 -> 0 for huge rows
+        return y if self.weight is None else y * self.weight
+
+
+class LayerNorm(nn.LayerNorm):
+    """LN(x) = (x - mu) / sqrt(var + eps) * g + b over the last axis, ``[..., d] -> [..., d]``:
+    PyTorch's ``nn.LayerNorm`` (``eps`` a finite number > 0), with inputs beyond 2^32 normalised
+    on ``x / s`` per row as :class:`RMSNorm` does (the twin of :func:`attnlab.ref.layer_norm`)."""
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__(d, eps=_check_eps("LayerNorm", eps), bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., d] -> [..., d]``."""
+        if not _needs_scaling(x):
+            return super().forward(x)
+        xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        s = _row_scale(xs)  # [..., 1]
+        xs = xs / s
+        c = xs - xs.mean(dim=-1, keepdim=True)  # [..., d]
+        var = c.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
+        y = (c * torch.rsqrt(var + self.eps / (s * s))).to(x.dtype)
+        if self.weight is not None:
+            y = y * self.weight
+        return y if self.bias is None else y + self.bias
 
 
 def make_norm(config: BlockConfig, d: int | None = None) -> nn.Module:
-    """The block's norm over ``[..., d]`` (``d`` default ``d_model``): ``nn.LayerNorm`` or :class:`RMSNorm`
+    """The block's norm over ``[..., d]`` (``d`` default ``d_model``): :class:`LayerNorm` or :class:`RMSNorm`
     with ``config.norm_eps``."""
     d = config.d_model if d is None else d
     if config.norm == "rms":
         return RMSNorm(d, eps=config.norm_eps)
-    return nn.LayerNorm(d, eps=config.norm_eps)
+    return LayerNorm(d, eps=config.norm_eps)
 
 
 class FeedForward(HookPoints, nn.Module):

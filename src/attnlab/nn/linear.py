@@ -79,12 +79,30 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, c
     _check_qkv(q, k, v, causal)
     chunk = positive_int("chunk", chunk)
     fq, fk = elu_feature_map(q), elu_feature_map(k)  # [..., T_q, d], [..., T_k, d]
+    # Z is unchanged by scaling a row of phi(Q), all of phi(K), and V (then Z) by constants: powers of
+    # two >= 1 keep the products finite at 1e30 (they overflowed float32: inf / inf = NaN) and leave
+    # ordinary inputs bit for bit as they were.
+    fq = fq / _scale_down(fq, (-1,))  # [..., T_q, d], each row's max <= 2
+    fk = fk / _scale_down(fk, (-2, -1))  # [..., T_k, d]
+    sv = _scale_down(v.abs(), (-2, -1))  # [..., 1, 1]
+    v = v / sv
     if not causal:
         kv = fk.transpose(-1, -2) @ v  # phi(K)^T V  [..., d, d_v]
         z = fk.sum(dim=-2)  # phi(K)^T 1  [..., d]
-        return (fq @ kv) / (fq @ z.unsqueeze(-1))  # [..., T_q, d_v]
-    t_q, t_k = q.shape[-2], k.shape[-2]
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        return (fq @ kv) / (fq @ z.unsqueeze(-1)) * sv  # [..., T_q, d_v]
+    return _causal(fq, fk, v, chunk) * sv
+
+
+def _scale_down(t: Tensor, dims: tuple[int, ...]) -> Tensor:
+    """A power of two near ``max t`` over ``dims`` (kept as size 1), never below 1."""
+    return torch.exp2(torch.floor(torch.log2(t.amax(dim=dims, keepdim=True).clamp(min=1.0))))
+
+
+def _causal(fq: Tensor, fk: Tensor, v: Tensor, chunk: int) -> Tensor:
+    """The causal form of :func:`linear_attention` on the feature maps ``phi(Q) [..., T_q, d]``,
+    ``phi(K) [..., T_k, d]`` and ``V [..., T_k, d_v]``: ``Z [..., T_q, d_v]``."""
+    t_q, t_k = fq.shape[-2], fk.shape[-2]
+    lead = torch.broadcast_shapes(fq.shape[:-2], fk.shape[:-2], v.shape[:-2])
     fq, fk = fq.expand(lead + fq.shape[-2:]), fk.expand(lead + fk.shape[-2:])
     v = v.expand(lead + v.shape[-2:])
     # Keys before the first query are seen by every query: they only start the state.
@@ -104,7 +122,7 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, c
     # Exclusive prefix sums: the state S, z left by all earlier chunks.
     s_before = torch.cumsum(torch.cat([s0.unsqueeze(-3), kv_c[..., :-1, :, :]], dim=-3), dim=-3)
     z_before = torch.cumsum(torch.cat([z0.unsqueeze(-2), z_c[..., :-1, :]], dim=-2), dim=-2)
-    tril = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()  # [L, L]
+    tril = torch.ones(chunk, chunk, dtype=torch.bool, device=fq.device).tril()  # [L, L]
     a = (qc @ kc.transpose(-1, -2)).masked_fill(~tril, 0.0)  # phi(Q_c) phi(K_c)^T .* M  [..., n_c, L, L]
     num = a @ vc + qc @ s_before  # [..., n_c, L, d_v]
     den = a.sum(dim=-1, keepdim=True) + qc @ z_before.unsqueeze(-1)  # [..., n_c, L, 1]

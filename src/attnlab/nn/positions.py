@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from attnlab._checks import choice, positive_int
+from attnlab._checks import choice, non_negative_int, positive_int
 from attnlab.nn.config import ROPE_LAYOUTS
 from attnlab.nn.rope_scaling import rope_frequencies
 
@@ -29,9 +29,26 @@ def _check_range(
         )
 
 
+def _check_table(what: str, n_elements: int, itemsize: int) -> None:
+    """Refuse, before allocating, a table of ``n_elements`` taking ``itemsize`` bytes each (with its
+    temporaries) beyond half of this machine's memory: a ``ValueError`` naming ``what`` and the GiB.
+    Nothing is refused on the ``meta`` device, where a model is only counted."""
+    from attnlab._checks import memory_bytes
+
+    if torch.get_default_device().type == "meta":
+        return
+    need, have = n_elements * itemsize, memory_bytes()
+    if need > have // 2:
+        raise ValueError(
+            f"{what} would need {need / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB"
+        )
+
+
 def sinusoidal_positions(max_len: int, d: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)): ``[max_len, d]``
-    float64 (odd ``d`` drops the last cosine)."""
+    float64 (odd ``d`` drops the last cosine). Sizes are checked before anything is allocated."""
+    max_len, d = positive_int("max_len", max_len), positive_int("d", d)
+    _check_table(f"sinusoidal_positions({max_len}, {d})", max_len * d, 24)  # table, angles, float32 copy
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # [max_len, 1]
     two_i = torch.arange(0, d, 2, dtype=torch.float64)[None, :]  # [1, ceil(d/2)]
     angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64), two_i / d)  # [max_len, ceil(d/2)]
@@ -50,7 +67,8 @@ class SinusoidalPositions(nn.Module):
 
     def __init__(self, max_len: int, d: int):
         super().__init__()
-        self.max_len, self.d = max_len, d
+        self.max_len = positive_int("SinusoidalPositions.max_len", max_len)
+        self.d = positive_int("SinusoidalPositions.d", d)
         self.register_buffer("pe", sinusoidal_positions(max_len, d).float(), persistent=False)  # [max_len, d]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -67,7 +85,9 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, d: int):
         super().__init__()
-        self.max_len, self.d = max_len, d
+        self.max_len = positive_int("LearnedPositions.max_len", max_len)
+        self.d = positive_int("LearnedPositions.d", d)
+        _check_table(f"LearnedPositions({max_len}, {d})", max_len * d, 8)  # randn and its scaled copy
         self.weight = nn.Parameter(torch.randn(max_len, d) * 0.02)  # [max_len, d]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -156,7 +176,11 @@ def alibi_bias(
     Returns:
         ``[num_heads, t_q, t_k]``.
     """
-    t_k = t_q if t_k is None else t_k
+    t_q = non_negative_int("t_q", t_q)
+    t_k = t_q if t_k is None else non_negative_int("t_k", t_k)
+    _check_table(
+        f"alibi_bias({num_heads}, {t_q}, {t_k})", positive_int("num_heads", num_heads) * t_q * t_k, 28
+    )
     p = torch.arange(t_q)[:, None] + (t_k - t_q)  # [t_q, 1]
     dist = (p - torch.arange(t_k)[None, :]).abs().to(torch.float64)  # [t_q, t_k]
     bias = -alibi_slopes(num_heads)[:, None, None] * dist[None]  # [h, t_q, t_k], float64 on the CPU

@@ -28,6 +28,8 @@ def as_float(name: str, x, *, min_ndim: int = 0, ndim: int | None = None) -> np.
     Raises ``ValueError`` naming ``name`` if the rank is wrong or any entry is NaN/inf.
     """
     a = np.asarray(x)
+    if np.iscomplexobj(a):  # astype(float64) would drop the imaginary part without a word
+        raise ValueError(f"{name} must be a real array, got dtype {a.dtype}")
     if a.dtype not in (np.float32, np.float64):
         if a.dtype == bool or not np.issubdtype(a.dtype, np.number):
             raise ValueError(f"{name} must be a numeric array, got dtype {a.dtype}")

@@ -83,6 +83,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
     if k.shape[-2] == 0:
         raise ValueError(f"k has T_k=0: there is no key to attend to (q {list(q.shape)}, k {list(k.shape)})")
     d_k = q.shape[-1]
+    if d_k == 0:
+        raise ValueError(f"q and k have d_k=0: no feature to compare (q {list(q.shape)}, k {list(k.shape)})")
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)) or not np.isfinite(scale)
     ):

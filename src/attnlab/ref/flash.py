@@ -167,6 +167,8 @@ def flash_attention(
     if mask is not None:
         mask = np.broadcast_to(mask, lead + (t_q, t_k))  # a view: nothing is copied
     dtype = np.result_type(q, k, v)
+    if q.shape[-1] == 0:
+        raise ValueError(f"q and k have d_k=0: no feature to compare (q {list(q.shape)}, k {list(k.shape)})")
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else finite_float("scale", scale)
     offset = t_k - t_q  # absolute position of query 0 (lower-right alignment)
 

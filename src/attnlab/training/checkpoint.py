@@ -20,7 +20,6 @@ checkpoint folders are deleted after that. A process killed at any instant there
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -32,7 +31,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from attnlab._io import atomic_write_json
+from attnlab._io import atomic_write_json, read_json
 from attnlab.models.base import load_model, load_state
 from attnlab.training.config import TrainConfig
 
@@ -111,11 +110,10 @@ def _read_pointer(out: Path) -> tuple[str, int] | None:
     pointer = out / POINTER
     if not pointer.is_file():
         return None
-    try:
-        data = json.loads(pointer.read_text())
-        name, step = data["checkpoint"], data["step"]
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)") from None
+    data = read_json(pointer)  # not JSON, a list, 100,000-deep nesting: one line naming the file
+    if "checkpoint" not in data or "step" not in data:
+        raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)")
+    name, step = data["checkpoint"], data["step"]
     if not isinstance(name, str) or not _CKPT_NAME.match(name):
         raise ValueError(f"{pointer} names {name!r}; a pointer may only name a ckpt-NNNNNN folder beside it")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0 or name != f"ckpt-{step:06d}":
@@ -131,12 +129,9 @@ def verify(path: Path) -> dict[str, Any]:
     would switch verification off), or any file missing or not matching its hash.
     """
     state_path = path / STATE
-    try:
-        state = json.loads(state_path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path} is not a complete checkpoint (no {STATE})") from None
-    except (ValueError, UnicodeDecodeError):
-        raise ValueError(f"{state_path} is corrupt (not valid JSON)") from None
+    if not state_path.is_file():
+        raise ValueError(f"{path} is not a complete checkpoint (no {STATE})")
+    state = read_json(state_path, kind=None)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError(f"{state_path} is not an attnlab checkpoint of format {FORMAT}")
     files = state.get("files")
@@ -276,7 +271,13 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
         raise ValueError(f"{out} holds no checkpoint (no such folder)")
     found = _read_pointer(out)
     if found is None:
-        raise ValueError(f"{out} holds no checkpoint (no {POINTER})")
+        done = _complete_checkpoints(out)
+        hint = (
+            f"; {done[0].name} verifies: `attnlab train --out {out} --resume` continues from it"
+            if done
+            else ""
+        )
+        raise ValueError(f"{out} holds no checkpoint (no {POINTER}){hint}")
     path = out / found[0]
     if not (path / STATE).is_file():
         raise ValueError(f"{out / POINTER} points at {found[0]!r}, which is not a complete checkpoint")
@@ -287,7 +288,11 @@ def load_checkpoint(out_dir: str | Path) -> Checkpoint:
     """Read and verify the latest checkpoint in ``out_dir``. Anything missing, unreadable or not
     matching its recorded sha256 raises ``ValueError``; only a stale top-level model copy is rewritten
     (from the verified checkpoint)."""
-    path = checkpoint_dir(out_dir)
+    return load_checkpoint_at(out_dir, checkpoint_dir(out_dir))
+
+
+def load_checkpoint_at(out_dir: str | Path, path: Path) -> Checkpoint:
+    """The checkpoint folder ``path`` of the run ``out_dir``, verified and loaded."""
     state = verify(path)
     sync_top_level(out_dir, path, state["files"])
     try:
@@ -302,6 +307,59 @@ def load_checkpoint(out_dir: str | Path) -> Checkpoint:
     return Checkpoint(
         model, opt_state, rng, step, config, history, path, recent if isinstance(recent, list) else []
     )
+
+
+def resume_point(out_dir: str | Path) -> tuple[Path, str | None] | None:
+    """The checkpoint folder a resume continues, and a one-line note when it is not the one
+    ``latest.json`` names; None when ``out_dir`` holds no checkpoint at all.
+
+    The pointer's checkpoint if it verifies; otherwise (no pointer: a kill between a checkpoint's
+    rename and its pointer; or the pointer's checkpoint damaged or gone) the newest ``ckpt-NNNNNN``
+    folder that verifies. A pointer that is itself malformed, or names something outside ``out_dir``,
+    is a ``ValueError`` (as for :func:`checkpoint_dir`), and so is a folder where nothing verifies."""
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise ValueError(f"{out} holds no checkpoint (no such folder)")
+    found = _read_pointer(out)
+    failed: list[tuple[str, str]] = []  # (folder, why it does not verify)
+    if found is not None:
+        try:
+            verify(out / found[0])
+            return out / found[0], None
+        except ValueError as exc:
+            failed.append((found[0], str(exc)))
+    folders = [p for p in sorted(out.glob("ckpt-*"), reverse=True) if _CKPT_NAME.match(p.name) and p.is_dir()]
+    for path in folders:
+        if found is not None and path.name == found[0]:
+            continue
+        try:
+            verify(path)
+        except ValueError as exc:
+            failed.append((path.name, str(exc)))
+            continue
+        why = f"{POINTER} names {found[0]}" if found else f"it has no {POINTER}"
+        skipped = "; ".join(f"{name} skipped: {reason}" for name, reason in failed)
+        return path, (
+            f"{out}: {why}; resuming from {path.name} (step {int(path.name[5:])}), the newest checkpoint "
+            f"that verifies" + (f" ({skipped})" if skipped else "")
+        )
+    if found is None and not folders:
+        return None
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in failed)
+    raise ValueError(f"{out} holds no checkpoint that verifies ({reasons})")
+
+
+def load_resumable(out_dir: str | Path) -> tuple[Checkpoint, str | None]:
+    """The checkpoint :func:`resume_point` chooses, loaded, and its note (None: the pointer's)."""
+    chosen = resume_point(out_dir)
+    if chosen is None:
+        raise ValueError(f"{out_dir} holds no checkpoint (no {POINTER} and no ckpt-NNNNNN folder)")
+    return load_checkpoint_at(out_dir, chosen[0]), chosen[1]
+
+
+def point_at(out_dir: str | Path, path: Path) -> None:
+    """Make ``latest.json`` name the checkpoint folder ``path`` (atomically)."""
+    atomic_write_json(Path(out_dir) / POINTER, {"checkpoint": path.name, "step": int(path.name[5:])})
 
 
 def load_trained(out_dir: str | Path) -> tuple[torch.nn.Module, dict[str, Any]]:

@@ -10,6 +10,7 @@ from attnlab._checks import non_negative_float, positive_float, positive_int, pr
 from attnlab.training.schedule import SCHEDULES
 
 MODEL_KINDS = ("seq2seq-rnn", "attention-rnn", "transformer", "gpt")
+TEXT_TASK = "text"  # the task of a GPT trained on text (attnlab.training.text_data)
 DECODERS = ("greedy", "beam")
 # fields that may change between a run and its resumption without changing the result's meaning
 RESUMABLE_CHANGES = ("steps", "eval_every", "eval_size", "ckpt_every", "decode", "beam_size")
@@ -118,6 +119,11 @@ def resume_conflicts(saved: TrainConfig, new: TrainConfig) -> list[str]:
 
 # train option -> where it goes: ("task", key) / ("model", key) / ("train", TrainConfig field)
 OPTION_ROUTES = {
+    "text_source": ("task", "source"),
+    "tokenizer": ("task", "tokenizer"),
+    "vocab_size": ("task", "vocab_size"),
+    "context": ("task", "context"),
+    "positions": ("model", "max_len"),
     "min_len": ("task", "min_len"),
     "max_len": ("task", "max_len"),
     "num_symbols": ("task", "num_symbols"),
@@ -153,7 +159,7 @@ MODEL_OPTIONS = {
     "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
     "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
     "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
-    "gpt": {"d_model", "heads", "d_ff", "layers", "attention", "window", "dropout"},
+    "gpt": {"d_model", "heads", "d_ff", "layers", "attention", "window", "dropout", "positions"},
 }
 
 
@@ -166,12 +172,12 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
 
     if base is None:
         if opts["task"] is None:
-            raise ValueError("--task is required (e.g. --task reverse)")
+            raise ValueError("--task is required (e.g. --task reverse), or --text for a GPT on text")
         model = opts["model"]
         fields = {"task": opts["task"], "model": model, "task_params": {}, "model_params": {}}
         for name, (where, key) in OPTION_ROUTES.items():
             value = opts[name]
-            if where == "task" and value is not None:
+            if where == "task" and value is not None:  # (a text run's --text, --context, ...)
                 fields["task_params"][key] = value
             elif where == "model" and value is not None:
                 if name not in MODEL_OPTIONS.get(model, set()):

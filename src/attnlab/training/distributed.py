@@ -68,17 +68,19 @@ def train_distributed(
     resume: bool = False,
     progress: bool = True,
     replica_dir: str | Path | None = None,
+    log=None,
 ) -> None:
     """Train with ``nproc`` DDP processes on this machine (see module doc).
 
     Every check that can fail runs here first, in the parent, so bad input never starts workers.
     ``replica_dir``: if given, every rank saves its final weights there as
-    ``replica-{rank}.safetensors`` (to verify the replicas are identical)."""
+    ``replica-{rank}.safetensors`` (to verify the replicas are identical). ``log``: where a repair
+    of the run folder is said (see :func:`attnlab.training.trainer.preflight`)."""
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ValueError(f"nproc must be a positive integer, got {nproc!r}")
     if config.batch_size < nproc:
         raise ValueError(f"batch size {config.batch_size} is smaller than nproc={nproc}")
-    preflight(config, out_dir, resume)
+    preflight(config, out_dir, resume, log=log)
     with tempfile.TemporaryDirectory(prefix="attnlab-ddp-") as tmp:
         init_file = str(Path(tmp) / "rendezvous")
         mp.spawn(

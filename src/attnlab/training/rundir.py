@@ -29,6 +29,8 @@ MARKER = "attnlab-run.json"
 LOCK = ".attnlab.lock"
 # what attnlab itself writes at the top of a run folder (anything else there is left alone)
 OWN_FILES = ("latest.json", "config.json", "model.safetensors", MARKER)
+# a text run's tokenizer and token files (attnlab.training.text_data.FILES), written once at step 0
+TEXT_FILES = ("tokenizer.json", "train.bin", "val.bin", "val-chars.bin", "text.json")
 
 
 def check_out_path(out, what: str = "--out") -> Path:
@@ -51,7 +53,15 @@ def _ours(name: str) -> bool:
     """The lock, or what an interrupted write of attnlab's own files leaves (``.NAME.xxxx.tmp``)."""
     if name == LOCK or name.startswith((".ckpt-tmp-", ".attnlab-write-test-")):
         return True
+    if _partial_text_file(name):
+        return True
     return name.endswith(".tmp") and any(name.startswith(f".{own}.") for own in OWN_FILES)
+
+
+def _partial_text_file(name: str) -> bool:
+    """What an interrupted write of a text run's files leaves: ``train.bin.partial``,
+    ``.tokenizer.json.partial``."""
+    return name.endswith(".partial") and name.removesuffix(".partial").lstrip(".") in TEXT_FILES
 
 
 def refuse_foreign(path: Path) -> None:
@@ -84,7 +94,9 @@ def clean_leftovers(path: Path) -> list[str]:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p.name)
         elif p.is_file() and (
-            (p.name.startswith(".") and p.name.endswith(".tmp")) or p.name.startswith(".attnlab-write-test-")
+            (p.name.startswith(".") and p.name.endswith(".tmp"))
+            or p.name.startswith(".attnlab-write-test-")
+            or _partial_text_file(p.name)
         ):
             p.unlink(missing_ok=True)
             removed.append(p.name)
@@ -96,14 +108,14 @@ def clear_run(path: Path) -> None:
     for p in path.iterdir():
         if p.is_dir() and (p.name.startswith("ckpt-") or p.name.startswith(".ckpt-tmp-")):
             shutil.rmtree(p)
-        elif p.name in OWN_FILES and p.name != MARKER:
+        elif (p.name in OWN_FILES and p.name != MARKER) or p.name in TEXT_FILES:
             p.unlink()
 
 
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all (a damaged lock)
         return False
     except PermissionError:  # exists, owned by someone else
         return True
@@ -120,9 +132,8 @@ def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             try:
-                holder = json.loads(lock.read_text())
-                pid = int(holder["pid"])
-            except (OSError, ValueError, KeyError, TypeError):
+                pid = int(_io.read_json(lock)["pid"])
+            except (ValueError, KeyError, TypeError, OverflowError):  # unreadable, not ours: stale
                 pid = -1
             if pid > 0 and pid != os.getpid() and _alive(pid):
                 raise ValueError(
@@ -139,9 +150,8 @@ def writer_lock(path: Path, what: str = "run") -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            holder = json.loads(lock.read_text())
-            if holder.get("pid") == os.getpid():
+        with contextlib.suppress(OSError, ValueError):
+            if _io.read_json(lock).get("pid") == os.getpid():
                 lock.unlink()
 
 

@@ -10,11 +10,16 @@ the generator is reseeded from ``(seed, s, rank)`` (dropout) and the batch is a 
 ``(seed, s)`` (see :mod:`attnlab.training.data`). So weights after step ``s`` depend only on the
 config and the state after step ``s - 1`` — the state a checkpoint holds — and a run killed and
 resumed ends bit-for-bit where an uninterrupted run ends (on the same machine and thread count).
+
+A text run (``config.task == "text"``, :mod:`attnlab.training.text_data`) goes through the same loop:
+its batches are seeded windows of a token file, its evaluation the held-out loss and bits per
+character instead of decoding.
 """
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,23 +32,39 @@ import torch.nn.functional as F
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
 from attnlab.training import rundir
-from attnlab.training.checkpoint import latest_step, load_checkpoint, recover_pointer, save_checkpoint
+from attnlab.training.checkpoint import (
+    latest_step,
+    load_checkpoint_at,
+    point_at,
+    recover_pointer,
+    resume_point,
+    save_checkpoint,
+)
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
 from attnlab.training.models import build_model, count_parameters, resolve_params
 from attnlab.training.schedule import learning_rate
+from attnlab.training.text_data import (
+    TEXT_TASK,
+    TextData,
+    encode_corpus,
+    read_meta,
+    text_params,
+    write_corpus,
+)
 
 
 @dataclass
 class TrainResult:
     """What a run returns: the trained ``model`` (unwrapped, CPU), its ``history`` of metric
-    records, the final ``step`` and the task."""
+    records, the final ``step`` and the task (None for a text run: ``extra["text"]`` holds its
+    ``text.json``)."""
 
     model: torch.nn.Module
     history: list[dict[str, Any]]
     step: int
-    task: Task
+    task: Task | None
     params: int
     resumed_from: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -54,8 +75,15 @@ def step_seed(seed: int, step: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, step, rank, 0x5EED]).generate_state(1)[0])
 
 
-def batch_loss(model, batch: tuple[torch.Tensor, ...], decoder_only: bool, label_smoothing: float):
-    """Cross-entropy over non-PAD targets -> ``(loss, correct tokens, target tokens)``.
+def batch_loss(
+    model,
+    batch: tuple[torch.Tensor, ...],
+    decoder_only: bool,
+    label_smoothing: float,
+    ignore_index: int = PAD,
+):
+    """Cross-entropy over the targets that are not ``ignore_index`` (PAD for tasks; a text window
+    has no padding) -> ``(loss, correct tokens, target tokens)``.
 
     Seq2seq batch ``(src [B, S], tgt_in [B, T], tgt_out [B, T])``; GPT batch ``(ids [B, L], labels
     [B, L])``."""
@@ -69,16 +97,20 @@ def batch_loss(model, batch: tuple[torch.Tensor, ...], decoder_only: bool, label
     loss = F.cross_entropy(
         logits.reshape(-1, vocab),
         target.reshape(-1),  # [B*T, V] vs [B*T]
-        ignore_index=PAD,
+        ignore_index=ignore_index,
         label_smoothing=label_smoothing,
     )
-    mask = target != PAD
+    mask = target != ignore_index
     correct = ((logits.argmax(-1) == target) & mask).sum()
     return loss, int(correct), int(mask.sum())
 
 
-def prepare(config: TrainConfig) -> Task:
-    """Build the task and check the model options (raises ``ValueError`` before any work)."""
+def prepare(config: TrainConfig) -> Task | None:
+    """Build the task and check the model options (raises ``ValueError`` before any work); a text
+    run has no task (None): its options are checked instead."""
+    if config.task == TEXT_TASK:
+        _check_text_options(config)
+        return None
     task = get_task(config.task, **config.task_params)
     resolve_params(config.model, config.model_params)
     # the model's size, counted on the meta device: d_model 10^6 or max_len 10^9 is refused here
@@ -95,6 +127,25 @@ def prepare(config: TrainConfig) -> Task:
             f"batch size {config.batch_size} is larger than the training set ({config.train_size} examples)"
         )
     return task
+
+
+def _check_text_options(config: TrainConfig) -> None:
+    """A text run trains a GPT whose positions hold one context window."""
+    if config.model != "gpt":
+        raise ValueError(
+            f"a text run trains a GPT (--model gpt); model {config.model!r} reads source/target pairs"
+        )
+    p = text_params(config.task_params)
+    positions = resolve_params(config.model, config.model_params)["max_len"]
+    if p["context"] > positions:
+        raise ValueError(
+            f"--context {p['context']} is longer than the model's {positions} positions (--positions)"
+        )
+    from attnlab.models.base import check_fits
+    from attnlab.training.models import build_config, model_class
+
+    vocab = p["vocab_size"] or 1024  # a char vocabulary is the text's characters: its size is not known yet
+    check_fits(model_class("gpt"), build_config("gpt", vocab, config.model_params), "the model options")
 
 
 def preflight(
@@ -116,28 +167,41 @@ def preflight(
     removed = rundir.clean_leftovers(out)
     if removed and log:
         log(f"removed {len(removed)} file(s) left by an interrupted write in {out}")
+    if resume:
+        return _resume_from(config, out, log)
     recovered = recover_pointer(out)
     if recovered is not None and log:
-        log(f"{out}: the run was killed before its pointer was written; continuing from step {recovered}")
+        log(f"{out}: the run was killed before its pointer was written; it now names step {recovered}")
     has_run = latest_step(out) is not None
     if overwrite and has_run:
         rundir.clear_run(out)
         has_run = False
-    if not resume:
-        if has_run:
-            raise ValueError(
-                f"{out} already holds a checkpoint (step {latest_step(out)}); "
-                f"pass --resume to continue it, --overwrite to replace it, or choose another --out"
-            )
-        return None
-    if not has_run:
+    if has_run:
+        raise ValueError(
+            f"{out} already holds a checkpoint (step {latest_step(out)}); "
+            f"pass --resume to continue it, --overwrite to replace it, or choose another --out"
+        )
+    return None
+
+
+def _resume_from(config: TrainConfig, out: Path, log):
+    """The checkpoint ``--resume`` continues (:func:`resume_point`: the newest that verifies when
+    ``latest.json`` is missing or names a damaged one, said through ``log`` and the pointer
+    repaired), checked against ``config``; None when the folder holds no checkpoint yet."""
+    chosen = resume_point(out)
+    if chosen is None:
         if log:
             log(f"{out} holds no completed checkpoint: starting from step 0")
         return None
-    ckpt = load_checkpoint(out)
+    path, note = chosen
+    ckpt = load_checkpoint_at(out, path)
     conflicts = resume_conflicts(ckpt.config, config)
     if conflicts:
         raise ValueError(f"cannot resume {out}: " + "; ".join(conflicts))
+    if note is not None:  # only now is the folder changed
+        if log:
+            log(note)
+        point_at(out, path)
     return ckpt
 
 
@@ -168,6 +232,15 @@ def train(
 
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
+    encoded, scratch = None, contextlib.nullcontext()
+    if config.task == TEXT_TASK:  # every check of the text before the run folder is touched
+        if world > 1:
+            raise ValueError("a text run trains in one process (DDP on text is not supported yet)")
+        prepare(config)  # the options first: a bad --context is refused before reading any text
+        if not _has_checkpoint(out_dir, resume):  # a fresh start reads and tokenizes the text
+            encoded = encode_corpus(config.task_params)
+        if out_dir is None:
+            scratch = tempfile.TemporaryDirectory(prefix="attnlab-text-")
     lock = contextlib.nullcontext()
     if out_dir is not None and rank == 0:
         # one writer per folder, and the lock is taken before anything in the folder is touched
@@ -180,19 +253,82 @@ def train(
             ckpt = preflight(config, out_dir, resume, overwrite, log=log if rank == 0 else None)
             if threads is not None:
                 torch.set_num_threads(threads)
-            return _run(
-                config,
-                out_dir,
-                ckpt,
-                progress=progress,
-                rank=rank,
-                world=world,
-                desc=desc,
-                until=config.steps if until is None else min(until, config.steps),
-                device=device,
-            )
+            with scratch as tmp:
+                say = log if rank == 0 else None
+                source = _source(config, out_dir if tmp is None else tmp, encoded, ckpt, rank, say)
+                return _run(
+                    config,
+                    out_dir,
+                    ckpt,
+                    source,
+                    progress=progress,
+                    rank=rank,
+                    world=world,
+                    desc=desc,
+                    until=config.steps if until is None else min(until, config.steps),
+                    device=device,
+                )
     finally:
         torch.set_num_threads(previous_threads)
+
+
+def _has_checkpoint(out_dir, resume: bool) -> bool:
+    """Whether this run continues a checkpoint (so the text is not read again)."""
+    if out_dir is None or not resume:
+        return False
+    try:
+        return latest_step(rundir.check_out_path(out_dir)) is not None
+    except ValueError:
+        return False  # preflight names the problem
+
+
+class _TaskSource:
+    """A built-in task's batches and evaluation (decoding the validation examples)."""
+
+    ignore_index = PAD
+
+    def __init__(self, config: TrainConfig):
+        self.task = get_task(config.task, **config.task_params)
+        self.config, self.vocab_size = config, self.task.tokenizer.vocab_size
+        self.data, self.val = _data(config, self.task, config.model == "gpt")
+
+    def batch(self, step: int, rank: int, world: int):
+        return self.data.batch(step, rank, world)
+
+    def evaluate(self, model) -> dict[str, float]:
+        c = self.config
+        m = evaluate_examples(model, self.task, self.val, decode=c.decode, beam_size=c.beam_size)
+        return {"val_token_acc": m["token_acc"], "val_exact": m["exact"]}
+
+    def spec(self) -> dict[str, Any]:
+        return self.task.spec()
+
+    def line(self, step: int, record: dict[str, Any]) -> str:
+        return (
+            f"step {step}: loss {record['loss']:.4f}  val token acc {record['val_token_acc']:.3f}  "
+            f"val exact {record['val_exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)"
+        )
+
+
+def _source(config: TrainConfig, folder, encoded, ckpt, rank: int, log=None):
+    """The run's data: a task's examples, or a text run's token files (written by rank 0 when the
+    run starts at step 0, verified against ``text.json`` when it resumes; ``log`` hears what was
+    written and what is held out)."""
+    if config.task != TEXT_TASK:
+        return _TaskSource(config)
+    folder = Path(folder)
+    if encoded is not None and rank == 0:
+        meta = write_corpus(folder, encoded, config.task_params)
+        if log:
+            log(
+                f"text: {meta['train_chars']:,} characters -> {meta['train_tokens']:,} training tokens "
+                f"({meta['params']['tokenizer']}, {meta['vocab_size']} ids); for validation: "
+                f"{meta['holdout']}"
+            )
+    meta = read_meta(folder)
+    if meta["params"] != text_params(config.task_params):
+        raise ValueError(f"{folder / 'text.json'} was written for other text options: {meta['params']}")
+    return TextData(folder, meta, config.batch_size, config.seed, config.eval_size)
 
 
 @dataclass
@@ -224,13 +360,15 @@ def _restore(config: TrainConfig, vocab_size: int, ckpt, device: str) -> _Loop:
     return _Loop(model, optimizer, ckpt.step, ckpt.history, recent, device)
 
 
-def _train_step(loop: _Loop, net, config: TrainConfig, batch, lr: float, decoder_only: bool) -> int:
+def _train_step(
+    loop: _Loop, net, config: TrainConfig, batch, lr: float, decoder_only: bool, ignore_index: int = PAD
+) -> int:
     """One optimisation step at learning rate ``lr`` on ``batch`` (tensors ``[B, ...]``); appends
     ``(loss, token accuracy)`` to the loss window and returns the number of target tokens."""
     for g in loop.optimizer.param_groups:
         g["lr"] = lr
     batch = tuple(t.to(loop.device) for t in batch)
-    loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing)
+    loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing, ignore_index)
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if config.clip > 0:
@@ -252,22 +390,17 @@ def _record(loop: _Loop, lr: float, tokens_seen: int, elapsed: float) -> dict[st
     }
 
 
-def _evaluate(
-    loop: _Loop, config: TrainConfig, task: Task, val, record: dict, elapsed: float, bar, say: bool
-):
-    """Decode the validation examples, add their scores to ``record`` and keep it in the history;
-    ``say``: print a progress line (not for the last step: the caller's summary is printed once)."""
-    m = evaluate_examples(loop.model, task, val, decode=config.decode, beam_size=config.beam_size)
-    record.update(val_token_acc=m["token_acc"], val_exact=m["exact"], elapsed_s=elapsed)
+def _evaluate(loop: _Loop, source, record: dict, elapsed: float, bar, say: bool):
+    """Evaluate on held-out data (decoded task examples, or a text's held-out loss), add the scores
+    to ``record`` and keep it in the history; ``say``: print a progress line (not for the last
+    step: the caller's summary is printed once)."""
+    record.update(source.evaluate(loop.model), elapsed_s=elapsed)
     loop.history.append(record)
     if say:
-        bar.write(
-            f"step {loop.step}: loss {record['loss']:.4f}  val token acc {m['token_acc']:.3f}  "
-            f"val exact {m['exact']:.3f}  ({record['tokens_per_s']:.0f} tokens/s)"
-        )
+        bar.write(source.line(loop.step, record))
 
 
-def _checkpoint(loop: _Loop, config: TrainConfig, task: Task, out_dir) -> None:
+def _checkpoint(loop: _Loop, config: TrainConfig, source, out_dir) -> None:
     """Save the loop's state as checkpoint ``loop.step`` in ``out_dir`` (atomically; see checkpoint)."""
     save_checkpoint(
         out_dir,
@@ -276,7 +409,7 @@ def _checkpoint(loop: _Loop, config: TrainConfig, task: Task, out_dir) -> None:
         step=loop.step,
         config=config,
         history=loop.history,
-        task_spec=task.spec(),
+        task_spec=source.spec(),
         recent=loop.recent,
     )
 
@@ -302,6 +435,7 @@ def _run(
     config: TrainConfig,
     out_dir,
     ckpt,
+    source,
     *,
     progress: bool,
     rank: int,
@@ -310,11 +444,8 @@ def _run(
     until: int,
     device: str = "cpu",
 ) -> TrainResult:
-    task = get_task(config.task, **config.task_params)
-    tok = task.tokenizer
     decoder_only = config.model == "gpt"
-    data, val = _data(config, task, decoder_only)
-    loop = _restore(config, tok.vocab_size, ckpt, device)
+    loop = _restore(config, source.vocab_size, ckpt, device)
     n_params = count_parameters(loop.model)
     net = torch.nn.parallel.DistributedDataParallel(loop.model) if world > 1 else loop.model
     d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
@@ -324,7 +455,7 @@ def _run(
         initial=loop.step,
         quiet=not (progress and lead),
         unit="step",
-        desc=desc or f"train {config.model} on {config.task}",
+        desc=desc or f"train {config.model} on {_what(config)}",
     )
     loop.model.train()
     t0, tokens_seen = time.perf_counter(), 0
@@ -339,7 +470,8 @@ def _run(
             d_model=d_model,
         )
         torch.manual_seed(step_seed(config.seed, step, rank))  # seeds every device's generator
-        tokens_seen += _train_step(loop, net, config, data.batch(step, rank, world), lr, decoder_only) * world
+        batch = source.batch(step, rank, world)
+        tokens_seen += _train_step(loop, net, config, batch, lr, decoder_only, source.ignore_index) * world
         elapsed = time.perf_counter() - t0
         record = _record(loop, lr, tokens_seen, elapsed)
         bar.update(1)
@@ -350,11 +482,26 @@ def _run(
         )
         last = loop.step in (config.steps, until)
         if lead and _due(config.eval_every, loop.step, last):
-            _evaluate(loop, config, task, val, record, elapsed, bar, say=progress and not last)
+            _evaluate(loop, source, record, elapsed, bar, say=progress and not last)
         if lead and out_dir is not None and _due(config.ckpt_every, loop.step, last):
-            _checkpoint(loop, config, task, out_dir)
+            _checkpoint(loop, config, source, out_dir)
     bar.close()
     model = loop.model.to("cpu").eval()
+    extra = {"text": source.meta} if isinstance(source, TextData) else {}
     return TrainResult(
-        model, loop.history, loop.step, task, n_params, resumed_from=ckpt.step if ckpt else None
+        model,
+        loop.history,
+        loop.step,
+        getattr(source, "task", None),
+        n_params,
+        resumed_from=ckpt.step if ckpt else None,
+        extra=extra,
     )
+
+
+def _what(config: TrainConfig) -> str:
+    """What a run trains on, for the progress bar: the task, or the text's source."""
+    if config.task == TEXT_TASK:
+        source = str(config.task_params.get("source", "text"))
+        return Path(source).name if source not in ("-", "shakespeare") else source
+    return config.task

@@ -151,6 +151,10 @@ def _bad(tmp_path, hf_dirs):
         "--max-new 0": [str(hf_dirs["gpt2"]), "hi", "--max-new", "0"],
         "--top-k without --temperature": [str(hf_dirs["gpt2"]), "hi", "--top-k", "5"],
         "--beam with --temperature": [str(hf_dirs["gpt2"]), "hi", "--beam", "2", "--temperature", "1"],
+        "--beam wider than the vocabulary": [str(hf_dirs["gpt2"]), "hi", "--beam", "1000000"],
+        "--top-p nan": [str(hf_dirs["gpt2"]), "hi", "--temperature", "1", "--top-p", "nan"],
+        "--top-p 0": [str(hf_dirs["gpt2"]), "hi", "--temperature", "1", "--top-p", "0"],
+        "--temperature nan": [str(hf_dirs["gpt2"]), "hi", "--temperature", "nan"],
     }
 
 
@@ -164,12 +168,29 @@ def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
         "--max-new 0": "--max-new must be a positive integer, got 0",
         "--top-k without --temperature": "give --temperature too",
         "--beam with --temperature": "--beam searches deterministically",
+        "--beam wider than the vocabulary": "--beam 1,000,000 is more than the vocabulary (301 tokens)",
+        "--top-p nan": "--top-p must be a number in (0, 1], got 'nan'",
+        "--top-p 0": "--top-p must be a number in (0, 1], got '0'",
+        "--temperature nan": "--temperature must be a positive number, got 'nan'",
     }
     for case, args in _bad(tmp_path, hf_dirs).items():
         code, out, err = _run(capsys, "generate", *args)
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2, case
         assert len(lines) == 1 and lines[0].startswith("Error:") and expected[case] in lines[0], (case, err)
+
+
+def test_a_temperature_of_1e_300_samples_the_greedy_tokens(hf_dirs, capsys):
+    """It was NaN probabilities and a RuntimeError traceback; T -> 0 is greedy decoding."""
+    runs = [["--temperature", "1e-300", "--seed", "3"], []]
+    tokens = []
+    for extra in runs:
+        code, out, _ = _run(
+            capsys, "generate", str(hf_dirs["gpt2"]), "The keys", "--max-new", "8", "--json", *extra
+        )
+        assert code == 0
+        tokens.append(json.loads(out)["tokens"])
+    assert tokens[0] == tokens[1] and len(tokens[0]) == 8
 
 
 def test_generate_quiet_prints_the_text_and_ends_with_a_newline(hf_dirs, capsys):

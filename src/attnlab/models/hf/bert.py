@@ -8,14 +8,15 @@ say how :func:`attnlab.models.sentence.embed` pools) becomes a :class:`BertConfi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
-from attnlab.models.base import load_state
+from attnlab._io import read_json
+from attnlab.models.base import check_fits, load_state
 from attnlab.models.bert import POOLINGS, BertConfig, BertEncoder
+from attnlab.models.hf.fields import flag, number, size, text
 from attnlab.nn.nonfinite import detect_from_env
 
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -28,69 +29,76 @@ def load_bert(directory: str | Path) -> BertEncoder:
     Errors name every missing or mis-shaped tensor by its checkpoint name."""
     directory = Path(directory)
     config = config_from_hf(directory)
+    check_fits(BertEncoder, config, str(directory / "config.json"))  # before allocating
     model = BertEncoder(config)
     state = load_state(directory / "model.safetensors")
     model.load_state_dict(map_hf_state(model, state, str(directory / "model.safetensors")))
     return detect_from_env(model.eval())  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+def _read_object(path: Path, kind: type = dict) -> Any:
+    """The JSON value of ``path`` (:func:`attnlab._io.read_json`), which must be a ``kind``."""
+    value = read_json(path, kind=None)
+    if not isinstance(value, kind):
+        raise ValueError(f"{path} must hold a JSON {'object' if kind is dict else 'list'}, got {value!r:.60}")
+    return value
 
 
 def config_from_hf(directory: str | Path) -> BertConfig:
-    """A :class:`BertConfig` from a Hugging Face ``config.json`` (and sentence-transformers files)."""
+    """A :class:`BertConfig` from a Hugging Face ``config.json`` (and sentence-transformers files);
+    every field's JSON type is checked (:mod:`attnlab.models.hf.fields`), a wrong one named."""
     directory = Path(directory)
     path = directory / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"no config.json in {directory} (expected a BERT checkpoint directory)")
-    hf = _read_json(path)
+    hf = _read_object(path)
     if hf.get("model_type", "bert") != "bert":
         raise ValueError(f"{path} is a {hf.get('model_type')!r} model, not 'bert'")
-    if hf.get("position_embedding_type", "absolute") != "absolute":
+    if text(hf, "position_embedding_type", str(path), "absolute") != "absolute":
         raise ValueError(
             f"{path}: position_embedding_type {hf['position_embedding_type']!r} is not supported"
         )
-    act = hf.get("hidden_act", "gelu")
+    act = text(hf, "hidden_act", str(path), "gelu")
     if act not in HF_ACTIVATIONS:
         raise ValueError(f"{path}: hidden_act {act!r} is not one of {sorted(HF_ACTIVATIONS)}")
     pooling, normalize, max_seq = "mean", False, None
     pool_cfg = directory / "1_Pooling" / "config.json"
     if pool_cfg.is_file():
-        p = _read_json(pool_cfg)
+        p = _read_object(pool_cfg)
         keys = {m: f"pooling_mode_{m}_tokens" for m in POOLINGS} | {"cls": "pooling_mode_cls_token"}
-        modes = [m for m in POOLINGS if p.get(keys[m])]
+        modes = [m for m in POOLINGS if flag(p, keys[m], str(pool_cfg), False)]
         if len(modes) != 1:
             raise ValueError(f"{pool_cfg} asks for pooling modes {modes}; exactly one is supported")
         pooling = modes[0]
     modules = directory / "modules.json"
     if modules.is_file():
-        normalize = any(m.get("type", "").endswith("Normalize") for m in _read_json(modules))
+        entries = _read_object(modules, list)
+        if not all(isinstance(m, dict) for m in entries):
+            raise ValueError(f"{modules} must be a list of objects, got {entries!r:.60}")
+        normalize = any(text(m, "type", str(modules), "").endswith("Normalize") for m in entries)
     st_cfg = directory / "sentence_bert_config.json"
     if st_cfg.is_file():
-        max_seq = _read_json(st_cfg).get("max_seq_length")
-    try:
-        return BertConfig(
-            vocab_size=hf["vocab_size"],
-            d_model=hf["hidden_size"],
-            num_heads=hf["num_attention_heads"],
-            num_layers=hf["num_hidden_layers"],
-            d_ff=hf["intermediate_size"],
-            max_len=hf.get("max_position_embeddings", 512),
-            type_vocab_size=hf.get("type_vocab_size", 2),
-            eps=float(hf.get("layer_norm_eps", 1e-12)),
-            activation=HF_ACTIVATIONS[act],
-            pad_id=hf.get("pad_token_id", 0) or 0,
-            pooler=_has_pooler(directory / "model.safetensors"),
-            pooling=pooling,
-            normalize=normalize,
-            max_seq_length=max_seq,
-        )
-    except KeyError as exc:
-        raise ValueError(f"{path} lacks the field {exc.args[0]!r}") from None
+        max_seq = size(_read_object(st_cfg), "max_seq_length", str(st_cfg), None)
+    source = str(path)
+    pad = hf.get("pad_token_id")
+    if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool) or pad < 0):
+        raise ValueError(f"{source}: pad_token_id must be an integer >= 0, got {pad!r}")
+    return BertConfig(
+        vocab_size=size(hf, "vocab_size", source),
+        d_model=size(hf, "hidden_size", source),
+        num_heads=size(hf, "num_attention_heads", source),
+        num_layers=size(hf, "num_hidden_layers", source),
+        d_ff=size(hf, "intermediate_size", source),
+        max_len=size(hf, "max_position_embeddings", source, 512),
+        type_vocab_size=size(hf, "type_vocab_size", source, 2),
+        eps=number(hf, "layer_norm_eps", source, 1e-12),
+        activation=HF_ACTIVATIONS[act],
+        pad_id=pad or 0,
+        pooler=_has_pooler(directory / "model.safetensors"),
+        pooling=pooling,
+        normalize=normalize,
+        max_seq_length=max_seq,
+    )
 
 
 def _has_pooler(weights: Path) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.models.gpt import GPTConfig
-from attnlab.models.hf.fields import activation, need, refuse
+from attnlab.models.hf.fields import activation, flag, number, refuse, size
 from attnlab.models.hf.mapping import Rule, rename, split, transposed
 
 MODEL_TYPES = ("gpt2",)
@@ -31,18 +31,18 @@ def config_from_hf(hf: dict[str, Any], source: str) -> GPTConfig:
         scale_attn_by_inverse_layer_idx=False,
         add_cross_attention=False,
     )
-    d = need(hf, "n_embd", source)
+    d = size(hf, "n_embd", source)
     return GPTConfig(
-        vocab_size=need(hf, "vocab_size", source),
+        vocab_size=size(hf, "vocab_size", source),
         d_model=d,
-        num_heads=need(hf, "n_head", source),
-        num_layers=need(hf, "n_layer", source),
-        d_ff=hf.get("n_inner") or 4 * d,
-        max_len=need(hf, "n_positions", source),
+        num_heads=size(hf, "n_head", source),
+        num_layers=size(hf, "n_layer", source),
+        d_ff=size(hf, "n_inner", source, 4 * d),
+        max_len=size(hf, "n_positions", source),
         positions="learned",
-        tie_weights=bool(hf.get("tie_word_embeddings", True)),
+        tie_weights=flag(hf, "tie_word_embeddings", source, True),
         norm="layer",
-        norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+        norm_eps=number(hf, "layer_norm_epsilon", source, 1e-5),
         ffn="mlp",
         activation=activation(hf, "activation_function", "gelu_new", source),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.models.gpt import GPTConfig
-from attnlab.models.hf.fields import activation, need, rope
+from attnlab.models.hf.fields import activation, flag, number, rope, size
 from attnlab.models.hf.mapping import Rule, rename
 
 MODEL_TYPES = ("llama", "mistral", "qwen2")
@@ -27,8 +27,8 @@ TIED = ("lm_head.weight", "embed_tokens.weight")
 def _window(hf: dict[str, Any], kind: str, source: str) -> int | None:
     """Mistral's ``sliding_window`` (null: full attention); Qwen2's only with ``use_sliding_window``."""
     if kind == "mistral":
-        return hf.get("sliding_window")
-    if kind == "qwen2" and hf.get("use_sliding_window"):
+        return size(hf, "sliding_window", source, None)
+    if kind == "qwen2" and flag(hf, "use_sliding_window", source, False):
         raise ValueError(
             f"{source}: use_sliding_window=true (Qwen2's window on layers from max_window_layers on) "
             "is not supported; supported: false"
@@ -39,41 +39,44 @@ def _window(hf: dict[str, Any], kind: str, source: str) -> int | None:
 def config_from_hf(hf: dict[str, Any], source: str) -> GPTConfig:
     """The :class:`GPTConfig` of a Llama/Mistral/Qwen2 ``config.json`` (``hf``, read from ``source``)."""
     kind = hf["model_type"]
-    d, heads = need(hf, "hidden_size", source), need(hf, "num_attention_heads", source)
-    head_dim = hf.get("head_dim")
-    if head_dim is not None and isinstance(heads, int) and head_dim * heads != d:
+    d, heads = size(hf, "hidden_size", source), size(hf, "num_attention_heads", source)
+    head_dim = size(hf, "head_dim", source, None)
+    if head_dim is not None and head_dim * heads != d:
         raise ValueError(
             f"{source}: head_dim={head_dim} with num_attention_heads={heads} is not hidden_size={d}; "
             "attnlab supports head_dim = hidden_size / num_attention_heads only"
         )
-    layer_types = set(hf.get("layer_types") or ["full_attention"]) - {"full_attention", "sliding_attention"}
+    types = hf.get("layer_types")
+    if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
+        raise ValueError(f"{source}: layer_types must be a list of strings, got {types!r}")
+    layer_types = set(types or ["full_attention"]) - {"full_attention", "sliding_attention"}
     if layer_types:
         raise ValueError(f"{source}: layer_types {sorted(layer_types)} are not supported")
     theta, scaling = rope(hf, source)
-    max_len = need(hf, "max_position_embeddings", source)
+    max_len = size(hf, "max_position_embeddings", source)
     if scaling is not None and scaling["rope_type"] == "dynamic":  # it is the trained length there:
         max_len = int(max_len * scaling["factor"])  # dynamic NTK is meant to reach factor times it
-    attention_bias = bool(hf.get("attention_bias", False))
+    attention_bias = flag(hf, "attention_bias", source, False)
     return GPTConfig(
-        vocab_size=need(hf, "vocab_size", source),
+        vocab_size=size(hf, "vocab_size", source),
         d_model=d,
         num_heads=heads,
-        num_kv_heads=hf.get("num_key_value_heads") or heads,
-        num_layers=need(hf, "num_hidden_layers", source),
-        d_ff=need(hf, "intermediate_size", source),
+        num_kv_heads=size(hf, "num_key_value_heads", source, heads),
+        num_layers=size(hf, "num_hidden_layers", source),
+        d_ff=size(hf, "intermediate_size", source),
         max_len=max_len,
         positions="rope",
         rope_layout="half",
         rope_base=theta,
         rope_scaling=scaling,
-        tie_weights=bool(hf.get("tie_word_embeddings", False)),
+        tie_weights=flag(hf, "tie_word_embeddings", source, False),
         norm="rms",
-        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+        norm_eps=number(hf, "rms_norm_eps", source, 1e-6),
         ffn="glu",
         activation=activation(hf, "hidden_act", "silu", source),
         qkv_bias=kind == "qwen2" or attention_bias,
         out_bias=attention_bias,
-        ffn_bias=bool(hf.get("mlp_bias", False)),
+        ffn_bias=flag(hf, "mlp_bias", source, False),
         window=_window(hf, kind, source),
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from attnlab.models.base import check_state_dict
+from attnlab.models.base import check_fits, check_sizes, check_state_dict
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.hf import gpt2, llama
 from attnlab.models.hf.checkpoint import CONFIG, INDEX, read_hf_config, read_hf_state, weight_files
@@ -51,13 +51,16 @@ def model_config_from_hf(path: str | Path):
     hf = read_hf_config(path)
     source = str(path / CONFIG if path.is_dir() else path)
     if model_type(hf, source) != "bert":
-        return FAMILIES[hf["model_type"]].config_from_hf(hf, source)
+        config = FAMILIES[hf["model_type"]].config_from_hf(hf, source)
+        check_sizes(config, source)  # counting needs no memory, but a loop over 10^12 layers never ends
+        return config
     from attnlab.models.hf.bert import config_from_hf as bert_config
 
     directory = path if path.is_dir() else path.parent
     if not path.is_dir() and path.name != CONFIG:
         raise ValueError(f"{path}: a BERT config is read as {CONFIG} of its directory; rename the file")
     config = bert_config(directory)
+    check_sizes(config, source)
     weights = ("model.safetensors", "model.safetensors.index.json")
     return (
         config
@@ -80,7 +83,8 @@ def load_hf(directory: str | Path, dtype: torch.dtype = torch.float32):
 
     A tensor missing, extra or of the wrong shape for ``config.json`` is a ``ValueError`` naming
     it; buffers that are not weights (GPT-2's ``attn.bias`` mask, ``rotary_emb.inv_freq``) are
-    ignored; a head tied to the embedding may be stored once or twice (equal)."""
+    ignored; a head tied to the embedding may be stored once or twice (equal). Sizes that would not fit
+    in half of this machine's memory are refused before anything is read or allocated."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"no checkpoint directory {directory}")
@@ -93,6 +97,7 @@ def load_hf(directory: str | Path, dtype: torch.dtype = torch.float32):
         return load_bert(directory).to(dtype)
     family = FAMILIES[kind]
     config = family.config_from_hf(hf, source)
+    check_fits(GPT, config, source)  # before a shard is read or a tensor allocated
     state = read_hf_state(directory)
     files = weight_files(directory)
     where = str(files[0] if len(files) == 1 else directory / INDEX)

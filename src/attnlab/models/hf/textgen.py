@@ -38,10 +38,15 @@ def eos_ids(directory: str | Path) -> list[int]:
     of ``config.json`` (an int or a list; Llama 3 lists two)."""
     directory = Path(directory)
     gen = directory / "generation_config.json"
-    for source in ([read_json(gen)] if gen.is_file() else []) + [read_hf_config(directory)]:
-        eos = source.get("eos_token_id")
-        if eos is not None:
-            return [eos] if isinstance(eos, int) else [int(e) for e in eos]
+    sources = [(gen, read_json(gen, kind=None))] if gen.is_file() else []
+    for path, source in [*sources, (directory / "config.json", read_hf_config(directory))]:
+        eos = source.get("eos_token_id") if isinstance(source, dict) else None
+        if eos is None:
+            continue
+        ids = eos if isinstance(eos, list) else [eos]
+        if not all(isinstance(e, int) and not isinstance(e, bool) and e >= 0 for e in ids):
+            raise ValueError(f"{path}: eos_token_id must be a token id or a list of them, got {eos!r:.60}")
+        return ids
     return []
 
 
@@ -123,9 +128,29 @@ def _beam(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int
         raise ValueError(
             f"prompt length {prompt.shape[1]} + max_new_tokens {request.max_new} exceeds max_len={limit}"
         )
+    check_beam(model.config, request.beam, limit)
     best = beam_search(model, prompt, request.beam, request.max_new, eos_id=eos[0] if eos else -1)
     for tok in best.hypotheses[0][0].tokens:
         out.add(int(tok))
+
+
+def check_beam(config, beam: int, length: int) -> None:
+    """Refuse, before anything is allocated, a beam wider than the vocabulary (the first step has
+    only ``vocab_size`` candidates) or one whose KV caches ``2 x L x beam x h_kv x T x d_k`` float32
+    and logits ``[beam, V]`` (x 3: scores, sort) would not fit in half of this machine's memory."""
+    from attnlab._checks import memory_bytes
+
+    if beam > config.vocab_size:
+        raise ValueError(f"--beam {beam:,} is more than the vocabulary ({config.vocab_size:,} tokens)")
+    d_k = config.d_model // config.num_heads
+    kv = config.num_kv_heads or config.num_heads
+    need = 4 * beam * (2 * config.num_layers * kv * length * d_k + 3 * config.vocab_size)
+    have = memory_bytes()
+    if need > have // 2:
+        raise ValueError(
+            f"--beam {beam:,} would need {need / 2**30:,.1f} GiB of KV cache and logits; "
+            f"this machine has {have / 2**30:,.1f} GiB"
+        )
 
 
 def _sample(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream):
