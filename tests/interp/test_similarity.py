@@ -73,6 +73,7 @@ def test_cli_explain_draws_the_pair_matrix(minilm, tmp_path):
     result = CliRunner().invoke(cli, ["embed", "--explain", a, b, "--top", "1", "--heatmap", str(out)])
     assert result.exit_code == 0, result.output
     assert out.stat().st_size > 5_000
+    assert f"as a heatmap to {out}" in result.output  # the file is named
     result = CliRunner().invoke(cli, ["embed", a, "--heatmap", str(out)])
     assert result.exit_code == 2 and "--heatmap goes with --explain" in result.output
 
@@ -80,3 +81,22 @@ def test_cli_explain_draws_the_pair_matrix(minilm, tmp_path):
 def test_cli_explain_needs_two_texts():
     result = CliRunner().invoke(cli, ["embed", "--explain", "one", "two", "three"])
     assert result.exit_code == 2 and "--explain takes exactly two TEXTs, got 3" in result.output
+
+
+def test_the_pair_heatmap_colours_span_the_terms(minilm, tmp_path, monkeypatch):
+    """The terms are small and of either sign: the colour scale is centred on 0 and reaches exactly
+    the largest |term| (a [0, 1] scale drew the whole matrix near white)."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.commands import embed as embed_command
+    from attnlab.interp.similarity import explain_similarity
+
+    model, tokenizer = minilm
+    pairs = explain_similarity(model, tokenizer, *PAIRS[0])
+    seen = []
+    monkeypatch.setattr(plt, "close", lambda fig: seen.append(fig))
+    embed_command._draw(pairs, str(tmp_path / "p.png"))
+    image = seen[0].axes[0].images[0]
+    reach = float(pairs.terms.abs().max())
+    assert image.norm.vmax == pytest.approx(reach) and image.norm.vmin == pytest.approx(-reach)
+    assert reach < 0.5  # the terms are far from the old scale's top of 1

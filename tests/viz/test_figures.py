@@ -76,3 +76,29 @@ def test_bad_arguments_exit_2(tmp_path):
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     with pytest.raises(ValueError, match="format must be one of"):
         figures.draw_figures(tmp_path, "gif")
+
+
+def test_figure_3_labels_fit_and_the_sqrt_line_is_on_top():
+    """Every value label of the spread panel lies inside the figure (the '15.94' at d_k=256 was
+    clipped), and the sqrt(d_k) line, which coincides with the unscaled curve, is drawn above it."""
+    import matplotlib.pyplot as plt
+
+    fig, numbers = figures.fig3_scaling()
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        box = fig.bbox
+        labels = [t for t in ax.texts if t.get_text().replace(".", "").isdigit()]
+        assert len(labels) == len(numbers["variance"]["d_k"])
+        renderer = fig.canvas.get_renderer()
+        for t in labels:
+            b = t.get_window_extent(renderer)
+            assert box.x0 <= b.x0 and b.x1 <= box.x1 and box.y0 <= b.y0 and b.y1 <= box.y1, t.get_text()
+            assert b.y1 <= ax.get_window_extent(renderer).y1  # inside the axes too
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        sqrt_line = next(ln for name, ln in lines.items() if name.startswith("sqrt(d_k)"))
+        unscaled = lines["std(q.k) unscaled"]
+        assert sqrt_line.get_zorder() > unscaled.get_zorder()
+        assert sqrt_line.get_linestyle() == "--" and sqrt_line.get_linewidth() < unscaled.get_linewidth()
+    finally:
+        plt.close(fig)

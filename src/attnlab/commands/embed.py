@@ -248,15 +248,23 @@ def _draw(pairs, path: str) -> None:
     from attnlab.viz import heatmap
     from attnlab.viz.legends import save_figure
 
+    terms = pairs.terms.numpy()  # [n, m]
+    # the terms are small (they sum to one cosine over n*m pairs) and of either sign: a scale of
+    # [0, 1] drew them all near white, so the colours span the data, centred on 0
+    reach = float(abs(terms).max()) or 1.0
     ax = heatmap(
-        pairs.terms.numpy(),
+        terms,
         pairs.tokens_b,
         pairs.tokens_a,
         title=f"cos = {pairs.cosine:.4f} = sum of the terms",
         fmt="{:.3f}",
+        cmap="RdBu_r",
+        vmin=-reach,
+        vmax=reach,
     )
     save_figure(ax.figure, path)
     plt.close(ax.figure)
+    click.echo(f"wrote the {terms.shape[0]} x {terms.shape[1]} pair terms as a heatmap to {path}", err=True)
 
 
 def _warn(line: str) -> None:

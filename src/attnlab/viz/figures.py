@@ -163,16 +163,18 @@ def fig3_scaling():
     sat = softmax_saturation()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     d = np.array(var["d_k"])
-    axes[0].plot(d, var["std"], "o-", label="std(q.k) unscaled")
+    axes[0].plot(d, var["std"], "o-", lw=3, alpha=0.5, label="std(q.k) unscaled")
     axes[0].plot(d, var["scaled_std"], "s-", label="std(q.k / sqrt(d_k))")
-    axes[0].plot(d, np.sqrt(d), ":", color="grey", label="sqrt(d_k)")
+    # sqrt(d_k) lies on the unscaled curve (that is the point): drawn thin, dashed and on top
+    axes[0].plot(d, np.sqrt(d), "--", color="black", lw=1, zorder=5, label="sqrt(d_k), on the unscaled")
+    axes[0].set_ylim(0, max(var["std"]) * 1.2)  # room above the last point for its label
     axes[0].set_xscale("log", base=2)
     axes[0].set_xlabel("d_k")
     axes[0].set_ylabel("standard deviation")
     axes[0].set_title("spread of dot products (20,000 pairs each)", fontsize=10)
     place_legend(axes[0], fontsize=8)
     for x, y in zip(d, var["std"]):
-        axes[0].annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(-10, 6), fontsize=7)
+        axes[0].annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(-14, 6), fontsize=7)
     big = d[-1]
     bins = np.linspace(-60, 60, 121)
     axes[1].hist(var["samples"][big], bins=bins, alpha=0.6, label=f"q.k, d_k={big}")

@@ -51,6 +51,7 @@ def heatmap(
     annotate: bool | None = None,
     cmap: str = "Blues",
     vmax: float | None = None,
+    vmin: float | None = None,
     fmt: str = "{:.2f}",
 ):
     """Draw an attention/alignment matrix A [T_q, T_k]; row i is query ``y_tokens[i]``.
@@ -63,7 +64,7 @@ def heatmap(
         title: axes title.
         annotate: write each weight in its cell; default: only when ``T_q * T_k <= 144``.
         cmap: matplotlib colour map. vmax: top of the colour scale (default max(1, A.max()) for
-            weights in [0, 1], else A.max()).
+            weights in [0, 1], else A.max()). vmin: its bottom (default 0, or A.min() if negative).
         fmt: format of the numbers written in the cells.
     Returns:
         the Axes drawn into (``ax.images[0]`` holds the matrix exactly as given).
@@ -76,7 +77,8 @@ def heatmap(
         _, ax = plt.subplots(figsize=(min(1.0 + 0.55 * t_k, 14), min(0.8 + 0.45 * t_q, 14)))
     in_unit = a.min() >= 0 and a.max() <= 1
     top = vmax if vmax is not None else (1.0 if in_unit else float(a.max()))
-    image = ax.imshow(a, cmap=cmap, vmin=0.0 if a.min() >= 0 else float(a.min()), vmax=top, aspect="auto")
+    bottom = vmin if vmin is not None else (0.0 if a.min() >= 0 else float(a.min()))
+    image = ax.imshow(a, cmap=cmap, vmin=bottom, vmax=top, aspect="auto")
     ax.set_xticks(range(a.shape[1]))
     ax.set_xticklabels([str(t) for t in x_tokens], rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(a.shape[0]))
