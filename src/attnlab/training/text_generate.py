@@ -20,7 +20,7 @@ import torch
 
 from attnlab.decoding import beam_search, filter_logits
 from attnlab.models.hf.load import load_hf_tokenizer
-from attnlab.models.hf.textgen import GenerationRequest, _strategy, _TextStream
+from attnlab.models.hf.textgen import GenerationRequest, _TextStream
 from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters, unknown_characters
 from attnlab.training.checkpoint import load_trained
 from attnlab.training.text_data import read_meta
@@ -140,20 +140,4 @@ def _generate(directory, request: GenerationRequest, on_text, warn) -> dict:
     else:
         for tok in slide(model, ids, request, device):
             out.add(tok)
-    seconds = time.perf_counter() - start
-    text = tokenizer.decode(out.ids)
-    if on_text is not None and out.shown != text:
-        on_text(text[len(out.shown) :])
-    n = len(out.ids)
-    return {
-        "prompt": request.prompt,
-        "prompt_tokens": len(ids),
-        "tokens": out.ids,
-        "text": text,
-        "new_tokens": n,
-        "stopped_at_eos": False,
-        "seconds": seconds,
-        "tokens_per_s": n / seconds if seconds > 0 else float("inf"),
-        "strategy": _strategy(request),
-        "cache": None,
-    }
+    return out.result(request, ids, start, stopped_at_eos=False, cache=None)

@@ -64,6 +64,27 @@ class _TextStream:
             self.on_text(text[len(self.shown) :])
             self.shown = text
 
+    def result(self, request, prompt_ids: list[int], start: float, stopped_at_eos: bool, cache) -> dict:
+        """Hand over what is not shown yet (beam search, a last partial character) and the run's
+        record (see :func:`run_generation`); ``start`` is the ``perf_counter`` when decoding began."""
+        seconds = time.perf_counter() - start
+        text = self.tokenizer.decode(self.ids)
+        if self.on_text is not None and self.shown != text:
+            self.on_text(text[len(self.shown) :])
+        n = len(self.ids)
+        return {
+            "prompt": request.prompt,
+            "prompt_tokens": len(prompt_ids),
+            "tokens": self.ids,
+            "text": text,
+            "new_tokens": n,
+            "stopped_at_eos": stopped_at_eos,
+            "seconds": seconds,
+            "tokens_per_s": n / seconds if seconds > 0 else float("inf"),
+            "strategy": _strategy(request),
+            "cache": cache,
+        }
+
 
 def run_generation(
     directory: str | Path, request: GenerationRequest, on_text: Callable[[str], None] | None = None
@@ -90,23 +111,9 @@ def run_generation(
         state = None
     else:
         state = _sample(model, prompt, request, eos, out)
-    seconds = time.perf_counter() - start
-    text = tokenizer.decode(out.ids)
-    if on_text is not None and out.shown != text:  # the rest (beam search, a last partial character)
-        on_text(text[len(out.shown) :])
-    n = len(out.ids)
-    return {
-        "prompt": request.prompt,
-        "prompt_tokens": len(ids),
-        "tokens": out.ids,
-        "text": text,
-        "new_tokens": n,
-        "stopped_at_eos": bool(eos) and n > 0 and out.ids[-1] in eos,
-        "seconds": seconds,
-        "tokens_per_s": n / seconds if seconds > 0 else float("inf"),
-        "strategy": _strategy(request),
-        "cache": None if state is None else _cache_held(state.caches, model.config.window),
-    }
+    stopped = bool(eos) and bool(out.ids) and out.ids[-1] in eos
+    cache = None if state is None else _cache_held(state.caches, model.config.window)
+    return out.result(request, ids, start, stopped, cache)
 
 
 def _load_decoder(directory: str | Path, device):
