@@ -43,6 +43,22 @@ def as_float(name: str, x, *, min_ndim: int = 0, ndim: int | None = None) -> np.
     return a
 
 
+def check_qkv(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    """Queries ``[..., T_q, d_k]``, keys ``[..., T_k, d_k]`` and values ``[..., T_k, d_v]`` that fit
+    together: the same d_k (not 0) for q and k, the same T_k for k and v; else a ``ValueError`` with
+    the shapes."""
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
+        )
+    if q.shape[-1] == 0:
+        raise ValueError(f"q and k have d_k=0: no feature to compare (q {list(q.shape)}, k {list(k.shape)})")
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
+        )
+
+
 def as_mask(name: str, mask, target_shape: tuple[int, ...]) -> np.ndarray:
     """Return ``mask`` as a boolean array broadcast to ``target_shape``.
 

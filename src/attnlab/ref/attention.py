@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from attnlab._checks import EMPTY_ROWS, choice
-from attnlab.ref._checks import as_float, as_mask
+from attnlab.ref._checks import as_float, as_mask, check_qkv
 from attnlab.ref.masks import check_rows
 from attnlab.ref.softmax import softmax
 
@@ -69,22 +69,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
     q = as_float("q", q, min_ndim=2)
     k = as_float("k", k, min_ndim=2)
     v = as_float("v", v, min_ndim=2)
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
-        )
+    check_qkv(q, k, v)
     _broadcast_lead("q", q, "k", k)
     _broadcast_lead("k", k, "v", v)
     choice("empty_rows", empty_rows, EMPTY_ROWS)  # checked here too: without a mask it is never consulted
     if k.shape[-2] == 0:
         raise ValueError(f"k has T_k=0: there is no key to attend to (q {list(q.shape)}, k {list(k.shape)})")
     d_k = q.shape[-1]
-    if d_k == 0:
-        raise ValueError(f"q and k have d_k=0: no feature to compare (q {list(q.shape)}, k {list(k.shape)})")
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)) or not np.isfinite(scale)
     ):

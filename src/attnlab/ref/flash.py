@@ -16,7 +16,7 @@ import numpy as np
 
 from attnlab._blas import one_blas_thread, usable_cpus
 from attnlab._checks import EMPTY_ROWS, choice, empty_row_error, finite_float
-from attnlab.ref._checks import as_float, positive_int
+from attnlab.ref._checks import as_float, check_qkv, positive_int
 
 
 def _lead_shape(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> tuple[int, ...]:
@@ -32,14 +32,9 @@ def _lead_shape(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
 
 
 def _check_inputs(q, k, v, mask, t_q: int, t_k: int):
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k has d_k={k.shape[-1]} but q has d_k={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
-        )
+    """q, k, v that fit together (:func:`attnlab.ref._checks.check_qkv`) and the mask as a boolean
+    array broadcastable to ``[..., T_q, T_k]`` (or None)."""
+    check_qkv(q, k, v)
     if mask is None:
         return None
     m = np.asarray(mask)
@@ -53,6 +48,18 @@ def _check_inputs(q, k, v, mask, t_q: int, t_k: int):
             f"[..., T_q, T_k] = [..., {t_q}, {t_k}]"
         )
     return m
+
+
+def _options(block_q, block_k, window, empty_rows: str, workers):
+    """The checked scalar options: ``(block_q, block_k, window or None, workers)``; ``workers``
+    defaults to the CPUs this process may use."""
+    choice("empty_rows", empty_rows, EMPTY_ROWS)
+    return (
+        positive_int("block_q", block_q),
+        positive_int("block_k", block_k),
+        None if window is None else positive_int("window", window),
+        usable_cpus() if workers is None else positive_int("workers", workers),
+    )
 
 
 def key_block_range(
@@ -151,24 +158,15 @@ def flash_attention(
     Returns:
         ``out [..., T_q, d_v]``, or ``(out, lse)`` with ``lse [..., T_q]`` if ``return_lse``.
     """
-    q = as_float("q", q, min_ndim=2)
-    k = as_float("k", k, min_ndim=2)
-    v = as_float("v", v, min_ndim=2)
-    block_q = positive_int("block_q", block_q)
-    block_k = positive_int("block_k", block_k)
-    if window is not None:
-        window = positive_int("window", window)
-        causal = True
-    choice("empty_rows", empty_rows, EMPTY_ROWS)
-    workers = usable_cpus() if workers is None else positive_int("workers", workers)
+    q, k, v = (as_float(name, a, min_ndim=2) for name, a in (("q", q), ("k", k), ("v", v)))
+    block_q, block_k, window, workers = _options(block_q, block_k, window, empty_rows, workers)
+    causal = causal or window is not None  # a window is causal
     t_q, t_k = q.shape[-2], k.shape[-2]
     mask = _check_inputs(q, k, v, mask, t_q, t_k)
     lead = _lead_shape(q, k, v, mask)
     if mask is not None:
         mask = np.broadcast_to(mask, lead + (t_q, t_k))  # a view: nothing is copied
     dtype = np.result_type(q, k, v)
-    if q.shape[-1] == 0:
-        raise ValueError(f"q and k have d_k=0: no feature to compare (q {list(q.shape)}, k {list(k.shape)})")
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else finite_float("scale", scale)
     offset = t_k - t_q  # absolute position of query 0 (lower-right alignment)
 
