@@ -137,11 +137,6 @@ def flash_attention(
     ``causal``. Key blocks wholly above the diagonal or wholly left of the window are skipped
     (never computed); so are tiles where ``mask`` is all False.
 
-    Query blocks are independent of one another, so they run on ``workers`` threads, and every tile's
-    products run on one BLAS thread (:mod:`attnlab._blas` says why: a loop of small GEMMs split
-    across the BLAS's own threads slows several-fold as soon as another process holds a core). Each
-    block's arithmetic is the same on any number of workers, so the result is too, bit for bit.
-
     Args:
         q: queries ``[..., T_q, d_k]``.
         k: keys ``[..., T_k, d_k]``. v: values ``[..., T_k, d_v]`` (leading dims broadcast).
@@ -153,8 +148,8 @@ def flash_attention(
         return_lse: also return the log-sum-exp ``L [..., T_q]`` of the scaled, masked scores.
         empty_rows: ``"error"`` raises for a query with no key to attend to; ``"zero"`` gives 0
             (and ``L = -inf``), PyTorch's convention.
-        workers: threads over the query blocks (positive int); default: the CPUs this process may
-            use, at most one per block.
+        workers: threads over the query blocks (positive int; see :meth:`_Tiles.blocks`); default:
+            the CPUs this process may use, at most one per block. The result is the same, bit for bit.
     Returns:
         ``out [..., T_q, d_v]``, or ``(out, lse)`` with ``lse [..., T_q]`` if ``return_lse``.
     """
@@ -173,14 +168,8 @@ def flash_attention(
     out = np.empty(lead + (t_q, v.shape[-1]), dtype=dtype)  # [..., T_q, d_v]
     lse = np.empty(lead + (t_q,), dtype=dtype)  # [..., T_q]
     tiles = _Tiles(k, v, mask, scale, block_k, offset, causal, window)
-    starts = range(0, t_q, block_q)
-
-    def one_block(q_lo: int):  # [..., bq, d_v], [..., 1, bq] x2
-        return tiles.run(q[..., q_lo : q_lo + block_q, :], q_lo, lead, dtype)
-
-    with one_blas_thread(), ThreadPoolExecutor(min(workers, len(starts)) or 1) as pool:
-        for q_lo, (acc, m, l) in zip(starts, pool.map(one_block, starts)):
-            _finish_block(out, lse, q_lo, acc, m, l, empty_rows)
+    for q_lo, (acc, m, l) in tiles.blocks(q, block_q, lead, dtype, workers):
+        _finish_block(out, lse, q_lo, acc, m, l, empty_rows)
     return (out, lse) if return_lse else out
 
 
@@ -207,6 +196,21 @@ class _Tiles:
     def __init__(self, k, v, mask, scale: float, block_k: int, offset: int, causal: bool, window):
         self.k, self.v, self.mask, self.scale, self.block_k = k, v, mask, scale, block_k
         self.offset, self.causal, self.window = offset, causal, window
+
+    def blocks(self, q, block_q: int, lead: tuple, dtype, workers: int):
+        """:meth:`run` on every query block of ``q [..., T_q, d_k]``, in order: ``(q_lo, (O, m, l))``.
+
+        Query blocks are independent of one another, so they run on ``workers`` threads, and every
+        tile's products run on one BLAS thread (:mod:`attnlab._blas` says why: a loop of small GEMMs
+        split across the BLAS's own threads slows several-fold as soon as another process holds a
+        core). Each block's arithmetic is the same on any number of workers, so the result is too."""
+        starts = range(0, q.shape[-2], block_q)
+
+        def one(q_lo: int):  # [..., bq, d_v], [..., 1, bq] x2
+            return self.run(q[..., q_lo : q_lo + block_q, :], q_lo, lead, dtype)
+
+        with one_blas_thread(), ThreadPoolExecutor(min(workers, len(starts)) or 1) as pool:
+            yield from zip(starts, pool.map(one, starts))
 
     def run(self, q_block, q_lo: int, lead: tuple, dtype):
         """One query block ``Q_i [..., bq, d_k]`` (queries ``q_lo ..``) over every key block it may
