@@ -176,8 +176,6 @@ def train(
     log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
     if nproc > 1:
         train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
-        if out is None:
-            return
         _, state = load_trained(out)
         history, step = state["history"], state["step"]
     else:
@@ -196,10 +194,13 @@ def train(
         if rank != 0:
             return
         history, step = result.history, result.step
+    summarise = _text_summary if config.task == TEXT_TASK else _task_summary
+    summarise(config, step, out, history, chosen_out, as_json)
+
+
+def _task_summary(config, step: int, out, history: list[dict], chosen_out: bool, as_json: bool) -> None:
+    """The last lines of a task run: validation token and exact-sequence accuracy."""
     final = history[-1] if history else {}
-    if config.task == TEXT_TASK:
-        _text_summary(config, step, out, history, chosen_out, as_json)
-        return
     summary = {
         "task": config.task,
         "model": config.model,
@@ -217,11 +218,7 @@ def train(
             f"{config.model} on {config.task}: step {step}, loss {final['loss']:.4f}, "
             f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}"
         )
-    if out:
-        where = " (no --out given: saved in this default folder)" if chosen_out else ""
-        click.echo(
-            f"checkpoint: {Path(out) / 'latest.json'}{where}; load with attnlab.models.load_model({out!r})"
-        )
+    _saved(out, chosen_out, f"load with attnlab.models.load_model({out!r})")
 
 
 def _source_name(config) -> str:
@@ -298,10 +295,13 @@ def _text_summary(config, step: int, out, history: list[dict], chosen_out: bool,
             f"tokens): step {step}, loss {final['loss']:.4f}, held-out loss {final['val_loss']:.4f} per "
             f"token, {final['val_bpc']:.3f} bits/char; {meta['holdout']}"
         )
+    _saved(out, chosen_out, f"continue text with: attnlab generate {out} PROMPT")
+
+
+def _saved(out, chosen_out: bool, then: str) -> None:
+    """The run's last line: where its checkpoint is (said even when no --out was given) and what next."""
     where = " (no --out given: saved in this default folder)" if chosen_out else ""
-    click.echo(
-        f"checkpoint: {Path(out) / 'latest.json'}{where}; continue text with: attnlab generate {out} PROMPT"
-    )
+    click.echo(f"checkpoint: {Path(out) / 'latest.json'}{where}; {then}")
 
 
 def _default_out(task: str | None, model: str | None) -> str:
