@@ -39,18 +39,22 @@ _SAFE_MAX = 2.0**32
 
 def _needs_scaling(x: torch.Tensor) -> bool:
     """Whether ``x`` holds a finite value so large that ``mean(x^2)`` could overflow (1e30: the
-    fused norm would divide by inf and return zeros); one max over ``x``, no copy."""
+    fused norm would divide by inf and return zeros); one pass over ``x`` (min and max), no copy."""
     if x.numel() == 0:
         return False
-    m = float(x.detach().abs().amax())
+    low, high = torch.aminmax(x.detach())
+    m = max(-float(low), float(high))
     return _SAFE_MAX <= m < float("inf")
 
 
-def _row_scale(x: torch.Tensor) -> torch.Tensor:
-    """A power of two near ``max |x|`` of each row ``[..., 1]`` (dividing by it is exact), never
-    below 1: the twin of :func:`attnlab.ref.layers._row_scale`."""
-    m = x.abs().amax(dim=-1, keepdim=True)  # [..., 1]
-    return torch.exp2(torch.floor(torch.log2(m.clamp(min=1.0))))
+def _scaled_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x / s, s)`` with ``s [..., 1]`` a power of two near each row's ``max |x|`` (dividing by it
+    is exact), never below 1; half precision is widened to float32 first. The twin of
+    :func:`attnlab.ref.layers._row_scale`."""
+    xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    m = xs.abs().amax(dim=-1, keepdim=True)  # [..., 1]
+    s = torch.exp2(torch.floor(torch.log2(m.clamp(min=1.0))))  # [..., 1]
+    return xs / s, s
 
 
 def _check_eps(owner: str, eps) -> float:
@@ -73,9 +77,7 @@ class RMSNorm(nn.RMSNorm):
         """``x [..., d] -> [..., d]``."""
         if not _needs_scaling(x):
             return super().forward(x)
-        xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        s = _row_scale(xs)  # [..., 1]
-        xs = xs / s
+        xs, s = _scaled_rows(x)  # [..., d], [..., 1]
         ms = xs.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
         y = (xs * torch.rsqrt(ms + self.eps / (s * s))).to(x.dtype)  # eps / s^2 -> 0 for huge rows
         return y if self.weight is None else y * self.weight
@@ -93,9 +95,7 @@ class LayerNorm(nn.LayerNorm):
         """``x [..., d] -> [..., d]``."""
         if not _needs_scaling(x):
             return super().forward(x)
-        xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        s = _row_scale(xs)  # [..., 1]
-        xs = xs / s
+        xs, s = _scaled_rows(x)  # [..., d], [..., 1]
         c = xs - xs.mean(dim=-1, keepdim=True)  # [..., d]
         var = c.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
         y = (c * torch.rsqrt(var + self.eps / (s * s))).to(x.dtype)
