@@ -8,6 +8,7 @@ which no strict parser accepts).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -95,6 +96,16 @@ def _json_kind(value) -> str:
     if isinstance(value, bool):
         return "boolean"
     return "null" if value is None else "number"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 (hex) of a file's bytes, read 1 MiB at a time (token files and weights can be
+    large): how checkpoints, text runs and embedding parts verify what they wrote."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:

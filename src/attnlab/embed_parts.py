@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab._io import atomic_write_json, read_json
+from attnlab._io import atomic_write_json, file_sha256, read_json
 
 MANIFEST = "manifest.json"
 LOCK = "lock"
@@ -158,7 +158,7 @@ def text_hash(name: str) -> str:
 
 def intact(path: Path) -> bool:
     """Whether a part's bytes still hash to the sha256 in its name."""
-    return hashlib.sha256(path.read_bytes()).hexdigest() == _PART.match(path.name).group(3)
+    return file_sha256(path) == _PART.match(path.name).group(3)
 
 
 def write(parts: Path, index: int, texts_hash: str, array: np.ndarray) -> Path:

@@ -19,7 +19,6 @@ checkpoint folders are deleted after that. A process killed at any instant there
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -31,7 +30,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from attnlab._io import atomic_write_json, read_json
+from attnlab._io import atomic_write_json, file_sha256, read_json
 from attnlab.models.base import load_model, load_state
 from attnlab.training.config import TrainConfig
 
@@ -53,10 +52,6 @@ class Checkpoint:
     history: list[dict[str, Any]]
     path: Path
     recent: list = field(default_factory=list)  # the last (loss, token accuracy) pairs of training
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -144,7 +139,7 @@ def verify(path: Path) -> dict[str, Any]:
         if not isinstance(name, str) or "/" in name or name.startswith("."):
             raise ValueError(f"{state_path} lists {name!r}, which is not a file of the checkpoint")
         f = path / name
-        if not f.is_file() or _sha256(f) != digest:
+        if not f.is_file() or file_sha256(f) != digest:
             raise ValueError(f"checkpoint file {f} is missing or corrupt (sha256 mismatch)")
     for key, kind in (
         ("step", int),
@@ -198,7 +193,7 @@ def sync_top_level(out_dir: str | Path, path: Path, files: dict[str, str]) -> bo
     stale = [
         n
         for n in ("config.json", "model.safetensors")
-        if not (out / n).is_file() or _sha256(out / n) != files.get(n)
+        if not (out / n).is_file() or file_sha256(out / n) != files.get(n)
     ]
     for name in stale:
         from attnlab._io import atomic_write_bytes
@@ -241,7 +236,7 @@ def save_checkpoint(
         "history": history,
         "recent": [list(r) for r in (recent or [])],
         "optimizer": opt_meta,
-        "files": {name: _sha256(tmp / name) for name in files},
+        "files": {name: file_sha256(tmp / name) for name in files},
     }
     atomic_write_json(tmp / STATE, state)
     _fsync_dir(tmp)

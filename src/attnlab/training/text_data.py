@@ -23,7 +23,6 @@ tokenizers: a BPE token covers about 2.3 characters of Shakespeare).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnlab._io import atomic_write_json
+from attnlab._io import atomic_write_json, file_sha256
 from attnlab.tasks.text_source import TextCorpus, read_corpus
 from attnlab.tasks.text_tokenizer import (
     TEXT_TOKENIZERS,
@@ -140,14 +139,6 @@ def encode_corpus(params: dict[str, Any]) -> EncodedCorpus:
     return EncodedCorpus(corpus, tokenizer, tokenizer.get_vocab_size(), train_ids, val_ids, val_chars)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_corpus(out: Path, enc: EncodedCorpus, params: dict[str, Any]) -> dict[str, Any]:
     """Write :data:`FILES` into the run folder ``out`` (each atomically, ``text.json`` last);
     returns the metadata written to ``text.json``."""
@@ -170,7 +161,7 @@ def write_corpus(out: Path, enc: EncodedCorpus, params: dict[str, Any]) -> dict[
         "val_tokens": int(enc.val_ids.size),
         "train_chars": len(enc.corpus.train),
         "val_chars": len(enc.corpus.val),
-        "files": {name: _sha256(out / name) for name in (TOKENIZER, TRAIN, VAL, VAL_CHARS)},
+        "files": {name: file_sha256(out / name) for name in (TOKENIZER, TRAIN, VAL, VAL_CHARS)},
     }
     atomic_write_json(out / META, meta)
     return meta
@@ -188,7 +179,7 @@ def read_meta(out: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is corrupt") from None
     for name in (TOKENIZER, TRAIN, VAL, VAL_CHARS):
         f = Path(out) / name
-        if not f.is_file() or _sha256(f) != files.get(name):
+        if not f.is_file() or file_sha256(f) != files.get(name):
             raise ValueError(f"{f} is missing or corrupt (sha256 mismatch with {META})")
     return meta
 
