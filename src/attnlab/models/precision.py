@@ -127,7 +127,7 @@ def onednn_linear() -> bool:
     )
 
 
-def _packed(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.dtype) -> Linear:
+def packed_linear(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.dtype) -> Linear:
     """``act(x W^T + b)`` with ``W [d_out, d_in]`` cast to ``dtype`` and reordered once into oneDNN's
     blocked layout (F.linear repacks it on every call), the bias and ``act`` applied inside the GEMM
     (F.linear first copies the bias into every output row). Unfused fallback where oneDNN is absent."""
@@ -158,11 +158,11 @@ def _packed(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.d
 
 
 def _float32(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
-    return _packed(weight, bias, act, weight.dtype)  # [N, d_in] -> [N, d_out], the model's own dtype
+    return packed_linear(weight, bias, act, weight.dtype)  # [N, d_in] -> [N, d_out], the model's own dtype
 
 
 def _bfloat16(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
-    return _packed(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
+    return packed_linear(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
 
 
 def int8_engine() -> str:
