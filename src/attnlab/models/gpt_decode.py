@@ -181,14 +181,19 @@ class DecodeEngine:
         self.dtype = choice("dtype", dtype, DTYPES)
         self.layout = choice("layout", layout, LAYOUTS)
         self.compile = bool(compile)
+        if self.compile and (self.dtype != "model" or self.layout == "packed"):
+            raise ValueError(
+                "compile=True runs the model's dtype on the gemv layout (oneDNN's packed weights "
+                "cannot enter a compiled graph)"
+            )
+        self.compile_seconds: float | None = None  # the first compiled call's time
         self._prepared: dict[str, tuple[tuple, list[_Block], Linear, Callable]] = {}
-        self._compiled = None
 
     def layout_for(self, batch: int) -> str:
         """The weight layout a step of ``batch`` rows runs on."""
         if self.layout != "auto":
             return self.layout
-        return "gemv" if batch == 1 else "packed"
+        return "gemv" if batch == 1 or self.compile else "packed"
 
     def blocks(self, batch: int) -> tuple[list[_Block], Linear, Callable]:
         """The prepared blocks, output head and final norm for ``batch`` rows (built now if missing
@@ -227,8 +232,9 @@ class DecodeEngine:
         return forward_step(self.gpt, ids, state, prepared, rope)
 
 
-def _attend(blk: _Block, x: Tensor, b: int, t: int, cache, rope, layout: str) -> Tensor:
-    """Self-attention of ``x [B T, d]`` (normed) for one block -> ``[B T, h d_k]`` before W^O."""
+def _attend(blk: _Block, x: Tensor, b: int, t: int, cache, rope, layout: str, mask) -> Tensor:
+    """Self-attention of ``x [B T, d]`` (normed) for one block -> ``[B T, h d_k]`` before W^O.
+    ``mask [1, T_k]`` (bool, True = may attend) or None: every key, causal among the new positions."""
     h, h_kv, d_k = blk.heads
     qkv = blk.qkv(x)  # [B T, (h + 2 h_kv) d_k]
     if qkv.dtype != x.dtype:  # bfloat16 GEMM: attention and the cache stay in the stream's dtype
@@ -242,8 +248,29 @@ def _attend(blk: _Block, x: Tensor, b: int, t: int, cache, rope, layout: str) ->
     k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
     # one query at the end reads every key; a prompt fills empty caches, where PyTorch's upper-left
     # causal mask is the lower-right one
-    z = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=h != h_kv)  # [B, h, T, d_k]
-    return z.transpose(1, 2).reshape(b * t, h * d_k)  # [B T, h d_k]
+    causal = t > 1 and mask is None
+    z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=h != h_kv)
+    return z.transpose(1, 2).reshape(b * t, h * d_k)  # [B, h, T, d_k] -> [B T, h d_k]
+
+
+def run_blocks(x: Tensor, b: int, t: int, blocks: list[_Block], caches, rope, layout: str, mask=None):
+    """The blocks on the residual stream ``x [B T, d]`` -> ``[B T, d]``, appending each block's new
+    keys and values to its cache (anything with :meth:`KVCache.append`)."""
+    for blk, cache in zip(blocks, caches):
+        x = x + blk.out(_attend(blk, blk.norm1(x), b, t, cache, rope, layout, mask))  # [B T, d]
+        if blk.ffn_in is not None:
+            u = blk.ffn_in(blk.norm2(x))  # [B T, d_ff] (GLU: [B T, 2 d_ff])
+            if blk.glu is not None:
+                gate, lin = u.chunk(2, dim=-1)  # [B T, d_ff] each
+                u = blk.glu(gate) * lin
+            x = x + blk.ffn_out(u)  # [B T, d]
+    return x
+
+
+def head_logits(x: Tensor, head: Linear, final_norm: Callable) -> Tensor:
+    """``logits = N_f(x) W_out``: ``x [B, d] -> [B, V]`` in ``x``'s dtype."""
+    logits = head(final_norm(x))  # [B, V]
+    return logits if logits.dtype == x.dtype else logits.to(x.dtype)
 
 
 def forward_step(gpt, ids: Tensor, state, prepared: tuple, rope) -> Tensor:
@@ -253,17 +280,6 @@ def forward_step(gpt, ids: Tensor, state, prepared: tuple, rope) -> Tensor:
     b, t = ids.shape
     x = gpt._hidden_in(ids, state.length)  # [B, T, d]
     d = x.shape[-1]
-    x = x.reshape(b * t, d)  # [B T, d]
-    layout = gpt.config.rope_layout
-    for blk, cache in zip(blocks, state.caches):
-        x = x + blk.out(_attend(blk, blk.norm1(x), b, t, cache, rope, layout))  # [B T, d]
-        if blk.ffn_in is not None:
-            u = blk.ffn_in(blk.norm2(x))  # [B T, d_ff] (GLU: [B T, 2 d_ff])
-            if blk.glu is not None:
-                gate, lin = u.chunk(2, dim=-1)  # [B T, d_ff] each
-                u = blk.glu(gate) * lin
-            x = x + blk.ffn_out(u)  # [B T, d]
+    x = run_blocks(x.reshape(b * t, d), b, t, blocks, state.caches, rope, gpt.config.rope_layout)
     state.length += t
-    last = x.view(b, t, d)[:, -1]  # [B, d]
-    logits = head(final_norm(last))  # [B, V]
-    return logits if logits.dtype == x.dtype else logits.to(x.dtype)
+    return head_logits(x.view(b, t, d)[:, -1], head, final_norm)  # [B, V] from the last position
