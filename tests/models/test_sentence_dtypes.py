@@ -99,9 +99,10 @@ def test_cpu_features_come_from_proc_cpuinfo():
     flags = next(line for line in text.splitlines() if line.startswith("flags")).split(":", 1)[1].split()
     assert info["flags"] == {f: f in flags for f in precision.FEATURES}
     assert precision.fast_bfloat16() == ("amx_bf16" in flags or "avx512_bf16" in flags)
-    amx = "amx_int8" in flags and "onednn" in torch.backends.quantized.supported_engines
-    unit = "AMX-INT8" if amx else "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2"
-    engine = "onednn" if amx else torch.backends.quantized.engine
+    onednn = "onednn" in torch.backends.quantized.supported_engines
+    amx, vnni = "amx_int8" in flags, "avx512_vnni" in flags
+    unit = "AMX-INT8" if amx and onednn else "AVX-512 VNNI" if vnni else "AVX2"
+    engine = "onednn" if (amx or vnni) and onednn else torch.backends.quantized.engine
     said = precision.kernels("int8")
     assert unit in said and repr(engine) in said and precision.int8_engine() == engine
     before = torch.backends.quantized.engine
