@@ -142,3 +142,23 @@ def test_bad_engine_arguments_are_named():
         DecodeEngine(model, dtype="float16")
     with pytest.raises(ValueError, match="layout must be one of"):
         DecodeEngine(model, layout="fast")
+
+
+@pytest.mark.parametrize("kw", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_the_compiled_steps_static_shape_graph_matches_the_forward(kw, monkeypatch):
+    from attnlab.models import gpt_compile
+
+    # the graph torch.compile would compile, run as written (compiling takes minutes on 2 cores):
+    # every slot of the cache buffer is read, the unfilled ones masked
+    monkeypatch.setattr(gpt_compile, "_compiled", gpt_compile._graph)
+    model = _model(seed=4, **kw).double()
+    ids = torch.randint(0, 37, (2, 18), generator=torch.Generator().manual_seed(5))
+    engine = DecodeEngine(model, compile=True)
+    got, state = _steps(model, ids, 5, engine, capacity=12)  # fills 12 slots, then grows (eager)
+    with torch.no_grad():
+        want = model(ids)[:, 4:]
+    assert engine.compile_seconds is not None  # the graph ran
+    assert engine.layout_for(2) == "gemv" and state.length == 18
+    assert (got - want).abs().max().item() <= 1e-10
+    with pytest.raises(ValueError, match="compile=True runs the model's dtype"):
+        DecodeEngine(model, dtype="bfloat16", compile=True)

@@ -75,7 +75,7 @@ class StaticKVCache(KVCache):
         size = size if self.limit is None else min(size, self.limit)
         k, v = self._k, self._v
         shape = (k.shape[0], k.shape[1], size, k.shape[3])  # [B, h_kv, size, d_k]
-        self._k, self._v = k.new_empty(shape), v.new_empty(shape[:3] + (v.shape[3],))
+        self._k, self._v = k.new_zeros(shape), v.new_zeros(shape[:3] + (v.shape[3],))
         self._k[:, :, : self.filled] = k[:, :, : self.filled]
         self._v[:, :, : self.filled] = v[:, :, : self.filled]
         self.capacity = size
@@ -86,8 +86,10 @@ class StaticKVCache(KVCache):
         b, h_kv, t_new, _ = k.shape
         if self._k is None:
             cap = max(self.capacity, t_new)
-            self._k = k.new_empty(b, h_kv, cap, k.shape[3])  # [B, h_kv, capacity, d_k]
-            self._v = v.new_empty(b, h_kv, cap, v.shape[3])  # [B, h_kv, capacity, d_v]
+            # zeros, not empty: a reader of the whole buffer (the compiled step) masks the unfilled
+            # slots, and a masked weight of 0 times an uninitialised NaN would still be NaN
+            self._k = k.new_zeros(b, h_kv, cap, k.shape[3])  # [B, h_kv, capacity, d_k]
+            self._v = v.new_zeros(b, h_kv, cap, v.shape[3])  # [B, h_kv, capacity, d_v]
             self.capacity = cap
         elif b != self._k.shape[0]:
             raise ValueError(f"cache holds batch {self._k.shape[0]} but k has batch {b}")
