@@ -191,11 +191,15 @@ def _engine(name: str):
         torch.backends.quantized.engine = before
 
 
-def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
-    """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once."""
+def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None, engine: str | None = None) -> Linear:
+    """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once for the
+    quantised ``engine`` (default :func:`int8_engine`; a benchmark compares engines)."""
     scale = (weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0).double()  # [d_out]
     zero = torch.zeros(weight.shape[0], dtype=torch.long)
-    with warnings.catch_warnings(), _engine(int8_engine()):  # torch >= 2.10 flags quantised tensors as
+    with (
+        warnings.catch_warnings(),
+        _engine(engine or int8_engine()),
+    ):  # torch >= 2.10 flags quantised tensors as
         warnings.simplefilter("ignore", UserWarning)  # deprecated; they are still the kernel
         qweight = torch.quantize_per_channel(weight.float(), scale, zero, 0, torch.qint8)  # [d_out, d_in]
         packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.float())
