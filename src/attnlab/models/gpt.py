@@ -193,7 +193,7 @@ class GPT(HookPoints, SavableModel):
     # ------------------------------------------------------------------------------ decoding protocol
     def _run(self, ids: torch.Tensor, state: GPTState) -> torch.Tensor:
         engine = state.engine
-        if engine is not None and (ids.shape[1] == 1 or state.length == 0) and unsupported(self) is None:
+        if engine is not None and (ids.shape[1] == 1 or state.length == 0) and not engine.hooked():
             return engine.run(ids, state)  # [B, V]; a hook added since start() takes the path below
         x = self._hidden_in(ids, state.length)  # [B, T_new, d]
         for block, cache in zip(self.blocks, state.caches):

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from attnlab._checks import choice
 from attnlab.models.precision import packed_linear
+from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import ACTIVATIONS, RMSNorm
 from attnlab.nn.multihead import MultiHeadAttention
 from attnlab.nn.positions import apply_rope, rope_cos_sin
@@ -168,7 +169,8 @@ class DecodeEngine:
 
     Args:
         gpt: the :class:`~attnlab.models.GPT` (its parameters stay its own; the engine keeps copies
-            in its layouts, rebuilt when a parameter changes).
+            in its layouts, compared with the parameters when a generation starts and rebuilt if
+            one changed; a change in the middle of a generation is seen at the next one).
         dtype: ``"model"`` (the model's dtype, float32 usually) or ``"bfloat16"`` (GEMMs in
             bfloat16; fast where the CPU has AVX-512 BF16 or AMX).
         layout: ``"auto"`` (``gemv`` for batch 1, ``packed`` otherwise), or one of those, or
@@ -187,6 +189,8 @@ class DecodeEngine:
                 "cannot enter a compiled graph)"
             )
         self.compile_seconds: float | None = None  # the first compiled call's time
+        self._hookable: tuple = ()
+        self._rope_table: tuple | None = None  # ((dtype, device, d_k), (cos, sin) [max_len, d_k/2])
         self._prepared: dict[str, tuple[tuple, list[_Block], Linear, Callable]] = {}
 
     def layout_for(self, batch: int) -> str:
@@ -195,35 +199,58 @@ class DecodeEngine:
             return self.layout
         return "gemv" if batch == 1 or self.compile else "packed"
 
-    def blocks(self, batch: int) -> tuple[list[_Block], Linear, Callable]:
-        """The prepared blocks, output head and final norm for ``batch`` rows (built now if missing
-        or stale)."""
+    def blocks(self, batch: int, check: bool = True) -> tuple[list[_Block], Linear, Callable]:
+        """The prepared blocks, output head and final norm for ``batch`` rows, built now if missing
+        or (``check``: compared with every parameter's storage and version) stale."""
         layout = self.layout_for(batch)
-        sig = _signature(self.gpt)
         hit = self._prepared.get(layout)
+        if hit is not None and not check:
+            return hit[1:]
+        sig = _signature(self.gpt)
         if hit is None or hit[0] != sig:
             with torch.no_grad():
                 blocks = [_block(layer, layout, self.dtype) for layer in self.gpt.blocks]
                 head = make_linear(self.gpt.lm_head.weight, None, None, layout, self.dtype)
             self._prepared = {k: v for k, v in self._prepared.items() if v[0] == sig}  # drop stale
             hit = self._prepared[layout] = (sig, blocks, head, _norm(self.gpt.norm))
+            self._hookable = tuple(m for m in self.gpt.modules() if isinstance(m, HookPoints))
         return hit[1:]
+
+    def hooked(self) -> bool:
+        """Whether a step must take the layers' path after all: gradients on, training mode, or an
+        attnlab hook (``capture``, ``patch``, a trace) on any of the model's hook-point modules.
+        Cheap enough for every step; :func:`unsupported` (at ``start``) checks everything."""
+        if torch.is_grad_enabled() or self.gpt.training:
+            return True
+        return any(m.__dict__.get("_hooks") for m in self._hookable)
 
     def rope(self, offset: int, t: int) -> tuple[Tensor, Tensor] | None:
         """cos, sin ``[t, d_k/2]`` of positions ``offset .. offset + t - 1`` (None without RoPE):
-        :func:`attnlab.nn.rope_cos_sin`, as the attention layers call it."""
+        :func:`attnlab.nn.rope_cos_sin`, as the attention layers call it. Without ``rope_scaling``
+        the angles of a position do not depend on the others, so one table of every position
+        (the same elementwise float64 arithmetic) is sliced instead of recomputed at each step."""
         c = self.gpt.config
         if c.positions != "rope":
             return None
-        attn = self.gpt.blocks[0].self_attn
-        positions = torch.arange(offset, offset + t, device=self.gpt.lm_head.weight.device)  # [t]
-        dtype = self.gpt.lm_head.weight.dtype if self.dtype == "model" else torch.float32
-        return rope_cos_sin(positions, attn.d_k, c.rope_base, dtype, scaling=c.rope_scaling)
+        weight = self.gpt.lm_head.weight
+        dtype = weight.dtype if self.dtype == "model" else torch.float32
+        d_k = self.gpt.blocks[0].self_attn.d_k
+        if c.rope_scaling is not None:  # dynamic NTK's angles depend on the current length
+            positions = torch.arange(offset, offset + t, device=weight.device)  # [t]
+            return rope_cos_sin(positions, d_k, c.rope_base, dtype, scaling=c.rope_scaling)
+        key = (dtype, weight.device, d_k)
+        if self._rope_table is None or self._rope_table[0] != key:
+            positions = torch.arange(c.max_len, device=weight.device)  # [max_len]
+            self._rope_table = (key, rope_cos_sin(positions, d_k, c.rope_base, dtype))  # [max_len, d_k/2] x2
+        cos, sin = self._rope_table[1]
+        return cos[offset : offset + t], sin[offset : offset + t]
 
     def run(self, ids: Tensor, state) -> Tensor:
         """Feed ``ids [B, T]`` at positions ``state.length ..`` (T = 1, or the prompt into empty
         caches): append their keys and values, return the last position's logits ``[B, V]``."""
-        prepared = self.blocks(ids.shape[0])
+        # the weights are checked when a generation starts (a prompt into empty caches), not at
+        # every step: reading every parameter's version costs more than a small model's step
+        prepared = self.blocks(ids.shape[0], check=state.length == 0)
         rope = self.rope(state.length, ids.shape[1])
         if self.compile:
             from attnlab.models.gpt_compile import compiled_step  # torch.compile loads lazily
