@@ -8,7 +8,8 @@ ran at half the memory bandwidth of the same product with ``W^T`` stored ``[d_in
 (GPT-2's 50,257 x 384 head: 5.6 ms against 2.8 ms, one thread). Several rows (batch 8, a prompt)
 are a small GEMM, where oneDNN's prepacked kernel (bias and activation fused) is 2-3x MKL's.
 :class:`DecodeEngine` keeps one copy of the weights in the layout its batch size wants (built on
-first use, rebuilt when the model's parameters change) and runs the step as a short list of kernels:
+first use, rebuilt when a generation starts after a parameter changed) and runs the step as a short
+list of kernels:
 
     x_0 = E[ids] + P[t]                       (the model's own embedding, :meth:`GPT._hidden_in`)
     per block:  [Q|K|V] = N_1(x) W_qkv + b,   K, V -> slot t of a :class:`~attnlab.nn.StaticKVCache`
