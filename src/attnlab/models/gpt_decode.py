@@ -268,9 +268,12 @@ def _attend(blk: _Block, x: Tensor, b: int, t: int, cache, rope, layout: str, ma
     if qkv.dtype != x.dtype:  # bfloat16 GEMM: attention and the cache stay in the stream's dtype
         qkv = qkv.to(x.dtype)
     q, k, v = qkv.split([h * d_k, h_kv * d_k, h_kv * d_k], dim=-1)
-    q = q.view(b, t, h, d_k).transpose(1, 2)  # [B, h, T, d_k]
-    k = k.view(b, t, h_kv, d_k).transpose(1, 2)  # [B, h_kv, T, d_k]
-    v = v.view(b, t, h_kv, d_k).transpose(1, 2)  # [B, h_kv, T, d_k]
+    if t == 1:  # one position: [B, 1, h, d_k] and [B, h, 1, d_k] are the same view, no transpose
+        q, k, v = q.view(b, h, 1, d_k), k.view(b, h_kv, 1, d_k), v.view(b, h_kv, 1, d_k)
+    else:
+        q = q.view(b, t, h, d_k).transpose(1, 2)  # [B, h, T, d_k]
+        k = k.view(b, t, h_kv, d_k).transpose(1, 2)  # [B, h_kv, T, d_k]
+        v = v.view(b, t, h_kv, d_k).transpose(1, 2)  # [B, h_kv, T, d_k]
     if rope is not None:
         q, k = apply_rope(q, *rope, layout), apply_rope(k, *rope, layout)
     k, v = cache.append(k, v)  # [B, h_kv, T_k, d_k]
@@ -278,6 +281,8 @@ def _attend(blk: _Block, x: Tensor, b: int, t: int, cache, rope, layout: str, ma
     # causal mask is the lower-right one
     causal = t > 1 and mask is None
     z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=h != h_kv)
+    if t == 1:
+        return z.reshape(b, h * d_k)  # [B, h, 1, d_k] -> [B, h d_k]
     return z.transpose(1, 2).reshape(b * t, h * d_k)  # [B, h, T, d_k] -> [B T, h d_k]
 
 

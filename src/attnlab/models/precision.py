@@ -153,7 +153,8 @@ def packed_linear(weight: Tensor, bias: Tensor | None, act: str | None, dtype: t
     unfused = fn if act and act not in FUSED else None
 
     def linear(x: Tensor) -> Tensor:
-        y = torch.ops.mkldnn._linear_pointwise(x.to(dtype), packed, b, post, [], algorithm)  # [N, d_out]
+        x = x if x.dtype == dtype else x.to(dtype)  # (a no-op .to() is still a dispatched call)
+        y = torch.ops.mkldnn._linear_pointwise(x, packed, b, post, [], algorithm)  # [N, d_out]
         return unfused(y) if unfused else y
 
     return linear
