@@ -111,7 +111,8 @@ def test_every_declared_shape_matches_the_captured_tensor():
     tensor has the declared rank and the declared sizes."""
     model, (b, t) = _gpt(ffn="glu", activation="silu", norm="rms"), (2, 5)
     points = model.hook_points()
-    assert points["blocks.1.self_attn.z"] == "[B, T_q, h, d_k]" and points["blocks.0.ffn.hidden"] == "[B, T, d_ff]"
+    assert points["blocks.1.self_attn.z"] == "[B, T_q, h, d_k]"
+    assert points["blocks.0.ffn.hidden"] == "[B, T, d_ff]"
     assert list(points)[:3] == ["embed", "final_norm", "blocks.0.resid_pre"]
     with capture(model, ["*"]) as cache:
         model(_ids(b, t))
@@ -127,7 +128,8 @@ def test_unknown_names_are_errors_with_close_matches():
     model = _gpt()
     with pytest.raises(
         ValueError,
-        match=r"no hook point matches 'blocks.0.self_attn.weight'; did you mean \['blocks.0.self_attn.weights'",
+        match=r"no hook point matches 'blocks.0.self_attn.weight'; "
+        r"did you mean \['blocks.0.self_attn.weights'",
     ):
         with capture(model, ["blocks.0.self_attn.weight"]):
             pass
@@ -148,7 +150,8 @@ def test_hooks_leave_no_trace_and_weights_force_the_explicit_path_of_one_layer_o
         MultiHeadAttention, "_explicit", lambda self, *a: calls.append(self) or explicit(self, *a)
     )
     want = model(ids)
-    with capture(model, ["blocks.*.self_attn.z", "blocks.*.self_attn.q_heads"]):  # no weights asked: fused path
+    # no weights asked: the fused path
+    with capture(model, ["blocks.*.self_attn.z", "blocks.*.self_attn.q_heads"]):
         model(ids)
     assert calls == []
     with capture(model, ["blocks.1.self_attn.weights"]):
