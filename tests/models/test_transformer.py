@@ -11,7 +11,7 @@ import torch
 
 from attnlab import ref
 from attnlab.models import Transformer, TransformerConfig, load_model
-from attnlab.nn import Decoder
+from attnlab.nn import Decoder, capture
 
 SMALL = dict(
     src_vocab=11,
@@ -135,7 +135,16 @@ def test_teacher_forcing_reads_the_gold_previous_tokens():
 def test_attention_maps_and_padding():
     model = _model(4)
     src, tgt_in = _batch(5)
-    logits, attn = model(src, tgt_in, return_attention=True)
+    with capture(model, ["*.weights"]) as cache:
+        logits = model(src, tgt_in)
+    attn = {  # [B, h, T_q, T_k] per layer
+        kind: [cache[f"{stack}.layers.{i}.{leaf}.weights"] for i in range(2)]
+        for kind, stack, leaf in [
+            ("encoder_self", "encoder", "self_attn"),
+            ("decoder_self", "decoder", "self_attn"),
+            ("cross", "decoder", "cross_attn"),
+        ]
+    }
     assert logits.shape == (3, 5, 13)
     assert [w.shape for w in attn["encoder_self"]] == [(3, 2, 6, 6)] * 2
     assert [w.shape for w in attn["decoder_self"]] == [(3, 2, 5, 5)] * 2

@@ -1,6 +1,6 @@
-"""Hook points: capture equals what the model returns itself, a patch that zeroes one head equals
-zeroing that head's slice of W^O, globs, unknown names, declared shapes that match the tensors, and
-nothing left behind (or made slower) when no hook is set."""
+"""Hook points: capture equals what each attention layer computes on its own explicit path, a patch
+that zeroes one head equals zeroing that head's slice of W^O, globs, unknown names, declared shapes
+that match the tensors, and nothing left behind (or made slower) when no hook is set."""
 
 from __future__ import annotations
 
@@ -23,18 +23,24 @@ def _ids(b: int = 2, t: int = 7) -> torch.Tensor:
     return torch.randint(0, 31, (b, t), generator=torch.Generator().manual_seed(1))
 
 
-def test_captured_weights_equal_need_weights():
+def test_captured_weights_equal_each_layers_explicit_path():
+    """The weights a capture reads are those the attention layer computes on its own explicit path
+    from the input it was given; capturing them changes no logit."""
     model, ids = _gpt(positions="rope", rope_layout="half"), _ids()
-    _, want = model(ids, return_attention=True)
-    with capture(model, ["blocks.*.self_attn.weights"]) as cache:
+    with capture(model, ["blocks.*.self_attn.weights", "blocks.*.self_attn.x_q"]) as cache:
         logits = model(ids)
-    assert sorted(cache) == [f"blocks.{i}.self_attn.weights" for i in range(3)]
+    assert sorted(n for n in cache if n.endswith("weights")) == [
+        f"blocks.{i}.self_attn.weights" for i in range(3)
+    ]
     for i in range(3):
-        torch.testing.assert_close(cache[f"blocks.{i}.self_attn.weights"], want[i], rtol=0, atol=0)
+        _, want = model.blocks[i].self_attn(
+            cache[f"blocks.{i}.self_attn.x_q"], is_causal=True, need_weights=True
+        )
+        torch.testing.assert_close(cache[f"blocks.{i}.self_attn.weights"], want, rtol=0, atol=0)
     torch.testing.assert_close(logits, model(ids), rtol=0, atol=1e-12)
 
 
-def test_captured_cross_attention_equals_return_attention():
+def test_captured_cross_attention_equals_the_layers_own_weights():
     torch.manual_seed(2)
     cfg = TransformerConfig(
         src_vocab=20,
@@ -47,15 +53,20 @@ def test_captured_cross_attention_equals_return_attention():
     )
     t = Transformer(cfg).double().eval()
     src, tgt = torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 9, 4]])
-    _, attn = t(src, tgt, return_attention=True)  # every layer explicit; below only the two captured
-    with capture(t, ["decoder.layers.1.cross_attn.weights", "encoder.layers.0.self_attn.weights"]) as cache:
+    names = [
+        "decoder.layers.1.cross_attn.*",
+        "encoder.layers.0.self_attn.weights",
+        "encoder.layers.0.resid_post",
+    ]
+    with capture(t, names) as cache:
         t(src, tgt)
-    torch.testing.assert_close(
-        cache["decoder.layers.1.cross_attn.weights"], attn["cross"][1], rtol=0, atol=1e-12
-    )
-    torch.testing.assert_close(
-        cache["encoder.layers.0.self_attn.weights"], attn["encoder_self"][0], rtol=0, atol=1e-12
-    )
+    memory, keep = cache["encoder.layers.0.resid_post"], (src != 0)[:, None, :]  # post-norm: no final norm
+    cross = t.decoder.layers[1].cross_attn
+    _, want = cross(cache["decoder.layers.1.cross_attn.x_q"], memory, mask=keep, need_weights=True)
+    torch.testing.assert_close(cache["decoder.layers.1.cross_attn.weights"], want, rtol=0, atol=1e-12)
+    assert bool((want[..., 3] == 0).all())  # the padded source key gets nothing
+    w = cache["encoder.layers.0.self_attn.weights"]  # [1, h, S, S]
+    torch.testing.assert_close(w.sum(-1), torch.ones(1, 2, 4, dtype=torch.float64), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("layer, head", [(0, 1), (2, 3)])
@@ -93,16 +104,16 @@ def test_residual_stream_globs_and_final_norm_follow_the_stream():
     torch.testing.assert_close(model.lm_head(cache["final_norm"]), logits, rtol=0, atol=0)
 
 
-def test_bert_resid_post_equals_hidden_states():
+def test_bert_resid_post_follows_the_stream_to_the_last_hidden_state():
     torch.manual_seed(3)
     bert = BertEncoder(BertConfig(vocab_size=30, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=8))
     ids, keep = torch.tensor([[2, 5, 9, 3], [2, 7, 3, 0]]), torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
-    with capture(bert, ["embed", "layers.*.resid_post", "layers.1.ffn.hidden"]) as cache:
+    with capture(bert, ["embed", "layers.*.resid_*", "layers.1.ffn.hidden"]) as cache:
         out = bert(ids, keep)
-    hidden = out["hidden_states"]
-    torch.testing.assert_close(cache["embed"], hidden[0], rtol=0, atol=0)
-    for i in range(2):
-        torch.testing.assert_close(cache[f"layers.{i}.resid_post"], hidden[i + 1], rtol=0, atol=0)
+    torch.testing.assert_close(cache["embed"], bert.embed_tokens(ids), rtol=0, atol=0)
+    torch.testing.assert_close(cache["layers.0.resid_pre"], cache["embed"], rtol=0, atol=0)
+    torch.testing.assert_close(cache["layers.1.resid_pre"], cache["layers.0.resid_post"], rtol=0, atol=0)
+    torch.testing.assert_close(cache["layers.1.resid_post"], out.last_hidden_state, rtol=0, atol=0)
     assert cache["layers.1.ffn.hidden"].shape == (2, 4, 32)
 
 

@@ -225,9 +225,8 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
 
 
 def _first(out):
-    """A module's main output tensor (the first of a tuple, ``last_hidden_state`` of a dict)."""
-    if isinstance(out, dict):
-        return out.get("last_hidden_state", next(iter(out.values())))
+    """A module's main output tensor (the first of a tuple, ``last_hidden_state`` of BERT's output)."""
+    out = getattr(out, "last_hidden_state", out)
     return out[0] if isinstance(out, (tuple, list)) else out
 
 

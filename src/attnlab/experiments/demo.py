@@ -206,7 +206,7 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         "alpha_ti, the weight output step t gives source position i, drawn as a matrix: rows are output "
         "steps (queries), columns source symbols (keys); each row sums to one.",
         "from attnlab.viz import heatmap\n"
-        "# weights [T_tgt, T_src] from model(src, tgt_in, return_attention=True)\n"
+        "# weights [T_tgt, T_src]: the hook point attention.weights, read with attnlab.nn.capture\n"
         "heatmap(weights, source_tokens, output_tokens)",
         heat_html or "<p>No attention model was trained.</p>",
         "For a reversal the mass should run along the anti-diagonal: the first output symbol attends to the "
@@ -222,7 +222,7 @@ EXPLORER_CONCEPTS = ("04-self-attention-qkv.md", "07-multi-head-attention.md")
 
 
 def _explorer_section(out: Path, state: dict) -> Section:
-    from attnlab.viz.explorer import Explorer, trained_views, write_explorer
+    from attnlab.viz.explorer import Explorer, model_views, write_explorer
 
     back = BACK
     links = [(concepts.href(n), f"concept page: {concepts.page_title(n)}") for n in EXPLORER_CONCEPTS]
@@ -249,7 +249,7 @@ def _explorer_section(out: Path, state: dict) -> Section:
             pred = predict(model, task, [src_text])[0]
             src = tok.encode(src_text) + [EOS]
             tgt = [BOS] + tok.encode(pred)
-            views = trained_views(model, src, [tok.token(i) for i in src], tgt, [tok.token(i) for i in tgt])
+            views = model_views(model, src, tok.tokens(src), tgt, tok.tokens(tgt))
             Explorer(
                 views,
                 model_label=f"Transformer trained on {task.name} (bottleneck experiment); output {pred!r}",

@@ -71,7 +71,7 @@ def _encode(model, tokenizer, sentences: list[str]) -> torch.Tensor:
     for i, e in enumerate(enc):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         mask[i, : len(e.ids)] = 1
-    hidden = model(ids, attention_mask=mask)["last_hidden_state"]  # [N, T, d]
+    hidden = model(ids, attention_mask=mask).last_hidden_state  # [N, T, d]
     return F.normalize(pool(hidden, mask, "mean"), dim=-1)  # [N, d]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
+from attnlab.interp.read import attention
 from attnlab.interp.sequences import repeated_tokens
 
 FIRST_WORDPIECE = 1000  # MiniLM's vocabulary: ids below are [PAD], [unused*], [CLS], [SEP], [MASK], ...
@@ -121,8 +122,7 @@ def scan_repeat(
         _fits(length, net.config.max_len)
         ids = repeated_tokens(batch, length, net.config.vocab_size - FIRST_WORDPIECE + 1, seed=seed)
         ids = torch.where(ids == 0, torch.full_like(ids, cls), ids + FIRST_WORDPIECE - 1)  # [B, 1 + 2L]
-        with torch.no_grad():
-            weights = net(ids, output_attentions=True)["attentions"]  # L x [B, h, T, T]
+        weights = attention(net, ids)  # [L, B, h, T, T]
         tokens = [tokenizer.id_to_token(i) for i in ids[0].tolist()]
         label = f"MiniLM (all-MiniLM-L6-v2), {len(weights)} layers x {weights[0].shape[1]} heads"
         view = "encoder self-attention"
@@ -144,9 +144,7 @@ def scan_repeat(
     length = min(20, (max_len - 1) // 2) if length is None else length
     _fits(length, max_len)
     ids = repeated_tokens(batch, length, vocab, bos=BOS, seed=seed)  # [B, 1 + 2L]
-    net.eval()
-    with torch.no_grad():
-        _, weights = net(ids, return_attention=True)  # L x [B, h, T, T]
+    weights = attention(net.eval(), ids)  # [L, B, h, T, T]
     spec = state.get("task") or {}
     tok = get_task(spec["name"], **spec.get("params", {})).tokenizer if "name" in spec else None
     tokens = [tok.token(i) if tok is not None else str(i) for i in ids[0].tolist()]

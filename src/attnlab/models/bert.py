@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -85,6 +84,16 @@ class BertConfig(ModelConfig):
             dropout=self.dropout,
             positions="learned",
         )
+
+
+@dataclasses.dataclass
+class BertOutput:
+    """What :meth:`BertEncoder.forward` returns: ``last_hidden_state [B, T, d_model]`` (X_L) and
+    ``pooler_output [B, d_model]`` (tanh(W_p X_L[CLS] + b_p); None without a pooler), read as
+    attributes, as ``transformers``' output is. Everything else is a hook point."""
+
+    last_hidden_state: Tensor
+    pooler_output: Tensor | None = None
 
 
 def check_id_tensor(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
@@ -167,40 +176,21 @@ class BertEncoder(HookPoints, SavableModel):
         return {f"layers.{i}": layer for i, layer in enumerate(self.layers)}
 
     def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> dict[str, Any]:
-        """Run the encoder.
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> BertOutput:
+        """Run the encoder and the pooler.
 
         Args:
             input_ids: token ids ``[B, T]``; attention_mask: ``[B, T]`` 1/True = real token (keys at
                 0 are masked for every query); token_type_ids: segment ids ``[B, T]`` (default 0).
-            output_attentions: run the explicit attention path and return every layer's weights.
         Returns:
-            dict with ``last_hidden_state [B, T, d_model]``, ``hidden_states`` (L + 1 tensors
-            ``[B, T, d_model]``: the embeddings, then each layer's output), ``attentions`` (L tensors
-            ``[B, h, T, T]``, or None) and ``pooler_output [B, d_model]`` (or None).
+            :class:`BertOutput`: ``last_hidden_state [B, T, d_model]`` and ``pooler_output [B, d_model]``
+            (None without a pooler). Each layer's output and attention weights are the hook points
+            ``layers.{i}.resid_post`` and ``layers.{i}.self_attn.weights`` (:func:`attnlab.nn.capture`).
         """
-        mask = self._inputs(input_ids, attention_mask, token_type_ids)
-        x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
-        hidden, attentions = [x], [] if output_attentions else None
-        for layer in self.layers:
-            if output_attentions:
-                x, w = layer(x, mask, need_weights=True)  # [B, T, d], [B, h, T, T]
-                attentions.append(w)
-            else:
-                x = layer(x, mask)  # [B, T, d]
-            hidden.append(x)
+        x = self.encode(input_ids, attention_mask, token_type_ids)  # [B, T, d]
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # [B, d]
-        return {
-            "last_hidden_state": x,
-            "hidden_states": hidden,
-            "attentions": attentions,
-            "pooler_output": pooled,
-        }
+        return BertOutput(x, pooled)
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None

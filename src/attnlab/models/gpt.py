@@ -149,38 +149,23 @@ class GPT(HookPoints, SavableModel):
     def _hook_children(self) -> dict:
         return {f"blocks.{i}": block for i, block in enumerate(self.blocks)}
 
-    def forward(
-        self,
-        ids: torch.Tensor,
-        return_attention: bool = False,
-        *,
-        attention_mask: torch.Tensor | None = None,
-        return_hidden: bool = False,
-    ):
+    def forward(self, ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``ids [B, T]`` -> ``logits [B, T, V]``; logits at t depend on ``ids[:, :t+1]`` only.
 
         ``attention_mask [B, T]`` (True or 1 = a real token, False or 0 = padding, as Hugging Face
         passes it): no query attends to a padding key. Positions count from column 0 whatever the
         padding (as ``transformers``' forward does); logits at padding positions mean nothing.
-        With ``return_attention`` also a list of the blocks' weights ``[B, h, T, T]``; with
-        ``return_hidden`` also the residual stream ``h_0 .. h_L`` (``[B, T, d]`` each, ``h_0`` the
-        embeddings, ``h_L`` before the final norm), in that order after the logits.
+        The attention weights, the residual stream and every head's output are hook points
+        (``blocks.{i}.self_attn.weights``, ``embed``, ``blocks.{i}.resid_post``, ``blocks.{i}.self_attn.z``):
+        read them with :func:`attnlab.nn.capture`.
         """
         c = self.config
         check_ids("ids", ids, c.vocab_size, c.max_len)
         mask = _padding_mask(attention_mask, ids)  # [B, T, T] or None
         x = self._hidden_in(ids, 0)  # [B, T, d]
-        weights, hidden = [], [x]
         for block in self.blocks:
-            if return_attention:
-                x, w, _ = block(x, self_mask=mask, is_causal=True, need_weights=True)
-                weights.append(w)
-            else:
-                x = block(x, self_mask=mask, is_causal=True)
-            hidden.append(x)
-        logits = self.lm_head(self._at("final_norm", self.norm(x)))  # [B, T, V]
-        extra = ([weights] if return_attention else []) + ([hidden] if return_hidden else [])
-        return (logits, *extra) if extra else logits
+            x = block(x, self_mask=mask, is_causal=True)  # [B, T, d]
+        return self.lm_head(self._at("final_norm", self.norm(x)))  # [B, T, V]
 
     # ------------------------------------------------------------------------------ decoding protocol
     def _run(self, ids: torch.Tensor, state: GPTState) -> torch.Tensor:

@@ -165,49 +165,36 @@ class Transformer(HookPoints, SavableModel):
         real = src != self.config.pad_id  # [B, S]
         return None if bool(real.all()) else real[:, None, :]  # [B, 1, S] or None (no padding)
 
-    def encode(self, src: torch.Tensor, need_weights: bool = False):
-        """``src [B, S]`` -> ``(memory [B, S, d], src key mask [B, 1, S] or None)`` (and the encoder's
-        self-attention weights, a list of ``[B, h, S, S]``, with ``need_weights``)."""
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``src [B, S]`` -> ``(memory [B, S, d], src key mask [B, 1, S] or None)``."""
         c = self.config
         check_ids("src", src, c.src_vocab, c.max_len)
         mask = self._src_mask(src)
         x = self._at("src_embed", self._embed(self.src_embed, src))  # [B, S, d]
-        out = self.encoder(x, mask, need_weights=need_weights)
-        if need_weights:
-            return out[0], mask, out[1]
-        return out, mask
+        return self.encoder(x, mask), mask  # [B, S, d]
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: the decoder reads the gold previous tokens ``tgt_in`` all at once.
 
         Args:
             src: ``[B, S]`` source ids (PAD-padded on the right). tgt_in: ``[B, T]`` decoder inputs
                 (BOS y_1 .. y_{T-1}).
-            return_attention: also return ``{"encoder_self": [B, h, S, S] per layer,
-                "decoder_self": [B, h, T, T] per layer, "cross": [B, h, T, S] per layer}``.
         Returns:
-            ``logits [B, T, V_tgt]`` (or ``(logits, attention)``).
+            ``logits [B, T, V_tgt]``. The attention weights are hook points: encoder self-attention
+            ``encoder.layers.{i}.self_attn.weights [B, h, S, S]``, decoder self-attention
+            ``decoder.layers.{i}.self_attn.weights [B, h, T, T]``, cross-attention
+            ``decoder.layers.{i}.cross_attn.weights [B, h, T, S]`` (read with :func:`attnlab.nn.capture`).
         """
         c = self.config
         check_ids("tgt_in", tgt_in, c.tgt_vocab, c.max_len)
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in has batch {tgt_in.shape[0]} but src has batch {src.shape[0]}")
-        enc = self.encode(src, need_weights=return_attention)
-        memory, mem_mask = enc[0], enc[1]
+        memory, mem_mask = self.encode(src)
         # target PADs need no mask: they sit to the right of the real tokens, where the causal mask
         # already hides them from every real position (and the loss ignores the PAD positions)
         y = self._at("tgt_embed", self._embed(self.tgt_embed, tgt_in))  # [B, T, d]
-        out = self.decoder(
-            y,
-            memory,
-            memory_mask=mem_mask,
-            is_causal=True,
-            need_weights=return_attention,
-        )
-        if not return_attention:
-            return self.generator(out)  # [B, T, V_tgt]
-        y, self_ws, cross_ws = out
-        return self.generator(y), {"encoder_self": enc[2], "decoder_self": self_ws, "cross": cross_ws}
+        y = self.decoder(y, memory, memory_mask=mem_mask, is_causal=True)  # [B, T, d]
+        return self.generator(y)  # [B, T, V_tgt]
 
     # ------------------------------------------------------------------------------ decoding protocol
     def start(self, src: torch.Tensor) -> TransformerState:

@@ -132,7 +132,7 @@ def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> 
 @contextmanager
 def patch(model: HookPoints, replacements: dict[str, Hook]) -> Iterator[None]:
     """Replace points' values inside the ``with`` block: ``{name or glob: fn}``, ``fn(t) -> t'``
-    (same shape; return None to keep ``t``). E.g. zero head 3's output in layer 0:
+    (same shape; return None to keep ``t``). E.g. zero the output of head 0.3 (head 3 of layer 0):
     ``patch(model, {"blocks.0.self_attn.z": lambda z: z.index_fill(2, torch.tensor([3]), 0.0)})``."""
     added = []
     try:

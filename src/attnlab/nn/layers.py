@@ -206,7 +206,8 @@ class EncoderLayer(HookPoints, nn.Module):
     post: U = N_1(X + MHA(X)), Y = N_2(U + FFN(U));  pre: U = X + MHA(N_1(X)), Y = U + FFN(N_2(U)).
     Built from a :class:`~attnlab.nn.BlockConfig`. Submodules ``self_attn``, ``ffn``, ``norm1``,
     ``norm2`` (``ffn`` and ``norm2`` are None for ``ffn="none"``). Hook points: ``resid_pre``,
-    ``resid_mid``, ``resid_post`` and those of ``attn`` (:class:`MultiHeadAttention`) and ``mlp``.
+    ``resid_mid``, ``resid_post`` and those of ``self_attn`` (:class:`MultiHeadAttention`: its
+    ``weights [B, h, T, T]``, ...) and ``ffn``.
     """
 
     POINTS = RESIDUAL_POINTS
@@ -231,26 +232,24 @@ class EncoderLayer(HookPoints, nn.Module):
         mask: torch.Tensor | None = None,
         *,
         is_causal: bool = False,
-        need_weights: bool = False,
         empty_rows: str = "error",
-    ):
-        """``x [B, T, d_model] -> [B, T, d_model]``; with ``need_weights`` also the self-attention
-        weights ``[B, h, T, T]``. ``mask``: bool, broadcastable to ``[B, T, T]`` (True = may attend);
-        ``empty_rows`` as :meth:`MultiHeadAttention.forward`'s."""
+    ) -> torch.Tensor:
+        """``x [B, T, d_model] -> [B, T, d_model]``. ``mask``: bool, broadcastable to ``[B, T, T]``
+        (True = may attend); ``empty_rows`` as :meth:`MultiHeadAttention.forward`'s. The weights
+        ``[B, h, T, T]`` are the hook point ``self_attn.weights``."""
         x = self._at("resid_pre", x)
-        kw = dict(mask=mask, is_causal=is_causal, need_weights=need_weights, empty_rows=empty_rows)
+        kw = dict(mask=mask, is_causal=is_causal, empty_rows=empty_rows)
         if self.norm_first:
-            a, w = self.self_attn(self.norm1(x), **kw)
+            a, _ = self.self_attn(self.norm1(x), **kw)
             x = self._at("resid_mid", x + self.dropout1(a))
             if self.ffn is not None:
                 x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            a, w = self.self_attn(x, **kw)
+            a, _ = self.self_attn(x, **kw)
             x = self._at("resid_mid", self.norm1(x + self.dropout1(a)))
             if self.ffn is not None:
                 x = self.norm2(x + self.dropout2(self.ffn(x)))
-        x = self._at("resid_post", x)
-        return (x, w) if need_weights else x
+        return self._at("resid_post", x)
 
     def _hook_children(self) -> dict:
         return {"self_attn": self.self_attn, "ffn": self.ffn}
@@ -266,7 +265,7 @@ class DecoderLayer(HookPoints, nn.Module):
     ``cross_attn`` and ``norm2`` are ``None``; with ``ffn="none"`` ``ffn`` and ``norm3`` are.
     ``memory_dim``: width of the memory (default ``d_model``). Hook points: ``resid_pre``,
     ``resid_mid`` (after self-attention), ``resid_cross`` (after cross-attention, if any),
-    ``resid_post`` and those of ``attn``, ``cross_attn`` and ``mlp``.
+    ``resid_post`` and those of ``self_attn``, ``cross_attn`` and ``ffn``.
     """
 
     POINTS = {
@@ -308,9 +307,8 @@ class DecoderLayer(HookPoints, nn.Module):
         is_causal: bool = False,
         cache: KVCache | None = None,
         memory_cache: KVCache | None = None,
-        need_weights: bool = False,
         empty_rows: str = "error",
-    ):
+    ) -> torch.Tensor:
         """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]``.
 
         Args:
@@ -319,37 +317,33 @@ class DecoderLayer(HookPoints, nn.Module):
             is_causal: lower-right causal self-attention (correct with a cache).
             cache: the self-attention :class:`KVCache`; memory_cache: a static cache for the
                 cross-attention's K/V of the memory (then ``memory`` may be None after the first step).
-            need_weights: also return ``self_weights [B, h, T, T_k]`` and ``cross_weights [B, h, T, S]``.
             empty_rows: as :meth:`MultiHeadAttention.forward`'s (for both attentions).
         Returns:
-            ``z`` or, with ``need_weights``, ``(z, self_weights, cross_weights)``.
+            ``z [B, T, d_model]``. The weights are the hook points ``self_attn.weights [B, h, T, T_k]``
+            and ``cross_attn.weights [B, h, T, S]``.
         """
         has_cross = self.cross_attn is not None
         if has_cross and memory is None and (memory_cache is None or memory_cache.length == 0):
             raise ValueError("this decoder layer has cross-attention: pass memory [B, S, d_model]")
-        cross_w = None
-        kw = dict(need_weights=need_weights, empty_rows=empty_rows)
+        kw = dict(empty_rows=empty_rows)
         y = self._at("resid_pre", y)
         if self.norm_first:
-            a, self_w = self.self_attn(self.norm1(y), mask=self_mask, is_causal=is_causal, cache=cache, **kw)
+            a, _ = self.self_attn(self.norm1(y), mask=self_mask, is_causal=is_causal, cache=cache, **kw)
             y = self._at("resid_mid", y + self.dropout1(a))
             if has_cross:
-                c, cross_w = self.cross_attn(
-                    self.norm2(y), memory, mask=memory_mask, cache=memory_cache, **kw
-                )
+                c, _ = self.cross_attn(self.norm2(y), memory, mask=memory_mask, cache=memory_cache, **kw)
                 y = self._at("resid_cross", y + self.dropout2(c))
             if self.ffn is not None:
                 y = y + self.dropout3(self.ffn(self.norm3(y)))
         else:
-            a, self_w = self.self_attn(y, mask=self_mask, is_causal=is_causal, cache=cache, **kw)
+            a, _ = self.self_attn(y, mask=self_mask, is_causal=is_causal, cache=cache, **kw)
             y = self._at("resid_mid", self.norm1(y + self.dropout1(a)))
             if has_cross:
-                c, cross_w = self.cross_attn(y, memory, mask=memory_mask, cache=memory_cache, **kw)
+                c, _ = self.cross_attn(y, memory, mask=memory_mask, cache=memory_cache, **kw)
                 y = self._at("resid_cross", self.norm2(y + self.dropout2(c)))
             if self.ffn is not None:
                 y = self.norm3(y + self.dropout3(self.ffn(y)))
-        y = self._at("resid_post", y)
-        return (y, self_w, cross_w) if need_weights else y
+        return self._at("resid_post", y)
 
     def _points(self) -> dict[str, str]:
         if self.cross_attn is None:
@@ -387,18 +381,11 @@ class Encoder(_Stack):
 
     layer_class = EncoderLayer
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, need_weights: bool = False):
-        """``x [B, S, d_model] -> [B, S, d_model]`` (and a list of ``[B, h, S, S]`` with ``need_weights``)."""
-        weights = []
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x [B, S, d_model] -> [B, S, d_model]``; ``mask`` bool broadcastable to ``[B, S, S]``."""
         for layer in self.layers:
-            if need_weights:
-                x, w = layer(x, mask, need_weights=True)
-                weights.append(w)
-            else:
-                x = layer(x, mask)
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if need_weights else x
+            x = layer(x, mask)  # [B, S, d]
+        return x if self.norm is None else self.norm(x)
 
 
 class Decoder(_Stack):
@@ -417,13 +404,11 @@ class Decoder(_Stack):
         is_causal: bool = False,
         caches: list[KVCache] | None = None,
         memory_caches: list[KVCache] | None = None,
-        need_weights: bool = False,
-    ):
-        """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]``; with ``need_weights``
-        also lists of self ``[B, h, T, T_k]`` and cross ``[B, h, T, S]`` weights, one per layer."""
-        self_ws, cross_ws = [], []
+    ) -> torch.Tensor:
+        """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]`` (masks and caches as
+        :meth:`DecoderLayer.forward`'s, one cache per layer)."""
         for i, layer in enumerate(self.layers):
-            out = layer(
+            y = layer(
                 y,
                 memory,
                 self_mask=self_mask,
@@ -431,17 +416,8 @@ class Decoder(_Stack):
                 is_causal=is_causal,
                 cache=None if caches is None else caches[i],
                 memory_cache=None if memory_caches is None else memory_caches[i],
-                need_weights=need_weights,
-            )
-            if need_weights:
-                y, sw, cw = out
-                self_ws.append(sw)
-                cross_ws.append(cw)
-            else:
-                y = out
-        if self.norm is not None:
-            y = self.norm(y)
-        return (y, self_ws, cross_ws) if need_weights else y
+            )  # [B, T, d]
+        return y if self.norm is None else self.norm(y)
 
 
 class EncoderDecoder(HookPoints, nn.Module):
