@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attnlab.audit import ModelSpec, Workload, audit_shapes, render_shapes
+from attnlab.nn import BlockConfig, DecoderLayer
 
 
 def _by_step(report, layer="layers.0"):
@@ -73,6 +74,13 @@ def test_gqa_pre_norm_and_decoder():
         "K = memory W^K",
     ]
     assert d["layer_outputs"] == [[3, 4, 16]] * 2
+    # one address per step: the hook point that capture takes, or the module path of the parameters
+    assert [s["module"] for s in cross][:3] == [f"layers.0.cross_attn.{p}" for p in ("x_q", "q", "k")]
+    norms = {s["module"] for s in d["steps"] if s["step"].startswith("norm LN")}
+    assert "layers.0.norm1" in norms and all(s["module"].startswith(s["layer"]) for s in d["steps"])
+    points = DecoderLayer(BlockConfig(16, 2, 8)).hook_points()  # the layer's own points, unprefixed
+    attention = [s for s in d["steps"] if "_attn." in s["module"] and s["layer"] == "layers.0"]
+    assert len(attention) >= 20 and all(s["module"].removeprefix("layers.0.") in points for s in attention)
 
 
 def test_render_draws_block():

@@ -5,6 +5,9 @@ while every :class:`~attnlab.nn.MultiHeadAttention` reports its steps through it
 (its hook points, ``MultiHeadAttention.POINTS``: x_q, q, k, v, q_heads, ..., z, concat, out) and
 forward hooks report the norms (their input is the residual sum), the FFN, embeddings and the head. The
 steps come out in the order data flows, and :func:`render_shapes` draws them as the block diagram.
+Each step is named by its address, the one the parameters and :func:`attnlab.nn.capture` use: an
+attention step by its hook point (``blocks.0.self_attn.q``), any other by its module path
+(``blocks.0.norm1``, ``blocks.0.ffn.linear1``, ``lm_head``).
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
     transformer, the source (memory) length ``src_seq`` S (default T), so cross-attention scores are
     ``[B, h, T, S]`` (default: B = 5, T = 50).
 
-    Returns a dict: "steps" [{layer, where, step, shape}] in the order they ran, "layer_outputs"
+    Returns a dict: "steps" [{layer, where, module, step, shape}] in the order they ran (``layer``
+    the layer's module path, ``module`` the step's full address: a hook point such as
+    ``blocks.0.self_attn.q`` or a module path such as ``blocks.0.norm1``), "layer_outputs"
     (one shape per layer), "output" (the model's output shape), "output_numbers" (its entry count,
     e.g. B·T·d = 5·20·64 = 6,400), "per_sequence_output" (the output of one sequence, e.g.
     [T, d] = [50, 512]), "config". Raises ``ValueError`` on bad sizes.
@@ -122,10 +127,13 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
         owner = max((n for n in layer_names if path == n or path.startswith(n + ".")), key=len, default="")
         return owner, path[len(owner) + 1 :] if owner else path
 
-    def add(path: str, step: str, t) -> None:
+    def add(path: str, step: str, t, point: str | None = None) -> None:
         if isinstance(t, torch.Tensor):
             owner, rel = where(path)
-            steps.append({"layer": owner, "where": rel, "step": step, "shape": list(t.shape)})
+            module_path = f"{path}.{point}" if point else path  # one address: as parameters and hooks
+            steps.append(
+                {"layer": owner, "where": rel, "module": module_path, "step": step, "shape": list(t.shape)}
+            )
 
     _trace_attention(module, attn_names, add)
     handles = _hook_modules(module, a, layer_names, attn_names, where, add, layer_outputs)
@@ -186,7 +194,7 @@ def _trace_attention(module: nn.Module, attn_names: list[str], add) -> None:
     for name in attn_names:
         labels = _cross_labels() if "cross" in name else TRACE_LABELS
         module.get_submodule(name).trace = lambda step, t, name=name, labels=labels: add(
-            name, labels.get(step, step), t
+            name, labels.get(step, step), t, step
         )
 
 
@@ -273,14 +281,15 @@ def render_shapes(report: dict) -> str:
         if s["layer"] and drawn.setdefault(stack, s["layer"]) != s["layer"]:
             continue
         steps.append(s)
-    width = max((len(s["step"]) + len(s["where"]) + 4 for s in steps), default=20)
+    width = max((len(s["step"]) + len(s.get("module", s["where"])) + 4 for s in steps), default=20)
     current = None
     for i, s in enumerate(steps):
         if s["layer"] != current:
             current = s["layer"]
             out.append(f"┌─ {current} (first layer of its stack, step by step)" if current else "")
         bar = "│ " if s["layer"] else ""
-        text = s["step"] + (f"  ({s['where']})" if s["where"] else "")
+        address = s.get("module", s["where"])  # the hook point or module path
+        text = s["step"] + (f"  ({address})" if address else "")
         out.append(f"{bar}{text.ljust(width)} {_shape(s['shape'])}")
         last = i + 1 == len(steps) or steps[i + 1]["layer"] != s["layer"]
         if not last and s["step"] not in _PARALLEL:
