@@ -62,3 +62,30 @@ def test_explore_refuses_a_folder_as_out(tmp_path):
 
     with pytest.raises(ValueError, match="is a folder"):
         write_explorer("hello", "minilm", tmp_path)
+
+
+def test_a_saved_model_with_a_tokenizer_goes_through_the_resolver(tmp_path):
+    """No kind check: a GPT saved with ``model.save`` beside a ``tokenizer.json`` is read by
+    attnlab.models.load and shown as its causal stack, equal to a capture of the same points."""
+    import shutil
+
+    from attnlab.models import GPT, GPTConfig
+    from attnlab.models.pretrained import pretrained_path
+    from attnlab.nn import capture
+    from attnlab.viz.explorer import attention_views
+
+    torch.manual_seed(3)
+    model = GPT(GPTConfig(vocab_size=30522, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=32))
+    model.save(tmp_path / "gpt")
+    shutil.copy(pretrained_path("minilm") / "tokenizer.json", tmp_path / "gpt" / "tokenizer.json")
+    (view,), label = attention_views("the cat sat", tmp_path / "gpt")
+    assert view.kind == "causal" and view.layer_names == ("blocks.0", "blocks.1")
+    assert view.query_tokens == ("[CLS]", "the", "cat", "sat", "[SEP]") and label.endswith("causal")
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_file(str(tmp_path / "gpt" / "tokenizer.json"))
+    raw.no_padding()  # the file pads to 128
+    ids = raw.encode("the cat sat").ids
+    with torch.no_grad(), capture(model.eval(), ["blocks.*.self_attn.weights"]) as cache:
+        model(torch.tensor([ids]))
+    np.testing.assert_array_equal(view.weights[1], cache["blocks.1.self_attn.weights"][0].numpy())

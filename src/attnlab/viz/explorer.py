@@ -1,8 +1,10 @@
 """The attention explorer: one self-contained HTML page for the weights softmax(Q K^T / sqrt(d_k) + M).
 
-A model's attention is gathered into :class:`AttentionView` objects, each holding the weights
-``A [L, h, T_q, T_k]`` of one kind of attention (encoder self-attention, decoder causal
-self-attention or encoder-decoder cross-attention) with the query and key token texts. The page is
+A model (any source :func:`attnlab.models.load` reads) is run once and its attention read at its
+hook points (:mod:`attnlab.interp.read`) into :class:`AttentionView` objects, each holding the
+weights ``A [L, h, T_q, T_k]`` of one stack of layers (encoder self-attention, decoder causal
+self-attention or encoder-decoder cross-attention) with the query and key token texts and each
+layer's module path; a head is written ``layer.head`` from 0, as the CLI writes it. The page is
 built from ONE template with its JS and CSS (``viz/explorer/``) inlined, the weights embedded as
 JSON data (never markup), and a strict Content-Security-Policy: no network, no foreign script.
 
@@ -126,6 +128,8 @@ class AttentionView:
 
 
 # --- gathering attention from models -------------------------------------------------------------
+# torch, the models and the resolver are imported inside the functions that run a model: they are
+# heavy, and the page itself (AttentionView, render_html) needs NumPy only.
 
 VIEW_NAMES = {
     "self": "encoder self-attention",
@@ -457,8 +461,8 @@ class Explorer:
 def explore(
     sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT, device: str = "cpu"
 ) -> Explorer:
-    """Run ``sentence`` through ``model`` (``"minilm"`` or a saved folder) on ``device`` and return an
-    :class:`Explorer`."""
+    """Run ``sentence`` through ``model`` (any source :func:`attnlab.models.load` reads) on ``device``
+    and return an :class:`Explorer`."""
     views, label = attention_views(sentence, model, device)
     return Explorer(views, model_label=label, sentence=sentence, min_weight=min_weight)
 
