@@ -28,7 +28,7 @@ Hook = Callable[[Tensor], Tensor | None]  # returns a replacement, or None to ke
 
 class HookPoints:
     """Mixin for modules with named points: ``POINTS`` (name -> shape), ``_at`` and
-    ``_hook_children`` (the hookable submodules by name, e.g. ``{"attn": self.self_attn}``)."""
+    ``_hook_children`` (the hookable submodules by name, e.g. ``{"self_attn": self.self_attn}``)."""
 
     POINTS: ClassVar[dict[str, str]] = {}
     _hooks: dict[str, list[Hook]] | None = None  # per instance only while something is hooked
