@@ -14,22 +14,43 @@ import torch
 from attnlab.models import GPT, GPTConfig, load
 from attnlab.tasks.text_tokenizer import char_tokenizer
 
-ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:'!?<>/=&\"()-0123456789"
+ALPHABET = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:'!?-0123456789"
+# the explorer's hostile strings (tests/viz), split at spaces, and two more: each is ONE token of the
+# word-level GPT below, so the page has to show a token whose text is markup
+HOSTILE_TEXTS = [
+    "it was </script><img src=x onerror=alert(1)> & \u2028 done",
+    "</script><img src=x onerror=alert(1)> & \u2028\u2029 <!-- x",
+    "<script>alert(1)</script> <img src=x onerror=alert(1)>",
+]
+WORDS = "the cat sat on a mat . dog ran it was too tired and done x".split()
+WORDS += sorted({w for t in HOSTILE_TEXTS for w in t.split()} - set(WORDS))
+
+
+def _save_gpt(out, tokenizer):
+    torch.manual_seed(0)
+    vocab = tokenizer.get_vocab_size()
+    config = GPTConfig(vocab_size=vocab, d_model=32, num_heads=4, num_layers=2, d_ff=64, max_len=96)
+    GPT(config).eval().save(out)
+    tokenizer.save(str(out / "tokenizer.json"))
+    return out
 
 
 @pytest.fixture(scope="session")
 def gpt_dir(tmp_path_factory):
-    """A 2-layer, 4-head GPT (random weights, seed 0) saved with a character tokenizer.json beside it:
-    what ``attnlab.models.load`` reads as a saved model."""
-    out = tmp_path_factory.mktemp("tiny-gpt")
-    tok = char_tokenizer(ALPHABET)
-    torch.manual_seed(0)
-    config = GPTConfig(
-        vocab_size=tok.get_vocab_size(), d_model=32, num_heads=4, num_layers=2, d_ff=64, max_len=96
-    )
-    GPT(config).eval().save(out)
-    tok.save(str(out / "tokenizer.json"))
-    return out
+    """A 2-layer, 4-head GPT (random weights, seed 0) saved with a word-level tokenizer.json (words
+    split at whitespace; [UNK] for the rest) whose words include hostile markup: what
+    ``attnlab.models.load`` reads as a saved model."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *WORDS])}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return _save_gpt(tmp_path_factory.mktemp("tiny-gpt"), tok)
+
+
+@pytest.fixture(scope="session")
+def char_gpt(tmp_path_factory):
+    """The same GPT with a character tokenizer (a character it lacks is dropped, not <unk>)."""
+    return load(_save_gpt(tmp_path_factory.mktemp("char-gpt"), char_tokenizer(ALPHABET)))
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +113,9 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def hostile_texts():
+    """Texts whose words are markup (test modules cannot import this file under importlib mode)."""
+    return list(HOSTILE_TEXTS)

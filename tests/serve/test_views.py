@@ -16,7 +16,7 @@ from attnlab.nn.hooks import capture
 from attnlab.serve import views
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
-PROMPT = "the cat sat on the mat. the cat"
+PROMPT = "the cat sat on the mat . the cat"
 
 
 def _ids(loaded, text):
@@ -57,16 +57,19 @@ def test_attention_is_the_captured_weights_and_their_detector_scores(which, requ
     assert named == above
 
 
-def test_tokens_flag_what_the_tokenizer_cannot_represent(minilm, gpt):
+def test_tokens_flag_what_the_tokenizer_cannot_represent(minilm, gpt, char_gpt):
     text = "snow \u2603 man"
     out = views.answer("tokens", minilm, {"text": text})
     flagged = [t for t in out["tokens"] if t["unk"]]
     assert out["unknown"] == ["\u2603"] and len(flagged) == 1 and flagged[0]["id"] == minilm.tokenizer.unk_id
     assert text[flagged[0]["start"] : flagged[0]["end"]] == "\u2603"
     # a character vocabulary drops what it lacks: no token for it, but it is still named
-    out = views.answer("tokens", gpt, {"text": text})
+    out = views.answer("tokens", char_gpt, {"text": text})
     assert out["unknown"] == ["\u2603"] and len(out["tokens"]) == len(text) - 1
     assert "".join(t["text"] for t in out["tokens"]) == text.replace("\u2603", "")
+    # a word vocabulary: an unknown word is one [UNK] token, flagged, its characters named
+    out = views.answer("tokens", gpt, {"text": "the snow cat"})
+    assert [t["unk"] for t in out["tokens"]] == [False, True, False] and out["unknown"] == list("snow")
 
 
 def test_next_token_distribution_and_loss(gpt):
@@ -117,7 +120,7 @@ def test_generation_three_ways(gpt):
 
 
 def test_generation_bounds(gpt):
-    long = "a" * 90  # 90 of the model's 96 positions
+    long = "a " * 90  # 90 of the model's 96 positions
     with pytest.raises(ValueError, match="so at most 6 more"):
         views.generate(gpt, long, n=10)
     for field, value in [("n", 0), ("n", 10_000), ("beam", 99), ("seed", -1), ("n", True), ("top_k", 0)]:

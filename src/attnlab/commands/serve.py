@@ -70,11 +70,14 @@ def serve(sources, port, host, open_browser, threads, queue, quiet) -> None:
         raise BadInput(f"--queue must be at most 1000, got {queue}")
     import torch
 
+    from attnlab.models.load import origin_of
     from attnlab.serve import server
     from attnlab.serve.app import create_app
 
     torch.set_num_threads(threads)
     chosen = list(sources) or server.default_sources()
+    for source in chosen:
+        origin_of(source)  # a source that is no model is one error line before anything is loaded
     start = time.perf_counter()
     if not quiet:
         click.echo(f"loading {', '.join(chosen)} ...", err=True)

@@ -195,6 +195,9 @@ def create_app(
         body = await read_json(request)
         loaded = served.pick(body.get("model"))
         try:
+            views.check_request(
+                name, loaded, body
+            )  # bad input is refused before it takes a place in the queue
             result, seconds = await jobs.run(views.answer, name, loaded, body)
         except Busy as busy:
             return error(503, str(busy), {"retry-after": str(busy.retry_after)})

@@ -73,7 +73,7 @@ def is_loopback(host: str) -> bool:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on ``host:port`` (0: a free port); ``ValueError`` if it cannot be."""
+    """A listening TCP socket on ``host:port`` (0: a free port); ``ValueError`` if it cannot be."""
     if not isinstance(host, str) or not host or any(ch.isspace() for ch in host) or len(host) > 253:
         raise ValueError(f"--host must be an address or a host name, got {host!r}")
     try:
@@ -84,6 +84,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        sock.listen(128)  # listening now, so a second server on the same port fails here, clearly
     except OSError as exc:
         sock.close()
         raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
@@ -98,9 +99,8 @@ def hosts_for(host: str, port: int) -> set[str]:
         names |= {"127.0.0.1", "localhost", "[::1]"}
     if host in ("0.0.0.0", "::"):
         names.add(socket.gethostname())
-    return {
-        f"{name}:{port}" if ":" not in name or name.startswith("[") else f"[{name}]:{port}" for name in names
-    }
+    bracketed = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}  # IPv6 in brackets
+    return {f"{n}:{port}" for n in bracketed} | (bracketed if port == 80 else set())  # :80 may be left out
 
 
 def url_of(sock: socket.socket, host: str) -> str:

@@ -534,12 +534,13 @@ VIEWS: dict[str, tuple[Callable[..., dict], tuple[str, ...]]] = {
 }
 
 
-def answer(view: str, loaded: Loaded, body: dict) -> dict:
-    """Run ``view`` on ``loaded`` with the request's fields (``body`` minus ``model``); a field the view
-    does not take, a missing ``text`` or a view that does not apply to the model is a ``ValueError``."""
+def check_request(view: str, loaded: Loaded, body: dict) -> None:
+    """What can be checked without the model (cheap, so the server does it before queueing): the view
+    exists and applies to ``loaded``, ``body`` has only its fields (and ``model``), and its texts are
+    strings within :data:`MAX_CHARS`. A ``ValueError`` naming what is wrong."""
     if view not in VIEWS:
         raise ValueError(f"there is no view {view!r}{did_you_mean(view, VIEWS)}")
-    fn, fields = VIEWS[view]
+    fields = VIEWS[view][1]
     extra = sorted(set(body) - set(fields) - {"model"})
     if extra:
         raise ValueError(f"the {view} view takes {', '.join(fields)}; not {', '.join(map(str, extra))}")
@@ -548,4 +549,14 @@ def answer(view: str, loaded: Loaded, body: dict) -> dict:
     for field in ("text", "text_b") if view == "similarity" else ("text",):
         if field not in body:
             raise ValueError(f"the {view} view needs {field}")
+    for field in ("text", "text_b"):
+        if body.get(field) is not None:
+            text_field(body[field], field)
+
+
+def answer(view: str, loaded: Loaded, body: dict) -> dict:
+    """Run ``view`` on ``loaded`` with the request's fields (``body`` minus ``model``), after
+    :func:`check_request`."""
+    check_request(view, loaded, body)
+    fn, fields = VIEWS[view]
     return fn(loaded, **{f: body[f] for f in fields if f in body})

@@ -463,6 +463,7 @@
     },
     drawnEdges: function () { return S.edges.slice(); },
     weight: function (l, h, i, j) { return weight(l, h, i, j); },
+    weights: function () { return Array.prototype.slice.call(S.w); },
     shape: function () { return [S.L, S.H, S.T, S.T]; },
     timings: function () { return JSON.parse(JSON.stringify(S.timings)); },
     run: run
