@@ -152,6 +152,59 @@ def _package_files() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in ("index.html", *STATIC)}
 
 
+class Endpoints:
+    """The routes' handlers over one set of served models, one job queue and the package's files."""
+
+    def __init__(self, served: Served, jobs: Jobs):
+        self.served, self.jobs, self.static = served, jobs, _package_files()
+        self.pages = {concepts.html_name(md): md for md in ["README.md", *concepts.page_names()]}
+        self.rendered: dict[str, bytes] = {}
+
+    async def page(self, request: Request) -> Response:
+        headers = {"content-security-policy": PAGE_POLICY}
+        return Response(self.static["index.html"], headers=headers, media_type="text/html; charset=utf-8")
+
+    async def asset(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            raise HTTPException(404, f"no file {name!r}")
+        return Response(self.static[name], media_type=STATIC[name])
+
+    async def concept(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in self.pages:
+            raise HTTPException(404, f"no concept page {name!r}")
+        if name not in self.rendered:
+            self.rendered[name] = concepts.render_page(self.pages[name], back=("/", "attnlab serve")).encode()
+        return Response(self.rendered[name], media_type="text/html; charset=utf-8")
+
+    async def models(self, request: Request) -> Response:
+        limits = {"max_chars": views.MAX_CHARS, "max_body": MAX_BODY, "queue": self.jobs.capacity}
+        return _json({"models": self.served.info, "guide": views.guide(), "limits": limits})
+
+    async def view(self, request: Request) -> Response:
+        name = request.path_params["view"]
+        if name not in views.VIEWS:
+            raise HTTPException(404, f"there is no view {name!r}{did_you_mean(name, views.VIEWS)}")
+        body = await read_json(request)
+        loaded = self.served.pick(body.get("model"))
+        try:
+            views.check_request(name, loaded, body)  # bad input never takes a place in the queue
+            result, seconds = await self.jobs.run(views.answer, name, loaded, body)
+        except Busy as busy:
+            return error(503, str(busy), {"retry-after": str(busy.retry_after)})
+        except ValueError as exc:
+            return error(400, str(exc).splitlines()[0] if str(exc) else "bad input")
+        except Exception as exc:  # a bug: logged once, answered, and the server goes on
+            log.error("attnlab serve: /api/%s failed:\n%s", name, "".join(traceback.format_exception(exc)))
+            return error(500, f"internal error ({type(exc).__name__}); the server keeps running")
+        return _json(result, headers={"server-timing": f"compute;dur={seconds * 1e3:.2f}"})
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    return error(exc.status_code, str(exc.detail))
+
+
 def create_app(
     models: list[tuple[str, Loaded]],
     hosts: set[str],
@@ -162,48 +215,8 @@ def create_app(
     """The app serving ``models`` (``(name, loaded)`` pairs) to requests addressed to ``hosts``
     (``"127.0.0.1:8000"`` ...), with a queue of ``queue`` requests behind the one running;
     ``on_ready()`` runs once the server is up."""
-    served, jobs, static = Served(models), Jobs(queue), _package_files()
-    pages = {concepts.html_name(md): md for md in ["README.md", *concepts.page_names()]}
-    rendered: dict[str, bytes] = {}
-
-    async def page(request: Request) -> Response:
-        headers = {"content-security-policy": PAGE_POLICY}
-        return Response(static["index.html"], headers=headers, media_type="text/html; charset=utf-8")
-
-    async def asset(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in STATIC:
-            raise HTTPException(404, f"no file {name!r}")
-        return Response(static[name], media_type=STATIC[name])
-
-    async def concept(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in pages:
-            raise HTTPException(404, f"no concept page {name!r}")
-        if name not in rendered:
-            rendered[name] = concepts.render_page(pages[name], back=("/", "attnlab serve")).encode()
-        return Response(rendered[name], media_type="text/html; charset=utf-8")
-
-    async def model_list(request: Request) -> Response:
-        limits = {"max_chars": views.MAX_CHARS, "max_body": MAX_BODY, "queue": jobs.capacity}
-        return _json({"models": served.info, "guide": views.guide(), "limits": limits})
-
-    async def view(request: Request) -> Response:
-        name = request.path_params["view"]
-        if name not in views.VIEWS:
-            raise HTTPException(404, f"there is no view {name!r}{did_you_mean(name, views.VIEWS)}")
-        body = await read_json(request)
-        loaded = served.pick(body.get("model"))
-        try:
-            views.check_request(
-                name, loaded, body
-            )  # bad input is refused before it takes a place in the queue
-            result, seconds = await jobs.run(views.answer, name, loaded, body)
-        except Busy as busy:
-            return error(503, str(busy), {"retry-after": str(busy.retry_after)})
-        except ValueError as exc:
-            return error(400, str(exc).splitlines()[0] if str(exc) else "bad input")
-        return _json(result, headers={"server-timing": f"compute;dur={seconds * 1e3:.2f}"})
+    jobs = Jobs(queue)
+    e = Endpoints(Served(models), jobs)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -212,22 +225,13 @@ def create_app(
         yield
         jobs.close()
 
-    async def http_error(request: Request, exc: HTTPException) -> Response:
-        return error(exc.status_code, str(exc.detail))
-
-    async def crash(request: Request, exc: Exception) -> Response:
-        log.error("attnlab serve: %s", "".join(traceback.format_exception(exc)))
-        return error(500, f"internal error ({type(exc).__name__}); the server keeps running")
-
     routes = [
-        Route("/", page, methods=["GET"]),
-        Route("/static/{name}", asset, methods=["GET"]),
-        Route("/concepts/{name}", concept, methods=["GET"]),
-        Route("/api/models", model_list, methods=["GET"]),
-        Route("/api/{view}", view, methods=["POST"]),
+        Route("/", e.page, methods=["GET"]),
+        Route("/static/{name}", e.asset, methods=["GET"]),
+        Route("/concepts/{name}", e.concept, methods=["GET"]),
+        Route("/api/models", e.models, methods=["GET"]),
+        Route("/api/{view}", e.view, methods=["POST"]),
     ]
-    app = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error, Exception: crash}
-    )
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
     app.state.jobs = jobs
     return Guard(app, hosts)

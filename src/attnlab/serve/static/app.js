@@ -170,14 +170,15 @@
     $("lines-title").textContent = q === null ? "Click a token (or a heatmap row): where does it attend?" :
       "Where \u201c" + S.tokens[q] + "\u201d attends: layer " + S.layer + ", " +
       (S.head < 0 ? "every head (colour = head)" : "head " + S.layer + "." + S.head);
-    var causal = S.att.causal;
-    S.geo = D.heatmap($("heatmap"), matrix(), S.tokens, S.tokens, D.shade,
+    var causal = S.att.causal, m = matrix(), top = 0;
+    for (var k = 0; k < m.length; k++) top = Math.max(top, m[k]);
+    S.geo = D.heatmap($("heatmap"), m, S.tokens, S.tokens, function (v) { return D.shade(top > 0 ? v / top : 0); },
       causal ? function (i, j) { return j > i; } : null, q);
     $("heatmap").dataset.layer = String(S.layer);
     $("heatmap").dataset.head = String(S.head);
     $("heatmap-title").textContent = "Heatmap A [T_q, T_k], layer " + S.layer + ", " +
       (S.head < 0 ? "mean of " + S.H + " heads" : "head " + S.layer + "." + S.head) +
-      (causal ? "; hatched: masked by the causal mask" : "");
+      "; darkest = " + top.toFixed(3) + (causal ? "; hatched: masked by the causal mask" : "");
     topKeys();
     var buttons = $("tokens").children;
     for (var i = 0; i < buttons.length; i++) buttons[i].setAttribute("aria-selected", i === q ? "true" : "false");

@@ -1,0 +1,155 @@
+"""``attnlab serve``: one 32-token sentence on MiniLM, every layer and head, measured on the server
+(compute, HTTP round trip) and in Chromium (request + drawing; the first render of a fresh page)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import statistics
+import time
+
+from _common import summary, table, target
+
+NAME = "serve"
+TITLE = "attnlab serve: one 32-token sentence on MiniLM"
+SENTENCE = (
+    "The animal didn't cross the street because it was too tired, so it lay down in the shade of an old "
+    "oak tree near the river."
+)  # 32 MiniLM tokens with [CLS] and [SEP]
+CHROMIUM = "/usr/bin/chromium"
+
+
+def p95(xs: list[float]) -> float:
+    """The 95th percentile (nearest rank)."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(0.95 * len(s)) - 1))]
+
+
+def _server_side(url: str, repeats: int) -> tuple[list[float], list[float], int]:
+    """(compute ms from Server-Timing, round trip ms, response bytes) of ``repeats`` sequential requests."""
+    host, port = url.split("//")[1].rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    body = json.dumps({"model": 0, "text": SENTENCE})
+    compute, trip, size = [], [], 0
+    for _ in range(repeats + 1):  # the first is a warm-up
+        t0 = time.perf_counter()
+        conn.request(
+            "POST", "/api/attention", body, {"Content-Type": "application/json", "Host": f"{host}:{port}"}
+        )
+        r = conn.getresponse()
+        data = r.read()
+        trip.append((time.perf_counter() - t0) * 1e3)
+        compute.append(float(r.getheader("Server-Timing").split("dur=")[1]))
+        size = len(data)
+        if r.status != 200:
+            raise RuntimeError(f"the server answered {r.status}: {data[:200]!r}")
+    conn.close()
+    return compute[1:], trip[1:], size
+
+
+def _browser(url: str, repeats: int, loads: int) -> dict | None:
+    """Chromium: first render of ``loads`` fresh pages, then ``repeats`` runs of the sentence."""
+    if not os.access(CHROMIUM, os.X_OK):
+        return None
+    from playwright.sync_api import sync_playwright
+
+    first, total, draw = [], [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        for _ in range(loads):
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url)
+            page.wait_for_selector("body[data-ready=true]", timeout=120000)
+            first.append(page.evaluate("window.attnServe.timings().first"))
+            page.close()
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(url)
+        page.wait_for_selector("body[data-ready=true]", timeout=120000)
+        page.fill("#text", SENTENCE)
+        for _ in range(repeats + 1):
+            page.evaluate("window.attnServe.run()")  # resolves once every view of the run is drawn
+            last = page.evaluate("window.attnServe.timings().last")
+            total.append(last["total"])
+            draw.append(last["render"])
+        tokens = page.locator("button.tok").count()
+        browser.close()
+    return {"first": first, "total": total[1:], "draw": draw[1:], "tokens": tokens}
+
+
+def _row(what: str, xs: list[float]) -> list[str]:
+    return [
+        what,
+        f"{statistics.median(xs):.1f} ms",
+        f"{p95(xs):.1f} ms",
+        f"{min(xs):.1f}–{max(xs):.1f} ms",
+        str(len(xs)),
+    ]
+
+
+def run(ctx: dict) -> dict:
+    import torch
+
+    from attnlab.serve import server
+    from attnlab.serve.app import create_app
+
+    quick = ctx.get("quick", False)
+    repeats, loads = (8, 2) if quick else (60, 8)
+    torch.set_num_threads(1)  # what `attnlab serve` uses by default (--threads 1)
+    models = server.load_models(["minilm"])
+    t = len(models[0][1].tokenizer.encode(SENTENCE))
+    sock = server.bind("127.0.0.1", 0)
+    app = create_app(models, server.hosts_for("127.0.0.1", sock.getsockname()[1]))
+    load_before = os.getloadavg()[0]
+    with server.background(app, sock) as url:
+        compute, trip, size = _server_side(url, repeats)
+        page = _browser(url, repeats // 2, loads)
+    load_after = os.getloadavg()[0]
+    rows = [_row("server: compute (Server-Timing)", compute), _row("server: HTTP round trip", trip)]
+    targets = [
+        target(
+            "server compute, 95th percentile",
+            "< 100 ms",
+            p95(compute),
+            p95(compute) < 100,
+            f"{p95(compute):.1f} ms",
+        )
+    ]
+    if page is not None:
+        rows += [
+            _row("browser: request + drawing", page["total"]),
+            _row("browser: drawing only", page["draw"]),
+        ]
+        rows += [_row("browser: first render of a fresh page", page["first"])]
+        worst = max(page["first"])
+        targets.append(
+            target("first render of the page (slowest load)", "< 1 s", worst, worst < 1000, f"{worst:.0f} ms")
+        )
+    notes = [
+        f"One request: the {t} tokens, the weights of all 6 layers x 12 heads ([6, 12, {t}, {t}] float32, "
+        f"{size / 1024:.0f} KiB of JSON with base64) and the five head detectors; one torch thread "
+        "(the server's default). Requests one at a time from one client, after a warm-up request.",
+        "Browser: Debian's Chromium, headless, through Playwright on the same machine; 'request + drawing' "
+        "runs from the click to the tokens, lines, heatmap and detector grid drawn; 'first render' from "
+        "the navigation start of a fresh page to the same point (the page's own performance.now()).",
+        f"Load average (1 min) {load_before:.1f} before and {load_after:.1f} after: a shared machine.",
+    ]
+    raw = {
+        "compute_ms": summary(compute),
+        "trip_ms": summary(trip),
+        "browser": page,
+        "tokens": t,
+        "bytes": size,
+    }
+    raw["load_average"] = [load_before, load_after]
+    columns = ["what", "median", "95th percentile", "min–max", "runs"]
+    return {
+        "name": NAME,
+        "title": TITLE,
+        "raw": raw,
+        "targets": targets,
+        "tables": [table(f"MiniLM, {t} tokens, all layers and heads (POST /api/attention)", columns, rows)],
+        "notes": notes,
+    }
