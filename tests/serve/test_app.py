@@ -5,6 +5,7 @@ the server running, a full queue is a 503 with Retry-After)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -39,9 +40,17 @@ def test_models_list_names_no_path(live, gpt_dir):
     _no_cors(headers)
 
 
+def test_the_model_list_in_the_page_cannot_end_its_element():
+    label = "</script><img src=x onerror=alert(1)> & \u2028"
+    text = app_module.script_json({"label": label})
+    assert not set(text) & set("<>&\u2028") and text.isascii() and json.loads(text) == {"label": label}
+
+
 def test_page_and_files_ship_with_a_strict_policy(live):
     status, headers, body = live.client.request("GET", "/")
-    assert status == 200 and b'src="/static/app.js"' in body
+    assert status == 200 and b'src="/static/app.js"' in body and b"{{SERVED}}" not in body
+    served = body.split(b'<script type="application/json" id="served">')[1].split(b"</script>")[0]
+    assert json.loads(served) == live.client.request("GET", "/api/models")[2]
     policy = headers["content-security-policy"]
     assert "default-src 'none'" in policy and "script-src 'self'" in policy and "unsafe" not in policy
     assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"

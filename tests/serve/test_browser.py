@@ -192,5 +192,5 @@ def test_hostile_strings_are_shown_as_text_and_run_nothing(page, gpt, hostile_te
     assert "\u2603" in page.page.text_content("#unknown")
     page.page.wait_for_timeout(300)  # give a would-be onerror handler its chance
     assert page.page.evaluate("document.querySelectorAll('img, iframe, object, embed').length") == 0
-    assert page.page.evaluate("document.scripts.length") == 2  # draw.js and app.js, nothing injected
+    assert page.page.evaluate("document.scripts.length") == 3  # draw.js, app.js, the model list (data)
     page.clean()

@@ -63,6 +63,16 @@ def _json(data, status: int = 200, headers: dict | None = None) -> Response:
     return Response(dumps_json(data), status, headers, media_type="application/json")
 
 
+def script_json(data) -> str:
+    """``data`` as JSON safe inside ``<script type="application/json">``: ASCII only (``dumps_json``
+    escapes the rest, U+2028/9 included) with ``<``, ``>`` and ``&`` escaped too, so a model label
+    holding ``</script>`` cannot end the element."""
+    text = dumps_json(data)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(ch, esc)
+    return text
+
+
 def error(status: int, message: str, headers: dict | None = None) -> Response:
     """``{"error": message}`` with ``status``."""
     return _json({"error": message}, status, headers)
@@ -157,12 +167,20 @@ class Endpoints:
 
     def __init__(self, served: Served, jobs: Jobs):
         self.served, self.jobs, self.static = served, jobs, _package_files()
+        # the model list rides in the page as JSON data (never run: not a script's type), so the page
+        # asks for its first view at once instead of after one more round trip
+        self.index = self.static["index.html"].replace(b"{{SERVED}}", script_json(self.listing()).encode())
         self.pages = {concepts.html_name(md): md for md in ["README.md", *concepts.page_names()]}
         self.rendered: dict[str, bytes] = {}
 
+    def listing(self) -> dict:
+        """The models (no path), each view's text and concept pages, and the bounds."""
+        limits = {"max_chars": views.MAX_CHARS, "max_body": MAX_BODY, "queue": self.jobs.capacity}
+        return {"models": self.served.info, "guide": views.guide(), "limits": limits}
+
     async def page(self, request: Request) -> Response:
         headers = {"content-security-policy": PAGE_POLICY}
-        return Response(self.static["index.html"], headers=headers, media_type="text/html; charset=utf-8")
+        return Response(self.index, headers=headers, media_type="text/html; charset=utf-8")
 
     async def asset(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -179,8 +197,7 @@ class Endpoints:
         return Response(self.rendered[name], media_type="text/html; charset=utf-8")
 
     async def models(self, request: Request) -> Response:
-        limits = {"max_chars": views.MAX_CHARS, "max_body": MAX_BODY, "queue": self.jobs.capacity}
-        return _json({"models": self.served.info, "guide": views.guide(), "limits": limits})
+        return _json(self.listing())
 
     async def view(self, request: Request) -> Response:
         name = request.path_params["view"]

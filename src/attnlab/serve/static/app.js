@@ -470,14 +470,16 @@
     run: run
   };
 
-  fetch("/api/models").then(function (r) { return r.json(); }).then(function (info) {
+  // the models and the guide come with the page (JSON data, not a script): the first view is asked for at once
+  try {
+    var info = JSON.parse($("served").textContent);
     S.models = info.models;
     S.guide = info.guide;
     fillSelect($("model-select"), S.models.map(function (m) { return [m.index, m.name + ": " + m.label]; }), 0);
-    explain();
-    chooseModel(0);
     $("text").value = SENTENCE;
     $("text-b").value = "A tired dog lay down in the shade.";
-    return run();
-  }).catch(function (err) { showError(err); document.body.dataset.ready = "true"; });
+    chooseModel(0);
+    run();
+    explain();
+  } catch (err) { showError(err); document.body.dataset.ready = "true"; }
 })();
