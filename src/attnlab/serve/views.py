@@ -137,6 +137,7 @@ def check_servable(loaded: Loaded) -> None:
 
 
 def is_lm(loaded: Loaded) -> bool:
+    """Whether ``loaded`` is a causal language model (a GPT: logits ``[B, T, V]``)."""
     return loaded.kind == "gpt"
 
 
