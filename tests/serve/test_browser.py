@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnlab.decoding import greedy
-from attnlab.interp import ablate_heads, score_heads
+from attnlab.interp import ablate_heads, explain_similarity, score_heads
 from attnlab.nn.hooks import capture
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -103,6 +103,15 @@ def test_type_a_sentence_click_a_token_and_read_the_weights(page, minilm):
     scores = score_heads([x[None] for x in w], ids)["previous"]
     cells = page.page.eval_on_selector_all("#head-grid td", "tds => tds.map(t => t.textContent)")
     assert cells == [f"{v:.2f}" for v in scores.flatten().tolist()]
+    # the audit card and the similarity split of a second sentence
+    page.wait("audit")
+    assert "total 22,713,216" in page.page.text_content("#params-total")
+    other = "A student clicks a word to see its attention."
+    page.page.fill("#text-b", other)
+    page.page.click("#compare")
+    page.wait("similarity")
+    cosine = explain_similarity(minilm.model, minilm.tokenizer.backend, SENTENCE, other).cosine
+    assert page.page.text_content("#cosine").startswith(f"cosine {cosine:.4f} = the sum of the")
     timings = page.page.evaluate("window.attnServe.timings()")
     assert timings["first"] > 0 and timings["last"]["server"] > 0 and timings["last"]["render"] >= 0
     page.clean()
