@@ -41,6 +41,7 @@ BENCHMARKS = [
     "embed_stream",
     "train_transformer",
     "beyond_quadratic",
+    "serve",
     "demo",
 ]
 TIMEOUT_S = {"demo": 600, "numpy_flash": 900, "beyond_quadratic": 1200, "embed": 2400, "embed_stream": 1800}

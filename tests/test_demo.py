@@ -155,7 +155,7 @@ def test_every_next_step_of_the_report_exists():
     for what, where, _ in NEXT_STEPS:
         if where.startswith("attnlab "):
             args = shlex.split(where)[1:]
-            if args[0] in ("train", "explore", "quiz"):
+            if args[0] in ("train", "explore", "quiz", "serve"):
                 args = args[:1] + ["--help"]  # real work or a prompt: the command and its options exist
             result = CliRunner().invoke(cli, args)
             assert result.exit_code == 0, (what, result.output)

@@ -64,6 +64,7 @@ BASE = {
     "practice check": ["attention", "{file}"],  # "x": Python without the function; every check fails fast
     "practice start": ["attention", "--dir", "{tmp}/p"],
     "prune": ["{file}"],  # a model that is not there: an accepted --seed ends at loading it
+    "serve": ["{file}"],  # likewise: an accepted --port/--host/--queue ends at loading it, never serves
 }
 # commands whose options this sweep does not reach, and why (checked: every other command is in BASE)
 ELSEWHERE = {

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prune": ("heads", "prune"),
     "practice": ("practice", "practice"),
     "study": ("study", "study"),
+    "serve": ("serve", "serve"),
 }
 
 

@@ -288,6 +288,11 @@ NEXT_STEPS = (
     ("Practice", "docs/practice.md", "your own NumPy attention and your drawing of the block, graded"),
     ("Week 1 code blocks", "attnlab lesson --list", "the five, run beside attnlab's"),
     ("Explorer", 'attnlab explore "your sentence"', "MiniLM's attention (or --model DIR) on your own text"),
+    (
+        "Serve",
+        "attnlab serve",
+        "a local page at http://127.0.0.1:8000/: type any text, see every head, switch heads off",
+    ),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
     ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),
 )
