@@ -154,7 +154,7 @@ def measure(model: Stack, ids: torch.Tensor) -> dict:
         squares = [p.grad.square().sum() for p in block.parameters() if p.grad is not None]
         grads.append(float(torch.stack(squares).sum().sqrt()))
     model.zero_grad(set_to_none=True)
-    return {"loss": round(float(loss), 4), "grad": grads, "scale": [round(v, 4) for v in scales]}
+    return {"loss": round(loss.item(), 4), "grad": grads, "scale": [round(v, 4) for v in scales]}
 
 
 def train_variant(s: Settings, name: str, held_out: torch.Tensor, successor, show: bool) -> dict:
