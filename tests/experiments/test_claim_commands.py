@@ -69,3 +69,14 @@ def test_the_study_path_and_the_demo_point_to_registered_claims():
     assert set(CLAIMS) <= named  # every claim has a place in the study path
     assert named <= set(CLAIMS) | {"bottleneck"}
     assert any(where == "attnlab experiment --help" for _, where, _ in NEXT_STEPS)
+
+
+def test_every_claim_module_quotes_its_sentence_and_has_both_presets():
+    import dataclasses
+    import importlib
+
+    for name, (module, _) in CLAIMS.items():
+        m = importlib.import_module(f"attnlab.experiments.{module}")
+        assert isinstance(m.QUICK, m.Settings) and (m.QUICK != m.Settings() or name == "relations"), name
+        assert dataclasses.replace(m.Settings(), seed=3).seed == 3
+        assert len(m.CLAIM) > 40 and "Week" in m.SOURCE, name

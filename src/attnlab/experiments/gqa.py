@@ -75,7 +75,7 @@ class Settings:
         return tuple(sorted({self.num_heads, self.num_heads // 2, 2, 1}, reverse=True))
 
 
-QUICK = Settings(d_model=32, steps=150, eval_windows=128, spread_seeds=1)
+QUICK = Settings(d_model=32, steps=120, batch=24, eval_windows=128, spread_seeds=1)
 
 
 def shakespeare_ids() -> tuple[torch.Tensor, torch.Tensor, int]:
