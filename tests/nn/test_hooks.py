@@ -26,11 +26,11 @@ def _ids(b: int = 2, t: int = 7) -> torch.Tensor:
 def test_captured_weights_equal_need_weights():
     model, ids = _gpt(positions="rope", rope_layout="half"), _ids()
     _, want = model(ids, return_attention=True)
-    with capture(model, ["layers.*.attn.weights"]) as cache:
+    with capture(model, ["blocks.*.self_attn.weights"]) as cache:
         logits = model(ids)
-    assert sorted(cache) == [f"layers.{i}.attn.weights" for i in range(3)]
+    assert sorted(cache) == [f"blocks.{i}.self_attn.weights" for i in range(3)]
     for i in range(3):
-        torch.testing.assert_close(cache[f"layers.{i}.attn.weights"], want[i], rtol=0, atol=0)
+        torch.testing.assert_close(cache[f"blocks.{i}.self_attn.weights"], want[i], rtol=0, atol=0)
     torch.testing.assert_close(logits, model(ids), rtol=0, atol=1e-12)
 
 
@@ -48,13 +48,13 @@ def test_captured_cross_attention_equals_return_attention():
     t = Transformer(cfg).double().eval()
     src, tgt = torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 9, 4]])
     _, attn = t(src, tgt, return_attention=True)  # every layer explicit; below only the two captured
-    with capture(t, ["decoder.layers.1.cross_attn.weights", "encoder.layers.0.attn.weights"]) as cache:
+    with capture(t, ["decoder.layers.1.cross_attn.weights", "encoder.layers.0.self_attn.weights"]) as cache:
         t(src, tgt)
     torch.testing.assert_close(
         cache["decoder.layers.1.cross_attn.weights"], attn["cross"][1], rtol=0, atol=1e-12
     )
     torch.testing.assert_close(
-        cache["encoder.layers.0.attn.weights"], attn["encoder_self"][0], rtol=0, atol=1e-12
+        cache["encoder.layers.0.self_attn.weights"], attn["encoder_self"][0], rtol=0, atol=1e-12
     )
 
 
@@ -70,7 +70,7 @@ def test_zeroing_a_heads_z_equals_zeroing_its_slice_of_w_o(layer, head):
         z[:, :, head] = 0.0
         return z
 
-    with patch(model, {f"layers.{layer}.attn.z": ablate}):
+    with patch(model, {f"blocks.{layer}.self_attn.z": ablate}):
         patched = model(ids)
     cut = _gpt()
     with torch.no_grad():
@@ -81,15 +81,15 @@ def test_zeroing_a_heads_z_equals_zeroing_its_slice_of_w_o(layer, head):
 
 def test_residual_stream_globs_and_final_norm_follow_the_stream():
     model, ids = _gpt(), _ids()
-    with capture(model, ["layers.*.resid_*", "embed", "final_norm"]) as cache:
+    with capture(model, ["blocks.*.resid_*", "embed", "final_norm"]) as cache:
         logits = model(ids)
     assert len(cache) == 3 * 3 + 2
-    torch.testing.assert_close(cache["layers.0.resid_pre"], cache["embed"], rtol=0, atol=0)
+    torch.testing.assert_close(cache["blocks.0.resid_pre"], cache["embed"], rtol=0, atol=0)
     for i in range(2):
         torch.testing.assert_close(
-            cache[f"layers.{i}.resid_post"], cache[f"layers.{i + 1}.resid_pre"], rtol=0, atol=0
+            cache[f"blocks.{i}.resid_post"], cache[f"blocks.{i + 1}.resid_pre"], rtol=0, atol=0
         )
-    torch.testing.assert_close(cache["final_norm"], model.norm(cache["layers.2.resid_post"]), rtol=0, atol=0)
+    torch.testing.assert_close(cache["final_norm"], model.norm(cache["blocks.2.resid_post"]), rtol=0, atol=0)
     torch.testing.assert_close(model.lm_head(cache["final_norm"]), logits, rtol=0, atol=0)
 
 
@@ -97,13 +97,13 @@ def test_bert_resid_post_equals_hidden_states():
     torch.manual_seed(3)
     bert = BertEncoder(BertConfig(vocab_size=30, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=8))
     ids, keep = torch.tensor([[2, 5, 9, 3], [2, 7, 3, 0]]), torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
-    with capture(bert, ["embed", "layers.*.resid_post", "layers.1.mlp.hidden"]) as cache:
+    with capture(bert, ["embed", "layers.*.resid_post", "layers.1.ffn.hidden"]) as cache:
         out = bert(ids, keep)
     hidden = out["hidden_states"]
     torch.testing.assert_close(cache["embed"], hidden[0], rtol=0, atol=0)
     for i in range(2):
         torch.testing.assert_close(cache[f"layers.{i}.resid_post"], hidden[i + 1], rtol=0, atol=0)
-    assert cache["layers.1.mlp.hidden"].shape == (2, 4, 32)
+    assert cache["layers.1.ffn.hidden"].shape == (2, 4, 32)
 
 
 def test_every_declared_shape_matches_the_captured_tensor():
@@ -111,8 +111,9 @@ def test_every_declared_shape_matches_the_captured_tensor():
     tensor has the declared rank and the declared sizes."""
     model, (b, t) = _gpt(ffn="glu", activation="silu", norm="rms"), (2, 5)
     points = model.hook_points()
-    assert points["layers.1.attn.z"] == "[B, T_q, h, d_k]" and points["layers.0.mlp.hidden"] == "[B, T, d_ff]"
-    assert list(points)[:3] == ["embed", "final_norm", "layers.0.resid_pre"]
+    assert points["blocks.1.self_attn.z"] == "[B, T_q, h, d_k]"
+    assert points["blocks.0.ffn.hidden"] == "[B, T, d_ff]"
+    assert list(points)[:3] == ["embed", "final_norm", "blocks.0.resid_pre"]
     with capture(model, ["*"]) as cache:
         model(_ids(b, t))
     assert set(cache) == set(points)
@@ -127,12 +128,13 @@ def test_unknown_names_are_errors_with_close_matches():
     model = _gpt()
     with pytest.raises(
         ValueError,
-        match=r"no hook point matches 'layers.0.attn.weight'; did you mean \['layers.0.attn.weights'",
+        match=r"no hook point matches 'blocks.0.self_attn.weight'; "
+        r"did you mean \['blocks.0.self_attn.weights'",
     ):
-        with capture(model, ["layers.0.attn.weight"]):
+        with capture(model, ["blocks.0.self_attn.weight"]):
             pass
-    with pytest.raises(ValueError, match=r"no hook point matches 'layers.9.\*'; .*"):
-        with patch(model, {"layers.9.*": lambda t: t}):
+    with pytest.raises(ValueError, match=r"no hook point matches 'blocks.9.\*'; .*"):
+        with patch(model, {"blocks.9.*": lambda t: t}):
             pass
     with pytest.raises(ValueError, match=r"no hook point matches 'blah'; GPT.hook_points\(\) lists them"):
         with capture(model, "blah"):
@@ -148,13 +150,14 @@ def test_hooks_leave_no_trace_and_weights_force_the_explicit_path_of_one_layer_o
         MultiHeadAttention, "_explicit", lambda self, *a: calls.append(self) or explicit(self, *a)
     )
     want = model(ids)
-    with capture(model, ["layers.*.attn.z", "layers.*.attn.q_heads"]):  # no weights asked: fused path
+    # no weights asked: the fused path
+    with capture(model, ["blocks.*.self_attn.z", "blocks.*.self_attn.q_heads"]):
         model(ids)
     assert calls == []
-    with capture(model, ["layers.1.attn.weights"]):
+    with capture(model, ["blocks.1.self_attn.weights"]):
         model(ids)
     assert calls == [model.blocks[1].self_attn]
-    with pytest.raises(RuntimeError, match="boom"), patch(model, {"layers.0.resid_post": lambda t: t * 0}):
+    with pytest.raises(RuntimeError, match="boom"), patch(model, {"blocks.0.resid_post": lambda t: t * 0}):
         raise RuntimeError("boom")
     assert all(m._hooks is None for m in model.modules() if hasattr(m, "_at"))
     assert all("_hooks" not in vars(m) for m in model.modules())
@@ -164,17 +167,17 @@ def test_hooks_leave_no_trace_and_weights_force_the_explicit_path_of_one_layer_o
 def test_capture_during_incremental_decoding_and_with_trace():
     model, ids = _gpt(), _ids(1, 6)
     state = model.start(ids[:, :4])
-    with capture(model, ["layers.0.attn.k_heads", "layers.0.attn.weights"]) as cache:
+    with capture(model, ["blocks.0.self_attn.k_heads", "blocks.0.self_attn.weights"]) as cache:
         model.step(ids[:, 4], state)
-    assert cache["layers.0.attn.k_heads"].shape == (1, 2, 5, 4)  # the cached keys and the new one
-    assert cache["layers.0.attn.weights"].shape == (1, 4, 1, 5)
+    assert cache["blocks.0.self_attn.k_heads"].shape == (1, 2, 5, 4)  # the cached keys and the new one
+    assert cache["blocks.0.self_attn.weights"].shape == (1, 4, 1, 5)
     seen = []
     attn = model.blocks[0].self_attn
     attn.trace = lambda name, t: seen.append(name)
-    with capture(model, ["layers.0.attn.out"]) as cache:
+    with capture(model, ["blocks.0.self_attn.out"]) as cache:
         model(ids)
     attn.trace = None
-    assert seen == list(MultiHeadAttention.POINTS) and "layers.0.attn.out" in cache
+    assert seen == list(MultiHeadAttention.POINTS) and "blocks.0.self_attn.out" in cache
     assert attn._hooks is None
 
 

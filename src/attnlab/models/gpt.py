@@ -106,8 +106,8 @@ class GPTState:
 class GPT(HookPoints, SavableModel):
     """Decoder-only Transformer: ``forward(ids [B, T]) -> logits [B, T, V]`` (causal).
 
-    Hook points: ``embed``, ``layers.{i}.*`` (each :class:`~attnlab.nn.DecoderLayer`'s, e.g.
-    ``layers.0.attn.weights``, ``layers.0.mlp.hidden``, ``layers.0.resid_post``) and ``final_norm``.
+    Hook points: ``embed``, ``blocks.{i}.*`` (each :class:`~attnlab.nn.DecoderLayer`'s, e.g.
+    ``blocks.0.self_attn.weights``, ``blocks.0.ffn.hidden``, ``blocks.0.resid_post``) and ``final_norm``.
     """
 
     POINTS = {"embed": "[B, T, d_model]", "final_norm": "[B, T, d_model]"}  # h_0 and N_f(h_L)
@@ -147,7 +147,7 @@ class GPT(HookPoints, SavableModel):
         return self._at("embed", self.dropout(x))
 
     def _hook_children(self) -> dict:
-        return {f"layers.{i}": block for i, block in enumerate(self.blocks)}
+        return {f"blocks.{i}": block for i, block in enumerate(self.blocks)}
 
     def forward(
         self,

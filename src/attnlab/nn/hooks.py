@@ -2,8 +2,8 @@
 
 Each hookable module declares its points once, as the class constant ``POINTS`` (name -> shape),
 and passes every such tensor through ``self._at(name, t)`` in ``forward``. A model's points are
-named by where they sit: ``embed``, ``layers.2.resid_pre``, ``layers.2.attn.weights``,
-``layers.2.mlp.hidden``, ``final_norm``; ``model.hook_points()`` lists them with their shapes.
+named by where they sit: ``embed``, ``blocks.2.resid_pre``, ``blocks.2.self_attn.weights``,
+``blocks.2.ffn.hidden``, ``final_norm``; ``model.hook_points()`` lists them with their shapes.
 
 - :func:`capture` records the points asked for (glob patterns allowed) and nothing else;
 - :func:`patch` replaces a point's value with a function of it (ablation, activation patching).
@@ -87,7 +87,7 @@ def remove_hook(module: HookPoints, point: str, fn: Hook) -> None:
 
 def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookPoints, str]]:
     """``(full name, module, point)`` of every point matching one of ``patterns`` (``fnmatch`` globs:
-    ``layers.*.resid_post``, a ``[B, T, d_model]`` point). A pattern that matches nothing is a
+    ``blocks.*.resid_post``, a ``[B, T, d_model]`` point). A pattern that matches nothing is a
     ``ValueError`` naming close matches."""
     if not isinstance(model, HookPoints):
         raise ValueError(f"model must be an attnlab module with hook points, got {type(model).__name__}")
@@ -109,8 +109,8 @@ def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookP
 def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> Iterator[dict[str, Tensor]]:
     """Record the points ``names`` (globs allowed) of every forward inside the ``with`` block.
 
-    ``with capture(model, ["layers.2.attn.weights", "layers.*.resid_post"]) as cache:`` then
-    ``cache["layers.2.attn.weights"]`` is ``[B, h, T_q, T_k]``. Only the points asked for are kept
+    ``with capture(model, ["blocks.2.self_attn.weights", "blocks.*.resid_post"]) as cache:`` then
+    ``cache["blocks.2.self_attn.weights"]`` is ``[B, h, T_q, T_k]``. Only the points asked for are kept
     (the last forward's value of each), detached from the graph unless ``detach=False``.
     """
     cache: dict[str, Tensor] = {}
@@ -133,7 +133,7 @@ def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> 
 def patch(model: HookPoints, replacements: dict[str, Hook]) -> Iterator[None]:
     """Replace points' values inside the ``with`` block: ``{name or glob: fn}``, ``fn(t) -> t'``
     (same shape; return None to keep ``t``). E.g. zero head 3's output in layer 0:
-    ``patch(model, {"layers.0.attn.z": lambda z: z.index_fill(2, torch.tensor([3]), 0.0)})``."""
+    ``patch(model, {"blocks.0.self_attn.z": lambda z: z.index_fill(2, torch.tensor([3]), 0.0)})``."""
     added = []
     try:
         for pattern, fn in replacements.items():

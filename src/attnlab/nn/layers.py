@@ -253,7 +253,7 @@ class EncoderLayer(HookPoints, nn.Module):
         return (x, w) if need_weights else x
 
     def _hook_children(self) -> dict:
-        return {"attn": self.self_attn, "mlp": self.ffn}
+        return {"self_attn": self.self_attn, "ffn": self.ffn}
 
 
 class DecoderLayer(HookPoints, nn.Module):
@@ -357,7 +357,7 @@ class DecoderLayer(HookPoints, nn.Module):
         return self.POINTS
 
     def _hook_children(self) -> dict:
-        return {"attn": self.self_attn, "cross_attn": self.cross_attn, "mlp": self.ffn}
+        return {"self_attn": self.self_attn, "cross_attn": self.cross_attn, "ffn": self.ffn}
 
 
 class _Stack(HookPoints, nn.Module):
