@@ -39,7 +39,7 @@ SOURCE = "the Week 19 course page, lesson 'Self-attention', Going deeper"
 
 def weights_point(layer: int) -> str:
     """The hook point of a GPT block's attention weights ``[B, h, T, T]`` (the one hook name here)."""
-    return f"layers.{layer}.attn.weights"
+    return f"blocks.{layer}.self_attn.weights"
 
 
 @dataclasses.dataclass(frozen=True)

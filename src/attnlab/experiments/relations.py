@@ -48,7 +48,7 @@ EXAMPLE = "The animal didn't cross the street because it was too tired."
 def weights_point(layer: int) -> str:
     """The hook point of layer ``layer``'s attention weights ``[B, h, T, T]`` (the one hook name
     this module uses)."""
-    return f"layers.{layer}.attn.weights"
+    return f"layers.{layer}.self_attn.weights"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,11 +194,17 @@ def run(
     settings: Settings = QUICK, out_dir: str | Path | None = None, *, log=print, progress=True
 ) -> ClaimResult:
     """Score every head on both relations; with ``out_dir`` write JSON, table and plot."""
-    from attnlab.models import load_pretrained
+    from attnlab.models.load import load
 
     t0 = time.perf_counter()
     pairs = load_pairs(settings.data)
-    model, tokenizer = load_pretrained(settings.model)
+    loaded = load(settings.model)
+    if loaded.kind != "bert" or not hasattr(loaded.tokenizer, "backend"):
+        raise ValueError(
+            f"relations scores a BERT encoder with its tokenizer.json (minilm or a Hugging Face BERT "
+            f"folder); {settings.model!r} is a {loaded.kind}"
+        )
+    model, tokenizer = loaded.model, loaded.tokenizer.backend  # the backend gives each token's word
     summary = {}
     for relation, items in pairs.items():
         summary[relation] = summarise(score_pairs(model, tokenizer, items))
