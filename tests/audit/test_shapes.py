@@ -38,6 +38,7 @@ def test_every_arrow_in_order_post_norm():
         "scores QKᵀ/√d_k",
         "weights softmax(scores)",
         "per-head outputs z = AV",
+        "heads side by side (transpose 1, 2)",
         "concat(heads)",
         "W^O output",
         "add: X + self-attention(X)",
@@ -50,6 +51,8 @@ def test_every_arrow_in_order_post_norm():
     shapes = _by_step(r)
     assert shapes["split heads Q"] == [2, 4, 5, 4]  # the notes' [B, h, T, d_k] = [2, 4, 5, 4]
     assert shapes["concat(heads)"] == [2, 5, 16]
+    assert shapes["per-head outputs z = AV"] == [2, 4, 5, 4]  # A V in the notes' [B, h, T, d_k]
+    assert shapes["heads side by side (transpose 1, 2)"] == [2, 5, 4, 4]  # [B, T, h, d_k], then concat
     assert shapes["scores QKᵀ/√d_k"] == shapes["weights softmax(scores)"] == [2, 4, 5, 5]
     assert shapes["FFN x W_1 + b_1"] == [2, 5, 32]
 

@@ -189,13 +189,28 @@ def _check_fits(a: ModelSpec, w: Workload) -> None:
         )
 
 
+# the per-head outputs reach the trace as [B, T_q, h, d_k], already transposed for the concat; the notes
+# write them [B, h, T, d_k], as A V computes them: shown in that layout, then the transpose as its own arrow
+HEADS_SIDE_BY_SIDE = "heads side by side (transpose 1, 2)"
+
+
 def _trace_attention(module: nn.Module, attn_names: list[str], add) -> None:
     """Set every MultiHeadAttention's ``trace`` hook to record its steps under the notes' names."""
     for name in attn_names:
         labels = _cross_labels() if "cross" in name else TRACE_LABELS
-        module.get_submodule(name).trace = lambda step, t, name=name, labels=labels: add(
-            name, labels.get(step, step), t, step
+        module.get_submodule(name).trace = lambda step, t, name=name, labels=labels: _record(
+            add, name, labels, step, t
         )
+
+
+def _record(add, name: str, labels: dict[str, str], step: str, t) -> None:
+    """One traced step; ``z [B, T_q, h, d_k]`` becomes two arrows: ``A V`` as ``[B, h, T_q, d_k]`` (the
+    notes' layout), then the transpose that puts the heads side by side, ``[B, T_q, h, d_k]``."""
+    if step == "z" and isinstance(t, torch.Tensor) and t.dim() == 4:
+        add(name, labels["z"], t.transpose(1, 2), step)  # [B, h, T_q, d_k]
+        add(name, HEADS_SIDE_BY_SIDE, t, step)  # [B, T_q, h, d_k]
+        return
+    add(name, labels.get(step, step), t, step)
 
 
 def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, layer_outputs) -> list:

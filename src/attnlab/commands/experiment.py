@@ -1,7 +1,8 @@
 """``attnlab experiment bottleneck`` (fixed context vs attention, accuracy by source length),
 ``attnlab experiment extrapolation`` (positions trained at L, scored at L..8L),
 ``attnlab experiment induction`` (induction heads forming in small GPTs) and
-``attnlab experiment recall`` (MQAR: what windows, linear attention and SSMs trade)."""
+``attnlab experiment recall`` (MQAR: what windows, linear attention and SSMs trade), and the claim
+experiments of :mod:`attnlab.commands.experiment_claims` (paths, residuals, gqa, relations, icl, scoring)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import POSITIVE, SEED, SuggestingGroup, choice
+from attnlab.commands.experiment_claims import claim_commands
 from attnlab.experiments.extrapolation import TRAINED as TRAINED_POSITIONS
 from attnlab.experiments.recall import QUICK as RECALL_QUICK
 from attnlab.experiments.recall import Settings as _RecallSettings
@@ -227,3 +229,7 @@ def recall(quick: bool, out: str | None, steps: int | None, seed: int, quiet: bo
     click.echo(result.table())
     if result.files:
         click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+
+
+for _claim in claim_commands(_one_writer):  # the course material's claims, one command each
+    experiment.add_command(_claim)

@@ -295,6 +295,11 @@ NEXT_STEPS = (
     ),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
     ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),
+    (
+        "Claims, measured",
+        "attnlab experiment --help",
+        "paths, residuals, gqa, relations, icl, scoring: sentences the notes state in words, each measured",
+    ),
 )
 
 
@@ -363,7 +368,9 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         f"induction heads' output sends the repeat loss from {r.loss_repeat:.2f} back to "
         f"{r.loss_repeat_all_ablated:.2f} nats (first occurrences: {r.loss_first:.2f}). MiniLM is "
         f"bidirectional: its previous-token head is clear, most of its heads park attention on [CLS], "
-        f"and duplicate/induction scores only count earlier copies. More: docs/heads.md.",
+        f"and duplicate/induction scores only count earlier copies. More: docs/heads.md; 'attnlab experiment "
+        f"icl --quick' measures in-context learning beside the induction score, 'attnlab experiment "
+        f"relations --quick' scores MiniLM's heads on verb -> subject and pronoun -> antecedent pairs.",
         concepts=("07-multi-head-attention.md",),
     )
 
