@@ -33,6 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quiz": ("quiz", "quiz"),
     "heads": ("heads", "heads"),
     "prune": ("heads", "prune"),
+    "patch": ("patch", "patch"),
+    "attribute": ("patch", "attribute"),
+    "compose": ("patch", "compose"),
     "practice": ("practice", "practice"),
     "study": ("study", "study"),
 }

@@ -23,6 +23,8 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
+from attnlab.nn import tl_names
+
 Hook = Callable[[Tensor], Tensor | None]  # returns a replacement, or None to keep the value
 
 
@@ -87,20 +89,25 @@ def remove_hook(module: HookPoints, point: str, fn: Hook) -> None:
 
 def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookPoints, str]]:
     """``(full name, module, point)`` of every point matching one of ``patterns`` (``fnmatch`` globs:
-    ``blocks.*.resid_post``, a ``[B, T, d_model]`` point). A pattern that matches nothing is a
-    ``ValueError`` naming close matches."""
+    ``blocks.*.resid_post``, a ``[B, T, d_model]`` point; TransformerLens's names are aliases,
+    :mod:`attnlab.nn.tl_names`). A pattern that matches nothing is a ``ValueError`` naming close
+    matches."""
     if not isinstance(model, HookPoints):
         raise ValueError(f"model must be an attnlab module with hook points, got {type(model).__name__}")
     if isinstance(patterns, str):
         patterns = [patterns]
     points = dict(_walk(model))
+    layers = tl_names.layer_prefix(points)
     found: dict[str, tuple[HookPoints, str]] = {}
-    for pattern in patterns:
+    for given in patterns:
+        pattern = tl_names.translate(given, layers)
         hits = [name for name in points if fnmatch.fnmatchcase(name, pattern)]
         if not hits:
             close = difflib.get_close_matches(pattern, list(points), n=3, cutoff=0.6)
             hint = f"did you mean {close}?" if close else f"{type(model).__name__}.hook_points() lists them"
-            raise ValueError(f"no hook point matches {pattern!r}; {hint}")
+            hint = tl_names.no_twin(given) or hint
+            alias = f" (the TransformerLens alias of {pattern!r})" if pattern != given else ""
+            raise ValueError(f"no hook point matches {given!r}{alias}; {hint}")
         found.update((name, points[name]) for name in hits)
     return [(name, module, point) for name, (module, point) in found.items()]
 
@@ -111,12 +118,15 @@ def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> 
 
     ``with capture(model, ["blocks.2.self_attn.weights", "blocks.*.resid_post"]) as cache:`` then
     ``cache["blocks.2.self_attn.weights"]`` is ``[B, h, T_q, T_k]``. Only the points asked for are kept
-    (the last forward's value of each), detached from the graph unless ``detach=False``.
+    (the last forward's value of each), detached from the graph unless ``detach=False``. The keys
+    are attnlab's names; a TransformerLens alias reads as its twin (``cache["blocks.2.attn.hook_pattern"]``).
     """
-    cache: dict[str, Tensor] = {}
+    cache = tl_names.Cache()
     added = []
     try:
-        for name, module, point in resolve(model, names):
+        found = resolve(model, names)
+        cache.layers = tl_names.layer_prefix(name for name, _, _ in found)
+        for name, module, point in found:
 
             def record(t: Tensor, name: str = name) -> None:
                 cache[name] = t.detach() if detach else t
