@@ -111,9 +111,9 @@ class GPT(HookPoints, SavableModel):
     """
 
     POINTS = {
+        "tok_embed": "[B, T, d_model]",  # the token embeddings alone, before positions are added
         "embed": "[B, T, d_model]",  # h_0: token embeddings plus learned/sinusoidal positions
         "final_norm": "[B, T, d_model]",  # N_f(h_L), what W_out reads
-        "tok_embed": "[B, T, d_model]",  # the token embeddings alone, before positions are added
     }
 
     kind = "gpt"
