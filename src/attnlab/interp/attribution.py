@@ -179,6 +179,7 @@ def logit_attribution(
     """Direct logit attribution of the logit of ``target`` (minus that of ``wrong``) at ``position``
     of ``ids [B, T]`` to every part of :func:`decompose_resid` (module doc: the final norm's scale
     frozen). The parts' sum is the logit (difference) the model computes, to float rounding."""
+    check_decoder(model)
     vocab = model.lm_head.weight.shape[0]
     target = _check_token("target", target, vocab)
     if wrong is not None:
@@ -211,6 +212,7 @@ def accumulated_attribution(
     """The accumulated residual stream (:func:`accumulated_resid`) read as the logit of ``target``
     (minus ``wrong``) through the final norm frozen at the real run's scale, plus its bias:
     ``(labels, values [n, B])``; the last, ``final_post``, is the model's logit (difference)."""
+    check_decoder(model)
     vocab = model.lm_head.weight.shape[0]
     target = _check_token("target", target, vocab)
     u = model.lm_head.weight[target]  # [d]
