@@ -43,8 +43,9 @@ def _explicit(model, kind, s, hs, r, hr) -> float:
         w_k = g @ attn.k_proj.weight[kv * d_k : (kv + 1) * d_k].T
         w_v = g @ attn.v_proj.weight[kv * d_k : (kv + 1) * d_k].T
         w_o = attn.out_proj.weight[:, head * d_k : (head + 1) * d_k].T  # [d_k, d]
-        if model.config.norm == "layer":
-            w_o = w_o - w_o.mean(dim=1, keepdim=True)
+        if model.config.norm == "layer":  # a LayerNorm's output and input directions are mean-free
+            centre = torch.eye(16, dtype=w_q.dtype) - 1 / 16  # [d, d]: x -> x - mean(x)
+            w_q, w_k, w_v, w_o = centre @ w_q, centre @ w_k, centre @ w_v, w_o @ centre
         return w_q @ w_k.T, w_v @ w_o  # W_QK, W_OV
 
     _, ov_s = parts(s, hs)

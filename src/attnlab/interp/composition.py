@@ -9,7 +9,7 @@ later head r can use what an earlier head s wrote in its queries, its keys or it
     V-composition  ||W_OV^s W_OV^r||   / (||W_OV^s|| ||W_OV^r||)          (Frobenius norms)
 
 — TransformerLens's ``all_composition_scores``: each head's norm gain folded into its W_Q, W_K, W_V,
-and, under LayerNorm (which removes the mean), W_O centred. Scores are ``[L, h, L, h]`` (sender
+and, under LayerNorm (which removes the mean), those centred over their input and W_O over its output. Scores are ``[L, h, L, h]`` (sender
 layer, head, receiver layer, head), 0 unless the sender's layer is earlier. Random matrices of the
 same shapes score well above 0 (:func:`random_baseline`): read a score against that.
 
@@ -56,12 +56,15 @@ class HeadMatrices:
     W_O: list[Tensor]
 
 
-def _per_head(linear, n: int, h: int, gain: Tensor) -> Tensor:
+def _per_head(linear, n: int, h: int, gain: Tensor, centre: bool) -> Tensor:
     """``linear``'s ``n`` heads as ``x W_h`` factors ``[h, d, d_k]`` (float64), the norm gain ``g [d]``
-    folded in (``diag(g) W``), key/value heads repeated for the query heads they serve."""
+    folded in (``diag(g) W``) and, under LayerNorm, centred over ``d`` (the normalised input has mean
+    0, so the mean of W's rows is never read), key/value heads repeated for the query heads they serve."""
     d = linear.in_features
-    w = linear.weight.double().view(n, -1, d).transpose(1, 2)  # [n, d, d_k]
-    return (gain[:, None] * w).repeat_interleave(h // n, dim=0)  # [h, d, d_k]
+    w = gain[:, None] * linear.weight.double().view(n, -1, d).transpose(1, 2)  # [n, d, d_k]
+    if centre:
+        w = w - w.mean(dim=1, keepdim=True)
+    return w.repeat_interleave(h // n, dim=0)  # [h, d, d_k]
 
 
 @torch.no_grad()
@@ -74,12 +77,13 @@ def head_matrices(model) -> HeadMatrices:
         h, d = attn.num_heads, attn.d_model
         norm_weight = block.norm1.weight
         gain = torch.ones(d, dtype=torch.float64) if norm_weight is None else norm_weight.double()
-        qs.append(_per_head(attn.q_proj, h, h, gain))
-        ks.append(_per_head(attn.k_proj, attn.num_kv_heads, h, gain))
-        vs.append(_per_head(attn.v_proj, attn.num_kv_heads, h, gain))
+        centre = isinstance(block.norm1, LayerNorm)  # LayerNorm reads and passes on only centred vectors
+        qs.append(_per_head(attn.q_proj, h, h, gain, centre))
+        ks.append(_per_head(attn.k_proj, attn.num_kv_heads, h, gain, centre))
+        vs.append(_per_head(attn.v_proj, attn.num_kv_heads, h, gain, centre))
         w_o = attn.out_proj.weight.double().T.reshape(h, attn.d_k, d)  # [h, d_k, d]: rows of W^O
-        if isinstance(block.norm1, LayerNorm):
-            w_o = w_o - w_o.mean(dim=-1, keepdim=True)  # LayerNorm reads only the centred part
+        if centre:
+            w_o = w_o - w_o.mean(dim=-1, keepdim=True)
         os_.append(w_o)
     return HeadMatrices(qs, ks, vs, os_)
 
