@@ -64,6 +64,9 @@ BASE = {
     "practice check": ["attention", "{file}"],  # "x": Python without the function; every check fails fast
     "practice start": ["attention", "--dir", "{tmp}/p"],
     "prune": ["{file}"],  # a model that is not there: an accepted --seed ends at loading it
+    "patch": ["{file}", "--clean", "a", "--corrupt", "b", "--target", "c"],  # likewise: ends at loading
+    "attribute": ["{file}", "a", "--target", "c"],
+    "compose": ["{file}"],
 }
 # commands whose options this sweep does not reach, and why (checked: every other command is in BASE)
 ELSEWHERE = {

@@ -8,7 +8,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import SEED, SHARE, Positive
+from attnlab.commands._types import SEED, SHARE, Positive, choice
 
 
 def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
@@ -61,7 +61,7 @@ MODEL_HELP = (
 )
 @click.option(
     "--convention",
-    type=click.Choice(["attnlab", "tl"]),
+    type=choice("attnlab.interp.detectors:CONVENTIONS"),
     default="attnlab",
     show_default=True,
     help="Induction pattern: the attended key strictly before the query (attnlab), or TransformerLens's, "

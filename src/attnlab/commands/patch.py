@@ -11,7 +11,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import SEED, Positive
+from attnlab.commands._types import SEED, Positive, choice
 
 MODEL = dict(metavar="MODEL")
 MODEL_HELP = "a Hugging Face decoder folder (GPT-2, Llama, Mistral, Qwen2), or a GPT attnlab trained or saved"
@@ -94,7 +94,7 @@ def _metric_name(tok, target: int, wrong: int | None) -> str:
 @click.option("--wrong", default=None, help="Measure logit(target) - logit(wrong) instead.")
 @click.option(
     "--point",
-    type=click.Choice(["resid_pre", "resid_mid", "resid_post"]),
+    type=choice("attnlab.interp.patching:POINTS"),
     default="resid_pre",
     show_default=True,
     help="Which residual-stream point of each block to restore.",

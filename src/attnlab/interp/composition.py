@@ -9,8 +9,9 @@ later head r can use what an earlier head s wrote in its queries, its keys or it
     V-composition  ||W_OV^s W_OV^r||   / (||W_OV^s|| ||W_OV^r||)          (Frobenius norms)
 
 — TransformerLens's ``all_composition_scores``: each head's norm gain folded into its W_Q, W_K, W_V,
-and, under LayerNorm (which removes the mean), those centred over their input and W_O over its output. Scores are ``[L, h, L, h]`` (sender
-layer, head, receiver layer, head), 0 unless the sender's layer is earlier. Random matrices of the
+and, under LayerNorm (which removes the mean), those centred over their input and W_O over its
+output. Scores are ``[L, h, L, h]`` (sender layer, head, receiver layer, head), 0 unless the
+sender's layer is earlier. Random matrices of the
 same shapes score well above 0 (:func:`random_baseline`): read a score against that.
 
 Where positions act inside attention (RoPE rotates q and k by their positions) ``W_QK`` is not one

@@ -8,6 +8,10 @@ named by where they sit: ``embed``, ``blocks.2.resid_pre``, ``blocks.2.self_attn
 - :func:`capture` records the points asked for (glob patterns allowed) and nothing else;
 - :func:`patch` replaces a point's value with a function of it (ablation, activation patching).
 
+Both accept TransformerLens's names as aliases (``blocks.0.attn.hook_pattern``:
+:mod:`attnlab.nn.tl_names`). Every norm has a point ``scale [B, T, 1]`` (1/sigma or 1/RMS:
+``blocks.0.norm1.scale``, ``final_norm.scale``), for analyses that hold it fixed.
+
 Nothing is hooked by default, and then ``_at`` returns its tensor at once: no copy, no extra
 kernel. Capturing or patching ``scores``/``weights`` runs that one attention layer on its explicit
 path (the fused kernel never forms the weights); every other layer keeps the fused path.
