@@ -13,7 +13,7 @@ import torch
 from attnlab.models import GPT, GPTConfig
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.nn import capture, patch
-from attnlab.nn.tl_names import BLOCK_ALIASES, MODEL_ALIASES, translate
+from attnlab.nn._tl_names import BLOCK_ALIASES, MODEL_ALIASES, translate
 
 
 def _gpt() -> GPT:

@@ -9,7 +9,7 @@ named by where they sit: ``embed``, ``blocks.2.resid_pre``, ``blocks.2.self_attn
 - :func:`patch` replaces a point's value with a function of it (ablation, activation patching).
 
 Both accept TransformerLens's names as aliases (``blocks.0.attn.hook_pattern``:
-:mod:`attnlab.nn.tl_names`). Every norm has a point ``scale [B, T, 1]`` (1/sigma or 1/RMS:
+:mod:`attnlab.nn._tl_names`). Every norm has a point ``scale [B, T, 1]`` (1/sigma or 1/RMS:
 ``blocks.0.norm1.scale``, ``final_norm.scale``), for analyses that hold it fixed.
 
 Nothing is hooked by default, and then ``_at`` returns its tensor at once: no copy, no extra
@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from attnlab.nn import tl_names
+from attnlab.nn import _tl_names as tl_names
 
 Hook = Callable[[Tensor], Tensor | None]  # returns a replacement, or None to keep the value
 
@@ -94,7 +94,7 @@ def remove_hook(module: HookPoints, point: str, fn: Hook) -> None:
 def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookPoints, str]]:
     """``(full name, module, point)`` of every point matching one of ``patterns`` (``fnmatch`` globs:
     ``blocks.*.resid_post``, a ``[B, T, d_model]`` point; TransformerLens's names are aliases,
-    :mod:`attnlab.nn.tl_names`). A pattern that matches nothing is a ``ValueError`` naming close
+    :mod:`attnlab.nn._tl_names`). A pattern that matches nothing is a ``ValueError`` naming close
     matches."""
     if not isinstance(model, HookPoints):
         raise ValueError(f"model must be an attnlab module with hook points, got {type(model).__name__}")
