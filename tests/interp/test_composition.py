@@ -31,6 +31,7 @@ def _model(**kw) -> GPT:
     return model.double().eval()
 
 
+@torch.no_grad()
 def _explicit(model, kind, s, hs, r, hr) -> float:
     """The score from the d x d matrices, written out in the row convention (x @ W)."""
 
