@@ -33,7 +33,8 @@ from torch import Tensor
 
 from attnlab._checks import choice
 from attnlab.interp.attribution import check_decoder, logits_of
-from attnlab.interp.detectors import head_score
+from attnlab.interp.detectors import head_score, score_heads
+from attnlab.interp.sequences import repeated_tokens
 from attnlab.nn.hooks import capture, patch
 from attnlab.nn.layers import LayerNorm
 
@@ -314,9 +315,6 @@ def circuit_report(
     """Composition scores of ``model`` and :func:`path_scores` into ``receiver`` (default: the head
     of layer >= 1 with the best induction score) on ``batch`` probes ``[bos, r_1..r_L, r_1..r_L]``
     (``L`` default ``min(20, (max_len - 1) // 2)``)."""
-    from attnlab.interp.detectors import score_heads
-    from attnlab.interp.sequences import repeated_tokens
-
     check_decoder(model)
     if len(model.blocks) < 2:
         raise ValueError("composition needs at least two layers: this model has one")

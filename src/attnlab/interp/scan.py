@@ -26,6 +26,9 @@ import torch
 
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
+from attnlab.models.load import Loaded, load
+from attnlab.nn.hooks import capture
+from attnlab.tasks import BOS
 
 FIRST_WORDPIECE = 1000  # MiniLM's vocabulary: ids below are [PAD], [unused*], [CLS], [SEP], [MASK], ...
 APPLIES = {
@@ -95,16 +98,12 @@ VIEWS = {"gpt": ("decoder causal self-attention", "causal"), "bert": ("encoder s
 
 def _weights(model, ids: torch.Tensor) -> list[torch.Tensor]:
     """Every layer's self-attention weights ``[B, h, T, T]`` of ``model`` on ``ids [B, T]``."""
-    from attnlab.nn.hooks import capture
-
     with torch.no_grad(), capture(model, [WEIGHTS[model.kind]]) as cache:
         model(ids)
     return list(cache.values())  # in layer order
 
 
 def _loaded(model):
-    from attnlab.models.load import Loaded, load
-
     return model if isinstance(model, Loaded) else load(model)
 
 
@@ -148,6 +147,7 @@ def _tokens(loaded, ids: torch.Tensor) -> list[str]:
 
 
 def _scan_views(text: str, source, exclude_first, exclude_current, convention) -> list[HeadScan]:
+    # viz sits above interp: the explorer's views (encoder-decoder runs) are imported where used
     from attnlab.viz.explorer import attention_views
 
     views, label = attention_views(text, source)
@@ -168,8 +168,6 @@ def probe_bos(loaded) -> int:
     """The probe's first token: the task's BOS, the tokenizer's leading special token (what it puts
     before any text), its end-of-text/padding token, else id 0."""
     if loaded.task is not None:
-        from attnlab.tasks import BOS
-
         return BOS
     tok = loaded.tokenizer
     if tok is None:
