@@ -13,6 +13,7 @@ from attnlab.audit.build import count_by_group
 from attnlab.interp.ablation import ablate_heads, attention_layers, head_importance
 from attnlab.interp.prune import mask_heads, params_after, prune_heads, pruning_curve, removal_order
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.nn import capture
 
 
 @pytest.fixture
@@ -36,9 +37,9 @@ def test_pruned_equals_masked(gpt, t):
     with torch.no_grad(), ablate_heads(gpt, heads):
         masked = gpt(ids)
     pruned = prune_heads(copy.deepcopy(gpt), heads)
-    with torch.no_grad():
+    with torch.no_grad(), capture(pruned, ["blocks.*.self_attn.weights"]) as cache:
         got = pruned(ids)
-        _, weights = pruned(ids, return_attention=True)
+    weights = list(cache.values())  # L x [B, h, T, T]
     torch.testing.assert_close(got, masked, rtol=0, atol=2e-6)
     assert [w.shape[1] for w in weights] == [2, 3, 1]
     assert [a.num_heads for _, a in attention_layers(pruned)] == [2, 3, 1]

@@ -20,7 +20,7 @@ from attnlab.models.load import load
 
 CLEAN = "A token looks at the token and the"
 CORRUPT = "A the looks at the token and the"  # ' token' -> ' the': one token each, same length
-TOL = 2e-4  # float32, two implementations (measured below 3e-5)
+TOL = 5e-5  # float32, two implementations (measured at most 4.4e-6)
 
 
 @pytest.fixture
