@@ -64,7 +64,12 @@ CASES = {
     "train": TINY_TRAIN,  # trainer replaced: a diverged run whose loss is NaN
     "translate": ["{run}", "abc"],
 }
-ELSEWHERE = {"generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)"}
+ELSEWHERE = {
+    "generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)",
+    "patch": "tests/models/hf/test_interp_families.py (every decoder family's folder)",
+    "attribute": "tests/models/hf/test_interp_families.py (every decoder family's folder)",
+    "compose": "tests/models/hf/test_interp_families.py and tests/interp/test_composition.py",
+}
 
 
 def test_every_command_with_json_has_a_case():

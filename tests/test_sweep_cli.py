@@ -65,6 +65,9 @@ BASE = {
     "practice start": ["attention", "--dir", "{tmp}/p"],
     "prune": ["{file}"],  # a model that is not there: an accepted --seed ends at loading it
     "serve": ["{file}"],  # likewise: an accepted --port/--host/--queue ends at loading it, never serves
+    "patch": ["{file}", "--clean", "a", "--corrupt", "b", "--target", "c"],  # likewise: ends at loading
+    "attribute": ["{file}", "a", "--target", "c"],
+    "compose": ["{file}"],
 }
 # commands whose options this sweep does not reach, and why (checked: every other command is in BASE)
 ELSEWHERE = {

@@ -11,7 +11,7 @@ from torch.func import functional_call
 
 from attnlab.audit.build import count_by_group
 from attnlab.interp.ablation import ablate_heads, attention_layers, head_importance
-from attnlab.interp.prune import prune_heads, pruning_curve, removal_order
+from attnlab.interp.prune import mask_heads, params_after, prune_heads, pruning_curve, removal_order
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.nn import capture
 
@@ -108,11 +108,36 @@ def test_removal_order_keeps_a_head_per_layer_and_the_curve_counts_params(gpt):
     order = removal_order(importance)
     assert order[:3] == [(2, 0), (2, 1), (2, 2)] and (2, 3) not in order and len(order) == 9
     assert len(removal_order(importance, random_seed=0)) == 9
-    rows = pruning_curve(gpt, order, lambda m: {"heads": sum(a.num_heads for _, a in attention_layers(m))})
+    ids = _ids(12)
+    rows = pruning_curve(gpt, order, lambda m: {"logits": m(ids)})
     assert [r["removed"] for r in rows] == [0, 1, 2, 4, 5, 6, 7, 8, 9, 9]
-    assert [r["heads"] for r in rows] == [12 - r["removed"] for r in rows]
     per_head = 4 * 24 * 6 + 3 * 6
     assert [rows[0]["params"] - r["params"] for r in rows] == [per_head * r["removed"] for r in rows]
+    for r in rows:  # each row's metric ran on the model with those heads removed (masked: the same outputs)
+        pruned = prune_heads(copy.deepcopy(gpt), order[: r["removed"]])
+        torch.testing.assert_close(r["logits"], pruned(ids), rtol=0, atol=2e-6)
+        assert r["params"] == sum(p.numel() for p in pruned.parameters())
+    assert all(m._hooks is None for m in gpt.modules() if hasattr(m, "_at"))  # the masks are gone
+
+
+def test_masks_and_parameter_counts_under_gqa():
+    """Under GQA heads are masked, not cut; params_after counts a key/value head once every query
+    head it serves is gone (2 query heads per key/value head here)."""
+    torch.manual_seed(1)
+    model = GPT(
+        GPTConfig(vocab_size=23, d_model=24, num_heads=4, num_kv_heads=2, num_layers=2, d_ff=48, max_len=32)
+    ).eval()
+    ids = _ids(10)
+    with torch.no_grad(), mask_heads(model, [(1, 0), (1, 1)]):
+        masked = model(ids)
+    with torch.no_grad(), ablate_heads(model, [(1, 0), (1, 1)]):
+        torch.testing.assert_close(masked, model(ids), rtol=0, atol=1e-6)
+    total, d, d_k = sum(p.numel() for p in model.parameters()), 24, 6
+    q_head = 2 * d * d_k + d_k  # W^Q rows, W^O columns, the query bias
+    assert params_after(model, [(1, 0)]) == total - q_head  # its key/value head still serves 1.1
+    assert params_after(model, [(1, 0), (1, 1)]) == total - 2 * q_head - (2 * d * d_k + 2 * d_k)
+    with pytest.raises(ValueError, match="uses GQA"):
+        prune_heads(model, [(1, 0)])
 
 
 def test_bad_input(gpt):
@@ -152,7 +177,9 @@ def test_prune_cli_refuses_other_models():
     from attnlab.cli import cli
 
     result = CliRunner().invoke(cli, ["prune", "gpt2"])
-    assert result.exit_code == 2 and "prune supports minilm only" in result.output
+    assert result.exit_code == 2 and "'gpt2' is not a model attnlab can load" in result.output
+    result = CliRunner().invoke(cli, ["prune", "minilm", "--text", "a b c"])
+    assert result.exit_code == 2 and "--text and --length apply to decoders" in result.output
 
 
 def test_mean_ablation_writes_the_constant_through_w_o(gpt):

@@ -124,12 +124,13 @@ def test_every_declared_shape_matches_the_captured_tensor():
     points = model.hook_points()
     assert points["blocks.1.self_attn.z"] == "[B, T_q, h, d_k]"
     assert points["blocks.0.ffn.hidden"] == "[B, T, d_ff]"
-    assert list(points)[:3] == ["embed", "final_norm", "blocks.0.resid_pre"]
+    assert list(points)[:4] == ["tok_embed", "embed", "final_norm", "blocks.0.resid_pre"]
+    assert points["final_norm.scale"] == points["blocks.0.norm1.scale"] == "[B, T, 1]"
     with capture(model, ["*"]) as cache:
         model(_ids(b, t))
     assert set(cache) == set(points)
     sizes = {"B": b, "T": t, "T_q": t, "T_k": t, "T_new": t, "h": 4, "h_kv": 2, "d_k": 4, "d_model": 16}
-    sizes |= {"d_ff": 24, "h*d_k": 16, "h_kv*d_k": 8}
+    sizes |= {"d_ff": 24, "h*d_k": 16, "h_kv*d_k": 8, "1": 1}
     for name, shape in points.items():
         want = [sizes[s.strip()] for s in shape.strip("[]").split(",")]
         assert list(cache[name].shape) == want, name

@@ -351,7 +351,7 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         "heads",
         "Inside the heads: an induction head forms; MiniLM's previous-token head",
         "A head's score for a pattern P is the share of its attention that follows P: sum(A * P) / sum(A) "
-        "(TransformerLens's convention). Induction: P[i, j] = 1 where the token before j equals token i, "
+        "(TransformerLens's measure). Induction: P[i, j] = 1 where the token before j equals token i, j < i, "
         "the head that completes '... A B ... A -> B'. Trained on sequences with a repeated random segment, "
         "a two-layer attention-only GPT learns to copy the segment's continuation in a sudden phase "
         "change (Olsson et al. 2022).",

@@ -110,7 +110,11 @@ class GPT(HookPoints, SavableModel):
     ``blocks.0.self_attn.weights``, ``blocks.0.ffn.hidden``, ``blocks.0.resid_post``) and ``final_norm``.
     """
 
-    POINTS = {"embed": "[B, T, d_model]", "final_norm": "[B, T, d_model]"}  # h_0 and N_f(h_L)
+    POINTS = {
+        "tok_embed": "[B, T, d_model]",  # the token embeddings alone, before positions are added
+        "embed": "[B, T, d_model]",  # h_0: token embeddings plus learned/sinusoidal positions
+        "final_norm": "[B, T, d_model]",  # N_f(h_L), what W_out reads
+    }
 
     kind = "gpt"
     config_class = GPTConfig
@@ -141,13 +145,14 @@ class GPT(HookPoints, SavableModel):
             nn.init.zeros_(module.bias)
 
     def _hidden_in(self, ids: torch.Tensor, offset: int) -> torch.Tensor:
-        x = self.tok_embed(ids)  # [B, T, d]
+        x = self._at("tok_embed", self.tok_embed(ids))  # [B, T, d]
         if self.pos_embed is not None:
             x = self.pos_embed(x, offset)  # [B, T, d]
         return self._at("embed", self.dropout(x))
 
     def _hook_children(self) -> dict:
-        return {f"blocks.{i}": block for i, block in enumerate(self.blocks)}
+        # the final norm's own point (its 1/sigma or 1/RMS) is final_norm.scale, beside final_norm
+        return {**{f"blocks.{i}": block for i, block in enumerate(self.blocks)}, "final_norm": self.norm}
 
     def forward(self, ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``ids [B, T]`` -> ``logits [B, T, V]``; logits at t depend on ``ids[:, :t+1]`` only.

@@ -8,6 +8,10 @@ named by where they sit: ``embed``, ``blocks.2.resid_pre``, ``blocks.2.self_attn
 - :func:`capture` records the points asked for (glob patterns allowed) and nothing else;
 - :func:`patch` replaces a point's value with a function of it (ablation, activation patching).
 
+Both accept TransformerLens's names as aliases (``blocks.0.attn.hook_pattern``:
+:mod:`attnlab.nn._tl_names`). Every norm has a point ``scale [B, T, 1]`` (1/sigma or 1/RMS:
+``blocks.0.norm1.scale``, ``final_norm.scale``), for analyses that hold it fixed.
+
 Nothing is hooked by default, and then ``_at`` returns its tensor at once: no copy, no extra
 kernel. Capturing or patching ``scores``/``weights`` runs that one attention layer on its explicit
 path (the fused kernel never forms the weights); every other layer keeps the fused path.
@@ -22,6 +26,8 @@ from contextlib import contextmanager
 from typing import ClassVar
 
 from torch import Tensor, nn
+
+from attnlab.nn import _tl_names as tl_names
 
 Hook = Callable[[Tensor], Tensor | None]  # returns a replacement, or None to keep the value
 
@@ -87,20 +93,25 @@ def remove_hook(module: HookPoints, point: str, fn: Hook) -> None:
 
 def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookPoints, str]]:
     """``(full name, module, point)`` of every point matching one of ``patterns`` (``fnmatch`` globs:
-    ``blocks.*.resid_post``, a ``[B, T, d_model]`` point). A pattern that matches nothing is a
-    ``ValueError`` naming close matches."""
+    ``blocks.*.resid_post``, a ``[B, T, d_model]`` point; TransformerLens's names are aliases,
+    :mod:`attnlab.nn._tl_names`). A pattern that matches nothing is a ``ValueError`` naming close
+    matches."""
     if not isinstance(model, HookPoints):
         raise ValueError(f"model must be an attnlab module with hook points, got {type(model).__name__}")
     if isinstance(patterns, str):
         patterns = [patterns]
     points = dict(_walk(model))
+    layers = tl_names.layer_prefix(points)
     found: dict[str, tuple[HookPoints, str]] = {}
-    for pattern in patterns:
+    for given in patterns:
+        pattern = tl_names.translate(given, layers)
         hits = [name for name in points if fnmatch.fnmatchcase(name, pattern)]
         if not hits:
             close = difflib.get_close_matches(pattern, list(points), n=3, cutoff=0.6)
             hint = f"did you mean {close}?" if close else f"{type(model).__name__}.hook_points() lists them"
-            raise ValueError(f"no hook point matches {pattern!r}; {hint}")
+            hint = tl_names.no_twin(given) or hint
+            alias = f" (the TransformerLens alias of {pattern!r})" if pattern != given else ""
+            raise ValueError(f"no hook point matches {given!r}{alias}; {hint}")
         found.update((name, points[name]) for name in hits)
     return [(name, module, point) for name, (module, point) in found.items()]
 
@@ -111,12 +122,15 @@ def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> 
 
     ``with capture(model, ["blocks.2.self_attn.weights", "blocks.*.resid_post"]) as cache:`` then
     ``cache["blocks.2.self_attn.weights"]`` is ``[B, h, T_q, T_k]``. Only the points asked for are kept
-    (the last forward's value of each), detached from the graph unless ``detach=False``.
+    (the last forward's value of each), detached from the graph unless ``detach=False``. The keys
+    are attnlab's names; a TransformerLens alias reads as its twin (``cache["blocks.2.attn.hook_pattern"]``).
     """
-    cache: dict[str, Tensor] = {}
+    cache = tl_names.Cache()
     added = []
     try:
-        for name, module, point in resolve(model, names):
+        found = resolve(model, names)
+        cache.layers = tl_names.layer_prefix(name for name, _, _ in found)
+        for name, module, point in found:
 
             def record(t: Tensor, name: str = name) -> None:
                 cache[name] = t.detach() if detach else t

@@ -63,18 +63,44 @@ def _check_eps(owner: str, eps) -> float:
     return positive_float(f"{owner}.eps", eps)
 
 
-class RMSNorm(nn.RMSNorm):
+# The norms' one hook point: the factor each row is multiplied by, 1/sigma (LayerNorm) or 1/RMS
+# (RMSNorm), so an analysis can hold it fixed ("frozen"): N(x) = (x - mu) * scale * g + b is then
+# linear in x. (TransformerLens's hook_scale is sigma itself, the reciprocal.)
+NORM_POINTS = {"scale": "[B, T, 1]"}
+
+
+def _scale_hooked(norm, x: torch.Tensor, centre: bool) -> torch.Tensor:
+    """The norm written out so that its ``scale`` point can be read or replaced: ``x [..., d]`` ->
+    ``(x - mu) * scale * g (+ b)`` with ``scale = 1 / sqrt(var + eps)`` (``mu = 0``, mean of squares
+    for RMS), rows beyond 2^32 rescaled exactly as in the fused path."""
+    xs, s = _scaled_rows(x)  # [..., d], [..., 1]
+    if centre:
+        xs = xs - xs.mean(dim=-1, keepdim=True)  # [..., d]
+    scale = torch.rsqrt(xs.pow(2).mean(dim=-1, keepdim=True) + norm.eps / (s * s)) / s  # [..., 1]
+    scale = norm._at("scale", scale.to(x.dtype))
+    y = (xs * s).to(x.dtype) * scale  # [..., d]
+    if norm.weight is not None:
+        y = y * norm.weight
+    return y if getattr(norm, "bias", None) is None else y + norm.bias
+
+
+class RMSNorm(HookPoints, nn.RMSNorm):
     """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g over the last axis, ``[..., d] -> [..., d]`` (Zhang &
     Sennrich 2019: no mean subtraction, no bias; Llama's norm). PyTorch's ``nn.RMSNorm`` with its
     gain ``weight [d]``; the twin of :func:`attnlab.ref.rms_norm`. ``eps`` must be a finite number
     > 0. Inputs beyond 2^32 are normalised as ``x/s / sqrt(mean((x/s)^2) + eps/s^2)`` with ``s`` a
-    power of two per row (exact), so 1e30 gives the same numbers as 1 (the fused kernel gives 0)."""
+    power of two per row (exact), so 1e30 gives the same numbers as 1 (the fused kernel gives 0).
+    Hook point ``scale [B, T, 1]``: 1 / sqrt(mean(x^2) + eps) (the fused kernel runs unless hooked)."""
+
+    POINTS = NORM_POINTS
 
     def __init__(self, d: int, eps: float = 1e-6):
         super().__init__(d, eps=_check_eps("RMSNorm", eps))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [..., d] -> [..., d]``."""
+        if self._hooks is not None:
+            return _scale_hooked(self, x, centre=False)
         if not _needs_scaling(x):
             return super().forward(x)
         xs, s = _scaled_rows(x)  # [..., d], [..., 1]
@@ -83,16 +109,21 @@ class RMSNorm(nn.RMSNorm):
         return y if self.weight is None else y * self.weight
 
 
-class LayerNorm(nn.LayerNorm):
+class LayerNorm(HookPoints, nn.LayerNorm):
     """LN(x) = (x - mu) / sqrt(var + eps) * g + b over the last axis, ``[..., d] -> [..., d]``:
     PyTorch's ``nn.LayerNorm`` (``eps`` a finite number > 0), with inputs beyond 2^32 normalised
-    on ``x / s`` per row as :class:`RMSNorm` does (the twin of :func:`attnlab.ref.layer_norm`)."""
+    on ``x / s`` per row as :class:`RMSNorm` does (the twin of :func:`attnlab.ref.layer_norm`).
+    Hook point ``scale [B, T, 1]``: 1 / sqrt(var + eps) (the fused kernel runs unless hooked)."""
+
+    POINTS = NORM_POINTS
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True):
         super().__init__(d, eps=_check_eps("LayerNorm", eps), bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [..., d] -> [..., d]``."""
+        if self._hooks is not None:
+            return _scale_hooked(self, x, centre=True)
         if not _needs_scaling(x):
             return super().forward(x)
         xs, s = _scaled_rows(x)  # [..., d], [..., 1]
@@ -252,7 +283,7 @@ class EncoderLayer(HookPoints, nn.Module):
         return self._at("resid_post", x)
 
     def _hook_children(self) -> dict:
-        return {"self_attn": self.self_attn, "ffn": self.ffn}
+        return {"norm1": self.norm1, "self_attn": self.self_attn, "norm2": self.norm2, "ffn": self.ffn}
 
 
 class DecoderLayer(HookPoints, nn.Module):
@@ -351,7 +382,14 @@ class DecoderLayer(HookPoints, nn.Module):
         return self.POINTS
 
     def _hook_children(self) -> dict:
-        return {"self_attn": self.self_attn, "cross_attn": self.cross_attn, "ffn": self.ffn}
+        return {
+            "norm1": self.norm1,
+            "self_attn": self.self_attn,
+            "norm2": self.norm2,
+            "cross_attn": self.cross_attn,
+            "norm3": self.norm3,
+            "ffn": self.ffn,
+        }
 
 
 class _Stack(HookPoints, nn.Module):
@@ -370,7 +408,7 @@ class _Stack(HookPoints, nn.Module):
         self.norm = make_norm(config) if final_norm else None
 
     def _hook_children(self) -> dict:
-        return {f"layers.{i}": layer for i, layer in enumerate(self.layers)}
+        return {**{f"layers.{i}": layer for i, layer in enumerate(self.layers)}, "norm": self.norm}
 
 
 class Encoder(_Stack):
