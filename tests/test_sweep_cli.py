@@ -21,6 +21,7 @@ from attnlab.cli import leaf_commands, main
 
 HOSTILE = ["-1", "0", "nan", "inf", "-inf", "1e400", "10" + "0" * 40, "\u00b2", "", "\udcff", "abc"]
 # a cheap, valid invocation of each command, so that an accepted hostile value still finishes fast
+CLAIMS = ("paths", "residuals", "gqa", "icl", "relations", "scoring")  # the notes' claims, measured
 BASE = {
     "audit cost": [],
     "audit params": [],
@@ -60,6 +61,7 @@ BASE = {
     "experiment extrapolation": ["--quick", "--steps", "1", "--out", "{file}"],
     "experiment induction": ["--quick", "--steps", "1", "--out", "{file}"],
     "experiment recall": ["--quick", "--steps", "1", "--out", "{file}"],
+    **{f"experiment {name}": ["--quick", "--out", "{file}"] for name in CLAIMS},  # ends at --out
     "heads": ["minilm", "--tokens", "repeat", "--length", "4", "--batch", "1"],
     "practice check": ["attention", "{file}"],  # "x": Python without the function; every check fails fast
     "practice start": ["attention", "--dir", "{tmp}/p"],
