@@ -62,7 +62,11 @@ CASES = {
     "train": TINY_TRAIN,  # trainer replaced: a diverged run whose loss is NaN
     "translate": ["{run}", "abc"],
 }
-ELSEWHERE = {"generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)"}
+ELSEWHERE = {
+    "generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)",
+    "experiment decoding": "tests/experiments/test_decoding.py (needs the trained text run built there)",
+    "experiment faithfulness": "tests/experiments/test_faithfulness.py (likewise)",
+}
 
 
 def test_every_command_with_json_has_a_case():

@@ -26,7 +26,10 @@ def test_a_preset_fills_what_is_not_given(corpus):
     quick = TEXT_PRESETS["quick"]
     assert config.task == "text" and config.model == "gpt"
     assert config.steps == 7 and config.batch_size == quick["batch"] and config.lr == quick["lr"]
-    assert config.model_params["d_model"] == quick["d_model"] and config.model_params["layers"] == quick["layers"]
+    assert (
+        config.model_params["d_model"] == quick["d_model"]
+        and config.model_params["layers"] == quick["layers"]
+    )
     assert config.task_params["context"] == config.model_params["max_len"] == quick["context"]  # positions
     assert config.task_params["source"] == str(corpus.resolve())
     assert text_config("nanogpt").task_params["source"] == "shakespeare"  # read only when trained
@@ -37,7 +40,8 @@ def test_the_command_line_builds_the_same_config(corpus, tmp_path):
     args = [a for k, flag in zip(SMALL, flags) for a in (flag, str(SMALL[k]))]
     out = tmp_path / "cli"
     done = CliRunner().invoke(
-        cli, ["train", "--text", str(corpus), "--preset", "quick", *args, "--out", str(out), "--json", "--quiet"]
+        cli,
+        ["train", "--text", str(corpus), "--preset", "quick", *args, "--out", str(out), "--json", "--quiet"],
     )
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["step"] == 3

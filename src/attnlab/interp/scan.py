@@ -1,5 +1,6 @@
-"""Score every head of a model: MiniLM or a folder written by ``attnlab train`` (a GPT, or the
-encoder / decoder self-attention of a Transformer), on a ``[BOS, r, r]`` probe or on a text.
+"""Score every head of a model: MiniLM or a folder written by ``attnlab train`` (a GPT on a task or
+on text, or the encoder / decoder self-attention of a Transformer), on a ``[BOS, r, r]`` probe or on
+a text.
 
 The patterns depend on token *equality* only, so a text's tokens are scored through their strings
 (two positions match when their token texts are equal). Which scores mean what:
@@ -19,6 +20,8 @@ import torch
 
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
+from attnlab.nn.hooks import capture
+from attnlab.training.text_generate import is_text_run, load_text_run
 
 FIRST_WORDPIECE = 1000  # MiniLM's vocabulary: ids below are [PAD], [unused*], [CLS], [SEP], [MASK], ...
 APPLIES = {
@@ -109,8 +112,8 @@ def scan_repeat(
     """Scores on ``batch`` probes ``[BOS, r_1..r_L, r_1..r_L]`` of distinct random tokens.
 
     MiniLM: BOS = [CLS], r from the ordinary word pieces, ``L`` default 20. A GPT folder: BOS = the
-    task's BOS id, r from the whole vocabulary, ``L`` default ``min(20, (max_len - 1) // 2)``;
-    ``1 + 2 L`` must fit the model's context.
+    task's BOS id (a text run: its line-break token), r from the whole vocabulary, ``L`` default
+    ``min(20, (max_len - 1) // 2, V - 1)``; ``1 + 2 L`` must fit the model's context.
     """
     if str(model) == "minilm":
         from attnlab.models.pretrained import load_pretrained
@@ -127,32 +130,50 @@ def scan_repeat(
         label = f"MiniLM (all-MiniLM-L6-v2), {len(weights)} layers x {weights[0].shape[1]} heads"
         view = "encoder self-attention"
         return [_scan(label, view, "self", weights, ids, tokens, exclude_first, exclude_current)]
-    from attnlab.tasks import BOS, get_task
-    from attnlab.training.checkpoint import load_trained
-
     directory = Path(model)
     if not directory.is_dir():
         raise ValueError(
             f"model must be 'minilm' or a folder written by attnlab train; {directory} is not one"
         )
+    net, bos, token_text = _trained_gpt(directory)
+    vocab, max_len = net.config.vocab_size, net.config.max_len
+    length = min(20, (max_len - 1) // 2, vocab - 1) if length is None else length
+    _fits(length, max_len)
+    ids = repeated_tokens(batch, length, vocab, bos=bos, seed=seed)  # [B, 1 + 2L]
+    weights = gpt_attention(net, ids)  # L x [B, h, T, T]
+    tokens = [token_text(i) for i in ids[0].tolist()]
+    label = f"gpt ({directory.name}), {len(weights)} layers x {weights[0].shape[1]} heads"
+    view = "decoder causal self-attention"
+    return [_scan(label, view, "causal", weights, ids, tokens, exclude_first, exclude_current)]
+
+
+def gpt_attention(net, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's attention weights ``[B, h, T, T]`` of a GPT on ``ids [B, T]`` (eval mode),
+    read through the ``blocks.{i}.self_attn.weights`` hook points."""
+    names = [f"blocks.{i}.self_attn.weights" for i in range(net.config.num_layers)]
+    net.eval()
+    with torch.no_grad(), capture(net, names) as cache:
+        net(ids)
+    return [cache[n] for n in names]
+
+
+def _trained_gpt(directory: Path):
+    """``(GPT, BOS id, id -> token text)`` of a folder written by ``attnlab train``: a task run's BOS
+    and symbols, or a text run's line break (text has no BOS: a speech starts after one) and tokens."""
+    if is_text_run(directory):
+        net, tokenizer, _ = load_text_run(directory)
+        return net, tokenizer.encode("\n").ids[0], lambda i: tokenizer.decode([i])
+    from attnlab.tasks import BOS, get_task
+    from attnlab.training.checkpoint import load_trained
+
     net, state = load_trained(directory)
     if net.kind != "gpt":
         raise ValueError(
             f"--tokens repeat needs a GPT (one causal sequence); {directory} holds a {net.kind!r}"
         )
-    vocab, max_len = net.config.vocab_size, net.config.max_len
-    length = min(20, (max_len - 1) // 2) if length is None else length
-    _fits(length, max_len)
-    ids = repeated_tokens(batch, length, vocab, bos=BOS, seed=seed)  # [B, 1 + 2L]
-    net.eval()
-    with torch.no_grad():
-        _, weights = net(ids, return_attention=True)  # L x [B, h, T, T]
     spec = state.get("task") or {}
     tok = get_task(spec["name"], **spec.get("params", {})).tokenizer if "name" in spec else None
-    tokens = [tok.token(i) if tok is not None else str(i) for i in ids[0].tolist()]
-    label = f"gpt ({directory.name}), {len(weights)} layers x {weights[0].shape[1]} heads"
-    view = "decoder causal self-attention"
-    return [_scan(label, view, "causal", weights, ids, tokens, exclude_first, exclude_current)]
+    return net, BOS, (lambda i: tok.token(i)) if tok is not None else str
 
 
 def _fits(length: int, max_len: int) -> None:

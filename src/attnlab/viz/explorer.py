@@ -297,7 +297,34 @@ def attention_views(
         )
     if (directory / "config.json").is_file() and "model_type" in (directory / "config.json").read_text():
         return hf_views(sentence, directory, device)
+    from attnlab.training.text_generate import is_text_run
+
+    if is_text_run(directory):
+        return text_run_views(sentence, directory, device)
     return trained_dir_views(sentence, directory, device)
+
+
+def text_run_views(
+    sentence: str, directory: str | Path, device: str = "cpu"
+) -> tuple[list[AttentionView], str]:
+    """Causal self-attention ``[L, h, T, T]`` of a GPT trained on text (``attnlab train --text``) on
+    ``sentence``, tokenised with the run's ``tokenizer.json`` (a character outside a char model's
+    vocabulary is a ``ValueError`` naming it); each token shown as the text it decodes to."""
+    from attnlab.training.text_generate import encode_prompt, load_text_run
+
+    model, tokenizer, meta = load_text_run(directory)
+    ids = encode_prompt(tokenizer, sentence)
+    if len(ids) > model.config.max_len:
+        raise ValueError(
+            f"sentence has {len(ids)} tokens but {directory} has {model.config.max_len} positions; shorten it"
+        )
+    texts = [tokenizer.decode([i]) for i in ids]
+    c = model.config
+    label = (
+        f"gpt trained on {Path(meta['source']).name} ({Path(directory).name}), "
+        f"{c.num_layers} layers x {c.num_heads} heads"
+    )
+    return trained_views(model.to(device), ids, texts), label
 
 
 # --- the page ------------------------------------------------------------------------------------
