@@ -29,6 +29,7 @@ import torch
 
 from attnlab import decoding
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 
 CLAIM = (
@@ -208,18 +209,20 @@ class DecodingResult:
     verdict: list[dict]
     files: dict[str, str]
 
-    def table(self) -> str:
-        """One row per method as a Markdown table (numbers rounded to 3 places)."""
+    def cells(self) -> tuple[list[str], list[list[str]]]:
+        """``(header, rows)``: one row per method, numbers rounded to 3 places."""
         header = ["method", "mean log-prob (nats/token)", "distinct-1", "distinct-2", "distinct-3",
                   "repeated 4-grams"]  # fmt: skip
-        lines = [
-            "| " + " | ".join(header) + " |",
-            "| --- | " + " | ".join(["---:"] * (len(header) - 1)) + " |",
+        rows = [
+            [m.name]
+            + [f"{v:.3f}" for v in (m.mean_log_prob, m.distinct_1, m.distinct_2, m.distinct_3, m.repeat_4)]
+            for m in self.methods
         ]
-        for m in self.methods:
-            cells = [m.mean_log_prob, m.distinct_1, m.distinct_2, m.distinct_3, m.repeat_4]
-            lines.append(f"| {m.name} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
-        return "\n".join(lines)
+        return header, rows
+
+    def table(self) -> str:
+        """:meth:`cells` as a Markdown table."""
+        return markdown(*self.cells())
 
     def examples(self) -> list[str]:
         """The first prompt and each method's continuation of it, line breaks shown as ⏎."""

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import text_model
 from attnlab.interp.attribution import attention_received, gradient_x_input, occlusion, spearman
 
@@ -136,19 +137,19 @@ class FaithfulnessResult:
     example: dict
     files: dict[str, str]
 
-    def table(self) -> str:
-        """One row per ranking as a Markdown table (ρ as mean ± standard deviation over lines)."""
-        lines = [
-            "| ranking of the positions | ρ with occlusion | ρ with gradient x input "
-            "| top position = occlusion's |",
-            "| --- | ---: | ---: | ---: |",
-        ]
+    def cells(self) -> tuple[list[str], list[list[str]]]:
+        """``(header, rows)``: one row per ranking, ρ as mean (± standard deviation) over lines."""
+        header = ["ranking of the positions", "ρ with occlusion", "ρ with gradient x input",
+                  "top position = occlusion's"]  # fmt: skip
+        rows = []
         for r in self.rows:
-            grad = "—" if r.rho_gradient is None else f"{r.rho_gradient:.2f} ± {r.sd_gradient:.2f}"
-            lines.append(
-                f"| {r.name} | {r.rho_occlusion:.2f} ± {r.sd_occlusion:.2f} | {grad} | {r.top1:.0%} |"
-            )
-        return "\n".join(lines)
+            grad = "—" if r.rho_gradient is None else f"{r.rho_gradient:.2f} (± {r.sd_gradient:.2f})"
+            rows.append([r.name, f"{r.rho_occlusion:.2f} (± {r.sd_occlusion:.2f})", grad, f"{r.top1:.0%}"])
+        return header, rows
+
+    def table(self) -> str:
+        """:meth:`cells` as a Markdown table."""
+        return markdown(*self.cells())
 
     def summary(self) -> str:
         """What the numbers say about the claim."""

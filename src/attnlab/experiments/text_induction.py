@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.interp.detectors import score_heads
 from attnlab.interp.sequences import repeated_tokens
@@ -197,8 +198,8 @@ class TextInductionResult:
             parts.append(f"best {name}: " + ", ".join(f"{la}.{h} ({v:.2f})" for la, h, v in best))
         return "; ".join(parts)
 
-    def table(self) -> str:
-        """Losses per probe and condition as a Markdown table."""
+    def cells(self) -> tuple[list[str], list[list[str]]]:
+        """``(header, rows)``: the losses per probe and condition."""
         named = ", ".join(f"{la}.{h}" for la, h in self.induction)
         which = {
             "intact": "none",
@@ -206,17 +207,23 @@ class TextInductionResult:
             "control heads zeroed": ", ".join(f"{la}.{h}" for la, h in self.control)
             + " (control, at random)",
         }
-        lines = [
-            "| probe | heads zeroed | loss, first copy | loss, repeat | in-context gain (± se) |",
-            "| --- | --- | ---: | ---: | ---: |",
+        header = ["probe", "heads zeroed", "loss, first copy", "loss, repeat", "in-context gain (± se)"]
+        rows = [
+            [
+                probe,
+                which[cond],
+                f"{r['loss_first']:.3f}",
+                f"{r['loss_repeat']:.3f}",
+                f"{r['gain']:+.3f} (± {r['standard_error']:.3f})",
+            ]  # fmt: skip
+            for probe, conditions in self.rows.items()
+            for cond, r in conditions.items()
         ]
-        for probe, conditions in self.rows.items():
-            for cond, r in conditions.items():
-                lines.append(
-                    f"| {probe} | {which[cond]} | {r['loss_first']:.3f} | {r['loss_repeat']:.3f} | "
-                    f"{r['gain']:+.3f} ± {r['standard_error']:.3f} |"
-                )
-        return "\n".join(lines)
+        return header, rows
+
+    def table(self) -> str:
+        """:meth:`cells` as a Markdown table."""
+        return markdown(*self.cells())
 
     def summary(self) -> str:
         best = _ranked(torch.tensor(self.scores["induction"]))[0]
