@@ -364,7 +364,7 @@ def faithfulness(
         return
     click.echo(
         f"\n{result.model['run']}: {settings.lines} held-out lines of {result.model['context']} tokens; "
-        "rho: mean ± sd over lines\n"
+        "rho: mean (± sd) over lines\n"
     )
     click.echo(result.table())
     click.echo("")

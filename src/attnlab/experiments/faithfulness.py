@@ -12,7 +12,8 @@ important. Two references: distance (nearer = more important, a ranking that nee
 gradient x input against occlusion (two importance measures against each other).
 
 Verdict: attention is counted as explaining more than distance when its best layer's ρ with
-occlusion exceeds distance's by more than twice the standard error of the per-line difference.
+occlusion exceeds distance's by more than twice the standard error of the per-line difference and
+by at least :data:`MIN_GAIN` (a difference in the third decimal is no explanation).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CLAIM = (
     "Bahdanau attention); attention weights are tempting as explanations but are not faithful "
     "explanations of model reasoning on their own (the Week 19 course page)."
 )
+MIN_GAIN = 0.05  # the least ρ by which attention must beat distance to count as explaining more
 DISTANCE = "distance (nearer = more important)"
 GRADIENT = "gradient x input"
 
@@ -104,7 +106,7 @@ def compare(att: torch.Tensor, occ: torch.Tensor, gxi: torch.Tensor) -> tuple[li
     best = int(np.argmax([r.mean() for r in per_line]))
     diff = per_line[best] - r_dist  # [B]: paired per line
     se = float(diff.std(ddof=1) / math.sqrt(b)) if b > 1 else float("inf")
-    beats = bool(diff.mean() > 2 * se)
+    beats = bool(diff.mean() > max(2 * se, MIN_GAIN))
     verdict = {
         "best_layer": best,
         "best_rho": rows[best].rho_occlusion,
@@ -156,11 +158,11 @@ class FaithfulnessResult:
         v = self.verdict
         lo, hi = v["layer_rho_range"]
         beyond = (
-            f"more than distance does ({v['distance_rho']:.2f}; difference {v['difference']:+.2f}, "
-            f"standard error {v['standard_error']:.2f})"
+            f"more than distance does ({v['distance_rho']:.2f}; difference {v['difference']:+.3f}, "
+            f"standard error {v['standard_error']:.3f})"
             if v["beats_distance"]
             else f"no better than distance alone does ({v['distance_rho']:.2f}; difference "
-            f"{v['difference']:+.2f}, standard error {v['standard_error']:.2f})"
+            f"{v['difference']:+.3f}, standard error {v['standard_error']:.3f})"
         )
         return (
             f"Attention ranks the positions like occlusion with ρ from {lo:.2f} to {hi:.2f} depending on "

@@ -310,7 +310,7 @@ def plot(result: TextInductionResult, path: Path) -> None:
         ax.set_yticks(range(s.shape[0]))
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
-        ax.set_title(f"{name} score (random-token probe)", fontsize=9)
+        ax.set_title(f"{name}{'-token' if name == 'previous' else ''} score (random-token probe)", fontsize=9)
         for (i, j), v in np.ndenumerate(s):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.6 else "k")
     fig.colorbar(im, ax=axes[:2], shrink=0.8)
