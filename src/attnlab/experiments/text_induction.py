@@ -204,8 +204,11 @@ class TextInductionResult:
         which = {
             "intact": "none",
             "induction heads zeroed": named + ("" if self.above else " (best, none above threshold)"),
-            "control heads zeroed": ", ".join(f"{la}.{h}" for la, h in self.control)
-            + " (control, at random)",
+            "control heads zeroed": (
+                ", ".join(f"{la}.{h}" for la, h in self.control) + " (control, at random)"
+            )
+            if self.control
+            else "none (no other head to draw)",
         }
         header = ["probe", "heads zeroed", "loss, first copy", "loss, repeat", "in-context gain (± se)"]
         rows = [
