@@ -20,6 +20,7 @@ from attnlab.experiments.text_induction import PROBES, QUICK, control_heads, mea
 from attnlab.experiments.text_model import TextModel
 from attnlab.interp.sequences import segment_batch
 from attnlab.tasks.text_tokenizer import char_tokenizer
+from attnlab.tasks.tokenize import wrap
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def copying(tmp_path_factory):
     line break as id 0 (its BOS), held-out text its segment sequences, a blank line before each."""
     settings = dataclasses.replace(SYNTHETIC, steps=800, eval_every=800, eval_size=32)
     model, _ = train_one(settings, "2-layer attention-only", show_progress=False)
-    tokenizer = char_tokenizer("\nABCDEabcdefghijklmnopqrstuvwxyz")  # ids in code-point order: "\n" = 0
+    tokenizer = wrap(char_tokenizer("\nABCDEabcdefghijklmnopqrstuvwxyz"))  # code-point order: "\n" = 0
     rows = segment_batch(48, settings.seq_len, settings.vocab, settings.min_len, settings.max_len,
                          generator=torch.Generator().manual_seed(7)).ids  # fmt: skip
     val = np.concatenate([[0, *r] for r in rows.tolist()])  # "\n" + "\n r r s": a blank line each

@@ -79,7 +79,7 @@ def probes(lm: TextModel, settings: Settings) -> dict[str, torch.Tensor]:
     length = (lm.context - 1) // 2
     if length < 2:
         raise ValueError(f"the model's {lm.context} positions leave no room for a repeat probe")
-    bos, vocab = lm.tokenizer.encode("\n").ids[0], int(lm.model.config.vocab_size)
+    bos, vocab = lm.tokenizer.encode("\n")[0], int(lm.model.config.vocab_size)
     rand = repeated_tokens(settings.probes, min(length, vocab - 1), vocab, bos=bos, seed=settings.seed)
     text = lm.pieces(lm.speech_starts(settings.probes, length), length)  # [B', L]
     first = torch.full((text.shape[0], 1), bos, dtype=torch.long)

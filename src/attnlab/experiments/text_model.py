@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.models.hf.load import load_hf_tokenizer
+from attnlab.models.load import load
 from attnlab.tasks.token_stream import TokenStream
-from attnlab.training.checkpoint import load_trained
+from attnlab.training.checkpoint import checkpoint_dir, verify
 from attnlab.training.text_data import VAL, read_meta
 from attnlab.training.text_generate import is_text_run
 from attnlab.training.text_presets import TEXT_PRESETS, train_text
@@ -33,7 +33,8 @@ SEARCH = 4096  # tokens looked through after an evenly spaced point for the next
 
 @dataclasses.dataclass
 class TextModel:
-    """A text run loaded for study: ``model`` (a GPT in eval mode), its ``tokenizer``, ``meta`` (the
+    """A text run loaded for study: ``model`` (a GPT in eval mode), its ``tokenizer``
+    (:class:`attnlab.tasks.tokenize.Tokenizer`), ``meta`` (the
     run's ``text.json``), ``folder``, ``val`` (the held-out ids ``[N]``, memory-mapped),
     ``val_loss`` (its last held-out loss, nats per token) and ``seconds`` spent training it here
     (0 when reused)."""
@@ -148,10 +149,10 @@ def text_model(
         t0 = time.perf_counter()
         train_text(preset, folder, progress=progress)
         seconds = time.perf_counter() - t0
-    meta = read_meta(folder)  # every token file checked against its sha256
-    model, state = load_trained(folder)
-    tokenizer = load_hf_tokenizer(folder, vocab_size=model.config.vocab_size)
-    history = state.get("history") or []
+    meta = read_meta(folder)  # every token file checked against its sha256 (nothing is written)
+    loaded = load(folder)  # the newest verified checkpoint, read where it is
+    model, tokenizer = loaded.model, loaded.tokenizer
+    history = verify(checkpoint_dir(folder)).get("history") or []
     losses = [r["val_loss"] for r in history if "val_loss" in r]
     val = TokenStream(folder / VAL, int(meta["vocab_size"])).ids
     return TextModel(model, tokenizer, meta, folder, val, losses[-1] if losses else None, seconds)

@@ -20,8 +20,8 @@ import torch
 
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
+from attnlab.models.load import load
 from attnlab.nn.hooks import capture
-from attnlab.training.text_generate import is_text_run, load_text_run
 
 FIRST_WORDPIECE = 1000  # MiniLM's vocabulary: ids below are [PAD], [unused*], [CLS], [SEP], [MASK], ...
 APPLIES = {
@@ -158,22 +158,18 @@ def gpt_attention(net, ids: torch.Tensor) -> list[torch.Tensor]:
 
 
 def _trained_gpt(directory: Path):
-    """``(GPT, BOS id, id -> token text)`` of a folder written by ``attnlab train``: a task run's BOS
-    and symbols, or a text run's line break (text has no BOS: a speech starts after one) and tokens."""
-    if is_text_run(directory):
-        net, tokenizer, _ = load_text_run(directory)
-        return net, tokenizer.encode("\n").ids[0], lambda i: tokenizer.decode([i])
-    from attnlab.tasks import BOS, get_task
-    from attnlab.training.checkpoint import load_trained
+    """``(GPT, BOS id, id -> token text)`` of a folder written by ``attnlab train``
+    (:func:`attnlab.models.load`): a task run's BOS and symbols, or a text run's line break (text has
+    no BOS: a speech starts after one) and tokens."""
+    from attnlab.tasks import BOS
 
-    net, state = load_trained(directory)
-    if net.kind != "gpt":
+    loaded = load(directory)
+    if loaded.kind != "gpt":
         raise ValueError(
-            f"--tokens repeat needs a GPT (one causal sequence); {directory} holds a {net.kind!r}"
+            f"--tokens repeat needs a GPT (one causal sequence); {directory} holds a {loaded.kind!r}"
         )
-    spec = state.get("task") or {}
-    tok = get_task(spec["name"], **spec.get("params", {})).tokenizer if "name" in spec else None
-    return net, BOS, (lambda i: tok.token(i)) if tok is not None else str
+    bos = loaded.tokenizer.encode("\n")[0] if loaded.text is not None else BOS
+    return loaded.model, bos, loaded.tokenizer.token
 
 
 def _fits(length: int, max_len: int) -> None:

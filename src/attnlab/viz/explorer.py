@@ -310,21 +310,16 @@ def text_run_views(
     """Causal self-attention ``[L, h, T, T]`` of a GPT trained on text (``attnlab train --text``) on
     ``sentence``, tokenised with the run's ``tokenizer.json`` (a character outside a char model's
     vocabulary is a ``ValueError`` naming it); each token shown as the text it decodes to."""
-    from attnlab.training.text_generate import encode_prompt, load_text_run
+    from attnlab.models.load import load
 
-    model, tokenizer, meta = load_text_run(directory)
-    ids = encode_prompt(tokenizer, sentence)
-    if len(ids) > model.config.max_len:
+    loaded = load(directory, device=device)
+    ids = loaded.tokenizer.encode(sentence, strict=True)
+    if len(ids) > loaded.model.config.max_len:
         raise ValueError(
-            f"sentence has {len(ids)} tokens but {directory} has {model.config.max_len} positions; shorten it"
+            f"sentence has {len(ids)} tokens but {directory} has {loaded.model.config.max_len} positions; "
+            "shorten it"
         )
-    texts = [tokenizer.decode([i]) for i in ids]
-    c = model.config
-    label = (
-        f"gpt trained on {Path(meta['source']).name} ({Path(directory).name}), "
-        f"{c.num_layers} layers x {c.num_heads} heads"
-    )
-    return trained_views(model.to(device), ids, texts), label
+    return trained_views(loaded.model, ids, loaded.tokenizer.tokens(ids)), loaded.label
 
 
 # --- the page ------------------------------------------------------------------------------------
