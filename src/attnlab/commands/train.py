@@ -230,36 +230,13 @@ def _source_name(config) -> str:
 
 
 def _text_options(opts: dict, given: set[str], base, nproc: int) -> None:
-    """Complete ``opts``/``given`` for a text run: ``--text`` sets the task, a preset fills the options
-    the user left out, the model defaults to gpt and its positions to the context. Text options
-    without ``--text`` (and preset ones on a resume) are refused."""
-    from attnlab.training.text_presets import TEXT_PRESETS
+    """Complete ``opts``/``given`` for a text run (``--text`` sets the task, a preset fills the options
+    the user left out: :func:`attnlab.training.text_presets.complete_text_options`); a text run
+    trains in one process."""
+    from attnlab.training.text_presets import complete_text_options
 
-    text_only = [n for n in ("tokenizer", "vocab_size", "context", "preset") if n in given]
-    is_text = "text_source" in given or (base is not None and base.task == TEXT_TASK)
-    if not is_text:
-        if text_only:
-            raise ValueError(f"--{text_only[0].replace('_', '-')} applies to a GPT on text (--text)")
-        return
-    if nproc > 1:
+    if complete_text_options(opts, given, base) and nproc > 1:
         raise ValueError("a text run trains in one process (DDP on text is not supported yet); drop --nproc")
-    if "task" in given:
-        raise ValueError("--task and --text choose what to train on: give one of them")
-    if "text_source" in given and opts["text_source"] not in ("shakespeare", "-"):  # resumable from anywhere
-        opts["text_source"] = str(Path(opts["text_source"]).expanduser().resolve())
-    if base is not None:
-        if "preset" in given:
-            raise ValueError("--preset applies to a new run; a resumed run keeps its checkpoint's settings")
-        return
-    opts["task"] = TEXT_TASK
-    for name, value in TEXT_PRESETS.get(opts["preset"], {}).items():
-        if name not in given:
-            opts[name] = value
-            given.add(name)
-    if "model" not in given:
-        opts["model"] = "gpt"
-    if opts["positions"] is None and opts["model"] == "gpt":
-        opts["positions"] = opts["context"] or 64
 
 
 def _text_summary(config, step: int, out, history: list[dict], chosen_out: bool, as_json: bool) -> None:

@@ -8,7 +8,9 @@ Sections, each guarded so a missing piece becomes a note instead of a crash:
 3. the quick bottleneck experiment (plot and table) and
 4. its alignment heatmaps;
 5. inside the heads: the induction curve of a two-layer attention-only GPT and MiniLM's head table;
-6. the attention explorer pages: MiniLM on the notes' sentence, and the trained Transformer's
+6. a language model: a GPT trained on Shakespeare, sampled, and the decoding, induction and
+   faithfulness experiments on it (:mod:`attnlab.experiments.demo_lm`);
+7. the attention explorer pages: MiniLM on the notes' sentence, and the trained Transformer's
    cross-attention on a reversal.
 
 The concept pages are written beside the report as HTML (``concepts/``, formulas as MathML), and each
@@ -300,6 +302,7 @@ NEXT_STEPS = (
         "attnlab experiment --help",
         "paths, residuals, gqa, relations, icl, scoring: sentences the notes state in words, each measured",
     ),
+    ("Shakespeare", "attnlab train --text shakespeare --preset nanogpt", "nanoGPT's CPU run, then generate"),
 )
 
 
@@ -375,6 +378,12 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
     )
 
 
+def _lm_section(out: Path, settings, progress: bool) -> Section:
+    from attnlab.experiments.demo_lm import DEMO_LM, language_model_section
+
+    return language_model_section(out, DEMO_LM if settings is None else settings, progress)
+
+
 def _task_for(settings):
     from attnlab.experiments.bottleneck import _task
 
@@ -411,8 +420,11 @@ def build_demo(
     explorer: bool = True,
     log=print,
     induction=None,
+    language_model=None,
 ) -> dict:
-    """Build ``out_dir/index.html``; returns ``{"index", "seconds", "sections": {key: seconds or error}}``."""
+    """Build ``out_dir/index.html``; returns ``{"index", "seconds", "sections": {key: seconds or error}}``.
+    ``language_model``: the sizes of that section (:class:`attnlab.experiments.demo_lm.DemoLM`; None:
+    the quick preset's model and the experiments' quick settings)."""
     from attnlab.experiments.bottleneck import QUICK
 
     settings = QUICK if settings is None else settings
@@ -455,6 +467,14 @@ def build_demo(
         )
     )
     steps.append(("heads", "heads", "Inside the heads", lambda: _heads_section(out, induction, progress)))
+    steps.append(
+        (
+            "language model",
+            "language-model",
+            "A language model",
+            lambda: _lm_section(out, language_model, progress),
+        )
+    )
     if explorer:
         steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
     steps.append(("next steps", "next", "Where to go next", _next_steps_section))

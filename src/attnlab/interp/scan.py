@@ -165,11 +165,13 @@ def _scan_views(text: str, source, exclude_first, exclude_current, convention) -
 
 
 def probe_bos(loaded) -> int:
-    """The probe's first token: the task's BOS, the tokenizer's leading special token (what it puts
-    before any text), its end-of-text/padding token, else id 0."""
+    """The probe's first token: the task's BOS, a text run's line break, the tokenizer's leading
+    special token (what it puts before any text), its end-of-text/padding token, else id 0."""
     if loaded.task is not None:
         return BOS
     tok = loaded.tokenizer
+    if loaded.text is not None and tok is not None and tok.encode("\n"):
+        return tok.encode("\n")[0]  # text has no BOS: a speech starts after a line break
     if tok is None:
         return 0
     lead = tok.encode("")
@@ -207,7 +209,7 @@ def scan_repeat(
         ids = repeated_tokens(batch, length, vocab - FIRST_WORDPIECE + 1, seed=seed)
         ids = torch.where(ids == 0, torch.full_like(ids, cls), ids + FIRST_WORDPIECE - 1)  # [B, 1 + 2L]
     else:
-        length = min(20, (max_len - 1) // 2) if length is None else length
+        length = min(20, (max_len - 1) // 2, vocab - 1) if length is None else length
         _fits(length, max_len)
         ids = repeated_tokens(batch, length, vocab, bos=probe_bos(loaded), seed=seed)  # [B, 1 + 2L]
     view, kind = VIEWS[loaded.kind]
