@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from attnlab._checks import positive_int
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec, preset_info
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
 from attnlab.audit.cost_kinds import (
     BLOCK_SIZE,
     becomes,
@@ -35,6 +35,7 @@ from attnlab.audit.cost_kinds import (
 )
 from attnlab.audit.params import audit_params
 from attnlab.audit.render import bytes_text, number, table
+from attnlab.audit.spec import model_spec, preset_info
 
 CONVENTION = (
     "FLOPs = 2·MACs for matmuls ([m,k]@[k,n] = m·k·n MACs); softmax incl. 1/sqrt(d_k) scale = "

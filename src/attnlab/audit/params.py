@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlab.audit.config import ModelSpec, model_spec, preset_info
+from attnlab.audit.config import ModelSpec
 from attnlab.audit.formula import Poly
 from attnlab.audit.render import describe, number, table
+from attnlab.audit.spec import model_spec, preset_info
 
 GROUPS = ("attention", "cross_attention", "ffn", "norms", "embeddings", "positions", "head")
 EMBEDDING_GROUPS = ("embeddings", "positions")

@@ -15,7 +15,8 @@ import math
 import torch
 from torch import nn
 
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
+from attnlab.audit.spec import model_spec
 
 # what each step of the attention trace is, in the notes' symbols
 TRACE_LABELS = {

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab.interp.badges import SHORT, badges, ids_of  # noqa: F401  (SHORT, badges: read from here too)
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
 
@@ -58,12 +59,6 @@ class HeadScan:
         return data
 
 
-def _ids_of(tokens: list[str]) -> torch.Tensor:
-    """Token texts -> ids ``[1, T]`` equal exactly where the texts are equal."""
-    index: dict[str, int] = {}
-    return torch.tensor([[index.setdefault(t, len(index)) for t in tokens]])
-
-
 def _scan(label, view, kind, weights, ids, tokens, exclude_first, exclude_current) -> HeadScan:
     excl = {"exclude_first": exclude_first, "exclude_current": exclude_current}
     names = [n for n in DETECTORS if not (n == "first" and exclude_first)]  # first with exclude_first: 0/0
@@ -92,7 +87,7 @@ def scan_text(
             continue  # queries and keys are different sequences: no token pattern relates them
         weights = [torch.from_numpy(w)[None] for w in v.weights]  # L x [1, h, T, T]
         tokens = list(v.query_tokens)
-        ids = _ids_of(tokens)  # [1, T]
+        ids = ids_of(tokens)  # [1, T]
         out.append(_scan(label, v.name, v.kind, weights, ids, tokens, exclude_first, exclude_current))
     return out
 
@@ -163,29 +158,3 @@ def _fits(length: int, max_len: int) -> None:
             f"--tokens repeat of length {length} needs 1 + 2*{length} = {1 + 2 * length} positions, "
             f"more than the model's context of {max_len}"
         )
-
-
-BADGE_THRESHOLD = 0.4
-SHORT = {
-    "previous": "prev",
-    "duplicate": "dup",
-    "induction": "induction",
-    "first": "first",
-    "current": "current",
-}
-
-
-def badges(weights, tokens: list[str], threshold: float = BADGE_THRESHOLD) -> list[list[str]]:
-    """Per layer and head, the detector scores above ``threshold`` as short labels, best first
-    (``"prev 0.93"``, ``"induction 0.71"``; ``""`` when none): ``weights [L, h, T, T]`` (NumPy or
-    torch) of one sequence of ``tokens``, scored through token equality."""
-    w = torch.as_tensor(weights, dtype=torch.float64)  # [L, h, T, T]
-    scores = score_heads([layer[None] for layer in w], _ids_of(list(tokens)))  # name -> [L, h]
-    out = []
-    for layer in range(w.shape[0]):
-        row = []
-        for head in range(w.shape[1]):
-            found = sorted(((float(s[layer, head]), n) for n, s in scores.items()), reverse=True)
-            row.append(" · ".join(f"{SHORT[n]} {v:.2f}" for v, n in found if v > threshold))
-        out.append(row)
-    return out

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from attnlab._io import atomic_write_bytes
+from attnlab.interp.badges import badges
+from attnlab.models.load import load, origin_of
 
 ASSETS = Path(__file__).with_name("explorer")
 KINDS = ("self", "causal", "cross")
@@ -106,8 +108,6 @@ class AttentionView:
         none = [[""] * heads for _ in range(layers)]
         if self.kind == "cross" or t_q != t_k or self.query_tokens != self.key_tokens:
             return none  # the patterns relate positions of one sequence
-        from attnlab.interp.scan import badges
-
         try:
             return badges(self.weights, list(self.query_tokens))
         except ValueError:  # e.g. all-zero weights: no attention to score, so no badge
@@ -130,13 +130,12 @@ def minilm_views(sentence: str, model_name: str = "minilm", device: str = "cpu")
     """
     import torch
 
-    from attnlab.models.pretrained import load_pretrained
-
-    model, tokenizer = load_pretrained(model_name)
+    model, tokenizer = load(model_name)
     # embed() truncates to the sentence-embedding length (256 for MiniLM); the explorer shows every
     # token up to the model's position limit (512) and refuses longer input instead of cutting it
-    tokenizer.no_truncation()
-    enc = tokenizer.encode(sentence)
+    tokenizer.backend.no_truncation()
+    tokenizer.encode(sentence)  # characters it maps to [UNK]: one warning naming them
+    enc = tokenizer.backend.encode(sentence)
     max_len = int(getattr(getattr(model, "config", None), "max_len", 512) or 512)
     if len(enc.ids) > max_len:
         raise ValueError(
@@ -219,14 +218,13 @@ def trained_dir_views(
     ``[BOS] + x + [SEP] + y``).
     """
     from attnlab.tasks import BOS, EOS, SEP, get_task
-    from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict
 
     directory = Path(directory)
-    model, state = load_trained(directory)
-    spec = state.get("task") or {}
-    if "name" not in spec:
-        raise ValueError(f"{directory} does not record the task it was trained on; cannot tokenize")
+    loaded = load(directory)
+    if loaded.task is None:  # a text run: a decoder with its own tokenizer.json
+        return hf_views(sentence, directory, device)
+    model, spec = loaded.model, loaded.task
     task = get_task(spec["name"], **spec.get("params", {}))
     tok = task.tokenizer
     tok.check_text(sentence, task.name)  # as translate does: never a silent <unk>
@@ -248,17 +246,16 @@ def hf_views(sentence: str, directory: str | Path, device: str = "cpu") -> tuple
     checkpoint's own ``tokenizer.json``; each token shown as the text it decodes to."""
     import torch
 
-    from attnlab.models.hf import load_hf, load_hf_tokenizer
-
-    model = load_hf(directory).to(device)
+    model, tokenizer = load(directory, device=device)
+    if tokenizer is None:
+        raise ValueError(f"{directory} has no tokenizer.json beside the model; cannot tokenize the sentence")
     c = model.config
-    tokenizer = load_hf_tokenizer(directory, vocab_size=c.vocab_size)
-    ids = tokenizer.encode(sentence).ids
+    ids = tokenizer.encode(sentence)  # characters it maps to <unk>: one warning naming them
     if len(ids) > c.max_len:
         raise ValueError(
             f"sentence has {len(ids)} tokens but {directory} has {c.max_len} positions; shorten it"
         )
-    texts = [tokenizer.decode([i]) or tokenizer.id_to_token(i) for i in ids]
+    texts = tokenizer.tokens(ids)
     label = f"{Path(directory).name}: {c.num_layers} layers x {c.num_heads} heads"
     if getattr(model, "kind", "") == "gpt":
         kv = c.num_kv_heads or c.num_heads
@@ -285,19 +282,14 @@ def attention_views(
     from attnlab.devices import resolve_device
 
     device = resolve_device(device)
-    if str(model) == "minilm":
-        views = minilm_views(sentence, device=device)
+    origin = origin_of(model)  # which of attnlab.models.load's sources it is (one-line error if none)
+    if origin == "pretrained":
+        views = minilm_views(sentence, str(model), device=device)
         layers, heads = views[0].weights.shape[:2]
         return views, f"MiniLM (all-MiniLM-L6-v2), {layers} layers x {heads} heads"
-    directory = Path(model)
-    if not directory.is_dir():
-        raise ValueError(
-            f"--model must be 'minilm', a Hugging Face checkpoint directory or a folder written by "
-            f"attnlab train; {directory} is not a folder"
-        )
-    if (directory / "config.json").is_file() and "model_type" in (directory / "config.json").read_text():
-        return hf_views(sentence, directory, device)
-    return trained_dir_views(sentence, directory, device)
+    if origin == "run":
+        return trained_dir_views(sentence, model, device)
+    return hf_views(sentence, model, device)
 
 
 # --- the page ------------------------------------------------------------------------------------

@@ -119,28 +119,3 @@ def build_gpt(config: GPTConfig, state: dict[str, torch.Tensor], source: str, dt
     check_state_dict(model, state, source)
     model.load_state_dict(state)
     return detect_from_env(model.eval())  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
-
-
-def load_hf_tokenizer(directory: str | Path, vocab_size: int | None = None):
-    """The :class:`tokenizers.Tokenizer` of ``directory/tokenizer.json`` (no padding or truncation).
-
-    With ``vocab_size`` (the model's), a tokenizer that can produce an id >= ``vocab_size`` is an error."""
-    from tokenizers import Tokenizer
-
-    path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no tokenizer.json in {directory}")
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # tokenizers raises its own exception type
-        raise ValueError(f"{path} is not a readable tokenizer.json: {str(exc).splitlines()[0]}") from None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    if vocab_size is not None:
-        size = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
-        if size > vocab_size:
-            raise ValueError(
-                f"{path} has token ids up to {size - 1} but the model's vocab_size is {vocab_size}: "
-                "the tokenizer does not belong to this checkpoint"
-            )
-    return tokenizer
