@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.tasks.tokenize import from_file
 from attnlab.models.hf.textgen import GenerationRequest
 from attnlab.tasks.text_source import decode_text, read_corpus, split_tail
 from attnlab.tasks.text_tokenizer import (
@@ -18,6 +17,7 @@ from attnlab.tasks.text_tokenizer import (
     encode_chars,
     unknown_characters,
 )
+from attnlab.tasks.tokenize import from_file
 from attnlab.training import train
 from attnlab.training.text_data import TextData, read_meta, window_starts
 from attnlab.training.text_generate import load_text_run, slide

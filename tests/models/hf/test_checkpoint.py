@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from attnlab.models import GPT, load_hf
-from attnlab.tasks.tokenize import from_file
 from attnlab.models.hf import model_config_from_hf
 from attnlab.models.hf.checkpoint import read_hf_state, weight_files
+from attnlab.tasks.tokenize import from_file
 
 # every test here needs the session's checkpoints, which take ~15 s to make under load
 pytestmark = pytest.mark.slow
