@@ -40,7 +40,7 @@ def test_models_without_attention_or_with_bad_tokens_are_refused():
     "args, words",
     [
         (["   ", "--out", "x.html"], "sentence must be a non-empty string"),
-        (["hello", "--model", "no/such/folder", "--out", "x.html"], "is not a folder"),
+        (["hello", "--model", "no/such/folder", "--out", "x.html"], "is not a model attnlab can load"),
     ],
 )
 def test_explore_bad_arguments_exit_2_with_one_line(tmp_path, args, words):
