@@ -12,6 +12,9 @@ import torch
 from torch import nn
 
 from attnlab.audit.config import ModelSpec
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
+from attnlab.models.bert import BertConfig, BertEncoder
+from attnlab.nn import DecoderLayer, EncoderLayer
 
 
 class LayerStack(nn.Module):
@@ -57,13 +60,9 @@ def _model_config(cls, a: ModelSpec, **fields):
 
 def _build(a: ModelSpec) -> nn.Module:
     if a.model in ("encoder-layer", "decoder-layer"):
-        from attnlab.nn import DecoderLayer, EncoderLayer
-
         layer = EncoderLayer if a.model == "encoder-layer" else DecoderLayer
         return LayerStack([_layer(layer, a) for _ in range(a.layers)])
     if a.model == "transformer":
-        from attnlab.models import Transformer, TransformerConfig
-
         return Transformer(
             _model_config(
                 TransformerConfig,
@@ -83,8 +82,6 @@ def _build(a: ModelSpec) -> nn.Module:
             )
         )
     if a.model == "gpt":
-        from attnlab.models import GPT, GPTConfig
-
         return GPT(
             _model_config(
                 GPTConfig,
@@ -96,7 +93,6 @@ def _build(a: ModelSpec) -> nn.Module:
                 block=a.block.replace(dropout=0.0),
             )
         )
-    from attnlab.models.bert import BertConfig, BertEncoder
 
     return BertEncoder(
         _model_config(

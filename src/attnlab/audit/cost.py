@@ -33,6 +33,7 @@ from attnlab.audit.cost_kinds import (
     qkv_projections,
     state_bytes,
 )
+from attnlab.audit.measure import measure_model, reconcile
 from attnlab.audit.params import audit_params
 from attnlab.audit.render import bytes_text, number, table
 from attnlab.audit.spec import model_spec, preset_info
@@ -277,8 +278,6 @@ def audit_cost(
     if training:
         report["training"] = _training(a, w.seq, report["flops_per_token"])
     if measure:
-        from attnlab.audit.measure import measure_model, reconcile
-
         report["measured"] = reconcile(report, measure_model(a, w, path=path))
     return report
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from attnlab.audit.build import build, count_by_group
 from attnlab.audit.config import ModelSpec
 from attnlab.audit.formula import Poly
 from attnlab.audit.render import describe, number, table
@@ -271,8 +272,6 @@ def audit_params(model="encoder-layer", *, build_module: bool = True) -> dict:
     if preset_info(model) is not None:
         report["preset"] = preset_info(model)
     if build_module:
-        from attnlab.audit.build import build, count_by_group
-
         module = build(a, device="meta")
         report["module_total"] = sum(p.numel() for p in module.parameters())
         report["module_by_group"] = count_by_group(module)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab._checks import memory_bytes
 from attnlab.decoding import beam_search, stream
 from attnlab.devices import resolve_device
 from attnlab.models.gpt import GPT
@@ -175,7 +176,6 @@ def check_beam(config, beam: int, length: int) -> None:
     """Refuse, before anything is allocated, a beam wider than the vocabulary (the first step has
     only ``vocab_size`` candidates) or one whose KV caches ``2 x L x beam x h_kv x T x d_k`` float32
     and logits ``[beam, V]`` (x 3: scores, sort) would not fit in half of this machine's memory."""
-    from attnlab._checks import memory_bytes
 
     if beam > config.vocab_size:
         raise ValueError(f"--beam {beam:,} is more than the vocabulary ({config.vocab_size:,} tokens)")
