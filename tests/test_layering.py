@@ -76,6 +76,27 @@ def _floor(module: str) -> int:
     return FLOORS[best]
 
 
+def _imports(node: ast.AST, in_function: bool = False):
+    """Every import statement under ``node``, with whether it runs inside a function."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, in_function
+        deeper = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+        yield from _imports(child, deeper)
+
+
+def _names(node: ast.Import | ast.ImportFrom, here: str, modules: dict) -> list[str]:
+    """The dotted names an import statement reads (relative imports resolved against ``here``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        up = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+        base = ".".join(up + ([base] if base else []))
+    # `from package import module` imports the module, not the package's own names
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
 def _graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
     """``module -> the attnlab modules it imports`` and the in-function imports ``(module, line, text)``."""
     modules = _modules()
@@ -89,30 +110,12 @@ def _graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
 
     for module, (path, package) in modules.items():
         here = module if package else module.rpartition(".")[0]
-
-        def visit(node: ast.AST, in_function: bool) -> None:
-            for child in ast.iter_child_nodes(node):
-                deeper = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-                names: list[str] = []
-                if isinstance(child, ast.Import):
-                    names = [a.name for a in child.names]
-                elif isinstance(child, ast.ImportFrom):
-                    base = child.module or ""
-                    if child.level:
-                        up = here.split(".")[: len(here.split(".")) - (child.level - 1)]
-                        base = ".".join(up + ([base] if base else []))
-                    # `from package import module` imports the module, not the package's own names
-                    names = [
-                        f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in child.names
-                    ]
-                found = {t for t in map(target, (n for n in names if n.startswith("attnlab"))) if t}
-                found.discard(module)
-                edges[module] |= found
-                if found and in_function:
-                    inside.append((module, child.lineno, ast.unparse(child)))
-                visit(child, deeper)
-
-        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+        for node, in_function in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [n for n in _names(node, here, modules) if n.startswith("attnlab")]
+            found = {t for t in map(target, names) if t and t != module}
+            edges[module] |= found
+            if found and in_function:
+                inside.append((module, node.lineno, ast.unparse(node)))
     return edges, inside
 
 
