@@ -132,6 +132,8 @@ class SavableModel(nn.Module):
     # the options `attnlab train` may set (``--d-model`` -> "d_model") and their defaults; None: a
     # family attnlab does not train (BERT is loaded, never trained here)
     OPTIONS: ClassVar[dict[str, Any] | None] = None
+    # one causal sequence (``forward(ids)``, decoding from a prompt) rather than source -> target
+    DECODER_ONLY: ClassVar[bool] = False
 
     @classmethod
     def options(cls, given: dict[str, Any]) -> dict[str, Any]:

@@ -123,8 +123,8 @@ def prepare(config: TrainConfig) -> Task | None:
 
 
 def _check_text_options(config: TrainConfig) -> None:
-    """A text run trains a GPT whose positions hold one context window."""
-    if config.model != "gpt":
+    """A text run trains a GPT (a decoder-only family) whose positions hold one context window."""
+    if not model_class(config.model).DECODER_ONLY:
         raise ValueError(
             f"a text run trains a GPT (--model gpt); model {config.model!r} reads source/target pairs"
         )
@@ -285,7 +285,7 @@ class _TaskSource:
     def __init__(self, config: TrainConfig):
         self.task = get_task(config.task, **config.task_params)
         self.config, self.vocab_size = config, self.task.tokenizer.vocab_size
-        self.data, self.val = _data(config, self.task, config.model == "gpt")
+        self.data, self.val = _data(config, self.task, model_class(config.model).DECODER_ONLY)
 
     def batch(self, step: int, rank: int, world: int):
         return self.data.batch(step, rank, world)
@@ -439,7 +439,7 @@ def _run(
     until: int,
     device: str = "cpu",
 ) -> TrainResult:
-    decoder_only = config.model == "gpt"
+    decoder_only = model_class(config.model).DECODER_ONLY
     loop = _restore(config, source.vocab_size, ckpt, device)
     n_params = count_parameters(loop.model)
     net = torch.nn.parallel.DistributedDataParallel(loop.model) if world > 1 else loop.model
