@@ -4,7 +4,7 @@ from attnlab.models.base import ModelConfig, SavableModel
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.hf import load_hf
-from attnlab.models.load import Loaded, load
+from attnlab.models.load import Loaded, load, load_config
 from attnlab.models.pretrained import load_pretrained
 from attnlab.models.registry import load_model
 from attnlab.models.rnn import AttentionRNN, AttentionRNNConfig, RNNConfig, Seq2SeqRNN
@@ -27,6 +27,7 @@ __all__ = [
     "embed",
     "Loaded",
     "load",
+    "load_config",
     "load_hf",
     "load_model",
     "load_pretrained",
