@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from attnlab.models import load_model
+from attnlab.models import load, load_model
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
 from attnlab.models.sentence import embed, encode_packed, pool, pool_packed
@@ -141,7 +141,7 @@ def test_pretrained_config_follows_the_checkpoint_files(minilm):
     model, tokenizer = minilm
     c = model.config
     assert (c.d_model, c.num_heads, c.num_layers, c.d_ff, c.vocab_size) == (384, 12, 6, 1536, 30522)
-    assert (c.pooling, c.normalize, c.max_seq_length, c.eps) == ("mean", True, 256, 1e-12)
+    assert (c.pooling, c.normalize, c.max_seq_length, c.norm_eps) == ("mean", True, 256, 1e-12)
     assert sum(p.numel() for p in model.parameters()) == 22_713_216  # all-MiniLM-L6-v2's 22.7 M
     assert tokenizer.padding is None and tokenizer.truncation["max_length"] == 256
     assert not model.training
@@ -174,7 +174,7 @@ def test_missing_and_misshaped_tensors_are_named(tmp_path):
     bad = _copy_checkpoint(tmp_path / "b", shrink)
     shape_msg = r"encoder.layer.5.intermediate.dense.weight has shape \[1000, 384\], expected \[1536, 384\]"
     with pytest.raises(ValueError, match=shape_msg):
-        BertEncoder.from_pretrained(bad)
+        load(bad)
 
 
 def test_pickle_checkpoint_is_refused(tmp_path):
@@ -183,7 +183,7 @@ def test_pickle_checkpoint_is_refused(tmp_path):
     shutil.copy(pretrained_path("minilm") / "config.json", dst / "config.json")
     torch.save({"x": torch.zeros(2)}, dst / "model.safetensors")  # a zip/pickle in disguise
     with pytest.raises(ValueError, match="looks like a pickle"):
-        BertEncoder.from_pretrained(dst)
+        load(dst)
 
 
 def test_unknown_or_missing_pretrained_models(monkeypatch):

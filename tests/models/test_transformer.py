@@ -78,7 +78,7 @@ def _ln(n):
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_forward_matches_reference_composition(norm):
-    model = _model(norm=norm).double()
+    model = _model(norm_place=norm).double()
     src, tgt_in = _batch()
     d = 16
     pe = ref.sinusoidal_positions(20, d)
@@ -189,8 +189,11 @@ def test_save_and_load_round_trip(tmp_path, share):
 
 
 def test_prenorm_stacks_have_final_norms_postnorm_do_not():
-    assert isinstance(_model(norm="pre").decoder, Decoder)
-    assert _model(norm="pre").encoder.norm is not None and _model(norm="pre").decoder.norm is not None
+    assert isinstance(_model(norm_place="pre").decoder, Decoder)
+    assert (
+        _model(norm_place="pre").encoder.norm is not None
+        and _model(norm_place="pre").decoder.norm is not None
+    )
     assert _model().encoder.norm is None and _model().decoder.norm is None
 
 
@@ -199,7 +202,7 @@ def test_prenorm_stacks_have_final_norms_postnorm_do_not():
     [
         (dict(d_model=15), "d_model=15 is not divisible by num_heads=2"),
         (dict(src_vocab=0), "src_vocab must be a positive integer"),
-        (dict(norm="middle"), "norm must be one of"),
+        (dict(norm_place="middle"), "norm_place must be one of"),
         (dict(activation="tanh"), "activation must be one of"),
         (dict(dropout=1.5), r"dropout must be a number in \[0, 1\)"),
         (dict(share_embeddings=True), "share_embeddings needs src_vocab == tgt_vocab"),

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from attnlab.models import GPT, GPTConfig, load_model
+from attnlab.models.registry import build_model
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.nn import NonFiniteError, capture, detect_nonfinite, patch
 from attnlab.nn.nonfinite import ENV, describe_nonfinite
-from attnlab.training.models import build_model
 
 SIZES = dict(vocab_size=31, d_model=16, num_heads=4, num_layers=3, d_ff=24, max_len=16)
 

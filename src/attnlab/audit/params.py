@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlab.audit.config import ModelSpec, model_spec, preset_info
+from attnlab.audit.build import build, count_by_group
+from attnlab.audit.config import ModelSpec
 from attnlab.audit.formula import Poly
 from attnlab.audit.render import describe, number, table
+from attnlab.audit.spec import model_spec, preset_info
 
 GROUPS = ("attention", "cross_attention", "ffn", "norms", "embeddings", "positions", "head")
 # the layers' weight matrices: what the Week 1 notes' formula sheet calls "weights only" (4d² + 2df)
@@ -276,8 +278,6 @@ def audit_params(model="encoder-layer", *, build_module: bool = True) -> dict:
     if preset_info(model) is not None:
         report["preset"] = preset_info(model)
     if build_module:
-        from attnlab.audit.build import build, count_by_group
-
         module = build(a, device="meta")
         report["module_total"] = sum(p.numel() for p in module.parameters())
         report["module_by_group"] = count_by_group(module)

@@ -18,7 +18,12 @@ import math
 import torch
 from torch import nn
 
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec
+from attnlab._checks import memory_bytes
+from attnlab.audit.build import build
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
+from attnlab.audit.cost import audit_cost
+from attnlab.audit.spec import model_spec
+from attnlab.models.base import check_memory
 
 # what each step of the attention trace is, in the notes' symbols
 TRACE_LABELS = {
@@ -111,7 +116,6 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
         )
     if a.max_len < max(seq, src_seq):  # a learned position table long enough for the input
         a = dataclasses.replace(a, max_len=max(seq, src_seq))
-    from attnlab.audit.build import build
 
     _check_fits(a, w)
     torch.manual_seed(seed)
@@ -173,10 +177,6 @@ def _check_fits(a: ModelSpec, w: Workload) -> None:
     """Refuse, before building, a run that would not fit in half of this machine's memory: the model's
     weights (counted on the meta device) plus one layer's float32 activations and the logits (the
     cost audit's arithmetic). A ``ValueError`` names the GiB; the arithmetic audits need neither."""
-    from attnlab._checks import memory_bytes
-    from attnlab.audit.build import build
-    from attnlab.audit.cost import audit_cost
-    from attnlab.models.base import check_memory
 
     weights = check_memory(lambda: build(a, device="meta"), f"audit shapes of this {a.model}")
     act = audit_cost(a, w, bytes_per_value=4)["activations"]

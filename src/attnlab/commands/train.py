@@ -63,7 +63,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--positions",
     type=POSITIVE,
     default=None,
-    help="gpt: positions the model has (default: --context for text, 256 for tasks).",
+    help="gpt, transformer: positions the model has (default: --context for text, 256 for tasks).",
 )
 @click.option(
     "--model",
@@ -112,7 +112,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--cell", type=choice("attnlab.models.rnn:CELLS"), default=None, help="RNN cell (default gru).")
 @click.option(
     "--attention",
-    type=choice("attnlab.training.models:attention_choices"),
+    type=choice("attnlab.models.registry:attention_choices"),
     default=None,
     help="attention-rnn: the score (default bahdanau); gpt: the block's attention kind (default sdpa).",
 )
@@ -218,7 +218,7 @@ def _task_summary(config, step: int, out, history: list[dict], chosen_out: bool,
             f"{config.model} on {config.task}: step {step}, loss {final['loss']:.4f}, "
             f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}"
         )
-    _saved(out, chosen_out, f"load with attnlab.models.load_model({out!r})")
+    _saved(out, chosen_out, f"load with attnlab.models.load({out!r})")
 
 
 def _source_name(config) -> str:
@@ -291,13 +291,24 @@ def _default_out(task: str | None, model: str | None) -> str:
     return str(candidate)
 
 
-def _task_of(state: dict, min_len: int | None, max_len: int | None):
+def _task_run(directory: str, device):
+    """What :func:`attnlab.models.load` reads in ``directory``, which must be a run on a task."""
+    from attnlab.models import load
+
+    loaded = load(directory, device=device)
+    if loaded.origin == "run" and loaded.text is not None:
+        raise ValueError("this run trained a GPT on text: continue text with attnlab generate DIR PROMPT")
+    if loaded.task is None:
+        raise ValueError(
+            f"{directory} is not a run of attnlab train on a task (it holds a {loaded.origin} model)"
+        )
+    return loaded
+
+
+def _task_of(spec: dict, min_len: int | None, max_len: int | None):
     from attnlab.tasks import get_task
 
-    spec = state["task"]
-    if spec["name"] == TEXT_TASK:
-        raise ValueError("this run trained a GPT on text: continue text with attnlab generate DIR PROMPT")
-    params = dict(spec["params"])
+    params = dict(spec.get("params", {}))
     if min_len is not None:
         params["min_len"] = min_len
     if max_len is not None:
@@ -343,15 +354,14 @@ def evaluate(
 ) -> None:
     """Score the model trained in DIRECTORY: token and exact-sequence accuracy, by source length."""
     from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict, score
 
     device = resolve_device(device)  # before loading: cuda asked for and absent is one line, exit 2
-    model, state = load_trained(directory)
-    model.to(device)
-    if task is not None and task != state["task"]["name"]:
-        raise ValueError(f"{directory} was trained on task {state['task']['name']!r}, not {task!r}")
-    t = _task_of(state, min_len, max_len)
+    loaded = _task_run(directory, device)
+    model = loaded.model
+    if task is not None and task != loaded.task["name"]:
+        raise ValueError(f"{directory} was trained on task {loaded.task['name']!r}, not {task!r}")
+    t = _task_of(loaded.task, min_len, max_len)
     examples = t.sample(split, n, seed=seed)
     preds = predict(model, t, [e.src for e in examples], decode=decode, beam_size=beam_size)
     total = score(preds, [e.tgt for e in examples])
@@ -368,7 +378,7 @@ def evaluate(
         )
         return
     click.echo(
-        f"{state['config']['model']} on {t.name} ({split}, {n} examples, {decode}): "
+        f"{loaded.kind} on {t.name} ({split}, {n} examples, {decode}): "
         f"token accuracy {total['token_acc']:.3f}, exact {total['exact']:.3f}"
     )
     click.echo(f"{'src len':>7}  {'n':>5}  {'token acc':>9}  {'exact':>6}")
@@ -388,13 +398,12 @@ def translate(
 ) -> None:
     """Run the model trained in DIRECTORY on TEXT (one or more inputs)."""
     from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict
 
     device = resolve_device(device)
-    model, state = load_trained(directory)
-    model.to(device)
-    t = _task_of(state, None, None)
+    loaded = _task_run(directory, device)
+    model = loaded.model
+    t = _task_of(loaded.task, None, None)
     for s in text:
         t.tokenizer.check_text(s, t.name)
     if any(not s for s in text):

@@ -29,10 +29,11 @@ import torch
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.interp.read import attention_maps
+from attnlab.models.base import count_parameters
+from attnlab.models.registry import build_model
 from attnlab.tasks import BOS, EOS, Example, get_task
 from attnlab.training import TrainConfig, train
 from attnlab.training.evaluate import predict, score
-from attnlab.training.models import build_model, count_parameters
 
 
 @dataclass(frozen=True)

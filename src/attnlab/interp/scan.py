@@ -24,6 +24,7 @@ import dataclasses
 
 import torch
 
+from attnlab.interp.badges import SHORT, badges, ids_of  # noqa: F401  (SHORT, badges: read from here too)
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
 from attnlab.models.load import Loaded, load
@@ -225,29 +226,3 @@ def _fits(length: int, max_len: int) -> None:
             f"--tokens repeat of length {length} needs 1 + 2*{length} = {1 + 2 * length} positions, "
             f"more than the model's context of {max_len}"
         )
-
-
-BADGE_THRESHOLD = 0.4
-SHORT = {
-    "previous": "prev",
-    "duplicate": "dup",
-    "induction": "induction",
-    "first": "first",
-    "current": "current",
-}
-
-
-def badges(weights, tokens: list[str], threshold: float = BADGE_THRESHOLD) -> list[list[str]]:
-    """Per layer and head, the detector scores above ``threshold`` as short labels, best first
-    (``"prev 0.93"``, ``"induction 0.71"``; ``""`` when none): ``weights [L, h, T, T]`` (NumPy or
-    torch) of one sequence of ``tokens``, scored through token equality."""
-    w = torch.as_tensor(weights, dtype=torch.float64)  # [L, h, T, T]
-    scores = score_heads([layer[None] for layer in w], _ids_of(list(tokens)))  # name -> [L, h]
-    out = []
-    for layer in range(w.shape[0]):
-        row = []
-        for head in range(w.shape[1]):
-            found = sorted(((float(s[layer, head]), n) for n, s in scores.items()), reverse=True)
-            row.append(" · ".join(f"{SHORT[n]} {v:.2f}" for v, n in found if v > threshold))
-        out.append(row)
-    return out

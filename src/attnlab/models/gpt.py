@@ -5,8 +5,8 @@
   logits = N_f(h_L) W_out                                                  (W_out = W_E^T when tied)
 
 Each block is :class:`attnlab.nn.DecoderLayer` without cross-attention (its ``norm3`` is the FFN's
-norm), described by :attr:`GPTConfig.block`. The config carries the block's fields under their
-:class:`~attnlab.nn.BlockConfig` names, so one class is every family:
+norm), described by :attr:`GPTConfig.block`, a :class:`~attnlab.nn.BlockConfig`, so one class is
+every family:
 
 ============  =================================================================================
 GPT-2         positions="learned", norm="layer", activation="gelu_tanh" (the defaults otherwise)
@@ -18,7 +18,8 @@ NoPE / paper  positions="none" / "sinusoidal" / "alibi"; ffn="none" for attentio
 ============  =================================================================================
 
 The defaults are those of attnlab's GPT before the block config existed (learned positions,
-LayerNorm, exact GELU), so every ``config.json`` saved then loads as the same model.
+LayerNorm, exact GELU), so every ``config.json`` saved then (its block fields flat) loads as the
+same model.
 """
 
 from __future__ import annotations
@@ -36,48 +37,79 @@ from attnlab.nn.layers import DecoderLayer, make_cache, make_norm
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import LearnedPositions, SinusoidalPositions
 
+# A GPT's block unless told otherwise: the block attnlab's GPT had before BlockConfig existed
+# (learned positions, LayerNorm, exact GELU), so every config.json saved then loads as the same model.
+GPT_BLOCK = BlockConfig(
+    d_model=128, num_heads=4, d_ff=512, norm_place="pre", activation="gelu", positions="learned"
+)
+_BLOCK_NAMES = frozenset(f.name for f in dataclasses.fields(BlockConfig)) | {"head_dim", "kv_heads"}
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, init=False)
 class GPTConfig(ModelConfig):
     """A GPT: sizes (``vocab_size``, ``num_layers``, ``max_len``), the head (``tie_weights``),
-    ``pad_id``, and the block's fields (:class:`~attnlab.nn.BlockConfig`'s names and meanings;
-    ``norm_place`` is always ``"pre"``)."""
+    ``pad_id``, and ``block``, the :class:`~attnlab.nn.BlockConfig` of every block (its
+    ``norm_place`` is always ``"pre"``; default :data:`GPT_BLOCK`).
+
+    Block fields may also be given by name, over ``block`` (``GPTConfig(11, d_model=16,
+    num_heads=2)``), and are read through the config (``config.d_model`` is ``config.block.d_model``).
+    """
 
     vocab_size: int
-    d_model: int = 128
-    num_heads: int = 4
     num_layers: int = 4
-    d_ff: int = 512
     max_len: int = 256
-    positions: str = "learned"
-    num_kv_heads: int | None = None
     tie_weights: bool = True
-    dropout: float = 0.0
     pad_id: int = 0
-    norm: str = "layer"
-    norm_eps: float = 1e-5
-    ffn: str = "mlp"
-    activation: str = "gelu"
-    qkv_bias: bool = True
-    out_bias: bool = True
-    ffn_bias: bool = True
-    rope_layout: str = "interleaved"
-    rope_base: float = 10000.0
-    rope_scaling: dict | None = dataclasses.field(default=None, hash=False)
-    window: int | None = None
-    attention: str = "sdpa"
-    state_size: int = 16
+    block: BlockConfig = GPT_BLOCK
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_layers: int = 4,
+        max_len: int = 256,
+        tie_weights: bool = True,
+        pad_id: int = 0,
+        block: BlockConfig | dict | None = None,
+        **block_fields,
+    ) -> None:
+        base = BlockConfig.from_dict(block) if isinstance(block, dict) else block or GPT_BLOCK
+        if not isinstance(base, BlockConfig):
+            raise ValueError(f"GPTConfig.block must be a BlockConfig, got {type(base).__name__}")
+        unknown = sorted(set(block_fields) - _BLOCK_NAMES)
+        if unknown:
+            raise ValueError(f"GPTConfig has no field(s) {unknown}")
+        try:
+            base = base.replace(**block_fields, norm_place="pre")
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("BlockConfig", "GPTConfig", 1)) from None
+        for name, value in zip(
+            ("vocab_size", "num_layers", "max_len", "tie_weights", "pad_id", "block"),
+            (vocab_size, num_layers, max_len, tie_weights, pad_id, base),
+        ):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         check_positive(self, "vocab_size", "num_layers", "max_len")
-        BlockConfig.pick(self, norm_place="pre")  # validates every block field
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"GPTConfig.pad_id={self.pad_id!r} must lie in 0..{self.vocab_size - 1}")
 
-    @property
-    def block(self) -> BlockConfig:
-        """The :class:`~attnlab.nn.BlockConfig` of every block (pre-norm)."""
-        return BlockConfig.pick(self, norm_place="pre")
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: the block's fields, read through the config
+        if name in _BLOCK_NAMES:
+            return getattr(object.__getattribute__(self, "block"), name)
+        raise AttributeError(f"GPTConfig has no attribute {name!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GPTConfig:
+        """Inverse of ``to_dict`` (``block`` nested); a ``config.json`` written before the config held
+        a block (its fields flat) reads as the same model."""
+        if not isinstance(data, dict):
+            raise ValueError(f"GPTConfig: the config must be a JSON object, got {type(data).__name__}")
+        if "vocab_size" not in data:
+            raise ValueError("GPTConfig is missing required field(s) ['vocab_size']")
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)
 
 
 def _padding_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor | None:
@@ -118,6 +150,33 @@ class GPT(HookPoints, SavableModel):
 
     kind = "gpt"
     config_class = GPTConfig
+    DECODER_ONLY = True
+    # attnlab train's options: ``attention`` a block kind (linear and ssm need nothing else),
+    # ``window`` a sliding window of W tokens (block_sparse needs one), ``d_ff`` None: 4 d_model
+    OPTIONS = {
+        "d_model": 64,
+        "heads": 4,
+        "d_ff": None,
+        "layers": 2,
+        "attention": "sdpa",
+        "window": None,
+        "dropout": 0.0,
+        "max_len": 256,
+    }
+
+    @classmethod
+    def from_options(cls, vocab_size: int, **o) -> GPTConfig:
+        return GPTConfig(
+            vocab_size,
+            num_layers=o["layers"],
+            max_len=o["max_len"],
+            d_model=o["d_model"],
+            num_heads=o["heads"],
+            d_ff=o["d_ff"] or 4 * o["d_model"],
+            attention=o["attention"],
+            window=o["window"],
+            dropout=o["dropout"],
+        )
 
     def __init__(self, config: GPTConfig):
         super().__init__()

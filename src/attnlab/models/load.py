@@ -11,6 +11,8 @@ a folder whose ``config.json`` has a   a Hugging Face checkpoint (GPT-2, Llama, 
 a folder with attnlab's ``config.json``  a model saved with ``model.save(dir)``                saved
 =====================================  ===================================================  ============
 
+:func:`load_config` gives a source's config without its weights (also of a bare ``config.json``).
+
 Loading never writes: a run's checkpoint is verified against its recorded sha256 and read where it
 is. The model comes back in eval mode; the tokenizer behind the one interface of
 :mod:`attnlab.tasks.tokenize` (None for a saved model with no ``tokenizer.json`` beside it).
@@ -26,9 +28,13 @@ import torch
 from torch import nn
 
 from attnlab._io import file_sha256, read_json
-from attnlab.models.base import SavableModel
-from attnlab.models.pretrained import PRETRAINED
-from attnlab.tasks.tokenize import Tokenizer, from_file
+from attnlab._runs import checkpoint_dir, is_run, verify
+from attnlab.models.base import CONFIG_FILE, ModelConfig, SavableModel
+from attnlab.models.hf.load import config_dtype_bytes, load_hf, model_config_from_hf
+from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
+from attnlab.models.registry import load_model, read_model_config
+from attnlab.tasks import get_task
+from attnlab.tasks.tokenize import HFTokenizer, Tokenizer, from_file
 
 ORIGINS = ("pretrained", "run", "hf", "saved")
 
@@ -65,41 +71,27 @@ def _sizes(model: nn.Module) -> str:
 
 
 def _pretrained(name: str) -> Loaded:
-    from attnlab.models.pretrained import load_pretrained
-
     model, backend = load_pretrained(name)
-    from attnlab.tasks.tokenize import HFTokenizer
-
     label = f"MiniLM (all-MiniLM-L6-v2), {_sizes(model)}" if name == "minilm" else f"{name}, {_sizes(model)}"
     return Loaded(model.eval(), HFTokenizer(backend), name, "pretrained", label)
 
 
 def _hf(directory: Path) -> Loaded:
-    from attnlab.models.hf.load import load_hf
-
     model = load_hf(directory)
     tokenizer = _tokenizer_beside(directory, model)
     return Loaded(model.eval(), tokenizer, str(directory), "hf", f"{directory.name}: {_sizes(model)}")
 
 
 def _tokenizer_beside(directory: Path, model: nn.Module) -> Tokenizer | None:
+    """``directory/tokenizer.json`` behind the interface (None when there is none); one whose ids
+    do not fit the model's vocabulary is refused."""
     path = directory / "tokenizer.json"
     if not path.is_file():
         return None
-    tok = from_file(path)
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    if vocab is not None and tok.vocab_size > vocab:
-        raise ValueError(
-            f"{path} has {tok.vocab_size:,} tokens but the model's vocab_size is {vocab:,}: "
-            "the tokenizer does not belong to this checkpoint"
-        )
-    return tok
+    return from_file(path, vocab_size=getattr(getattr(model, "config", None), "vocab_size", None))
 
 
 def _run(directory: Path) -> Loaded:
-    # training sits above models in the layering; its checkpoint reader is imported where used
-    from attnlab.training.checkpoint import checkpoint_dir, verify
-
     path = checkpoint_dir(directory)
     state = verify(path)
     model = SavableModel.load(path).eval()  # the verified checkpoint itself, never the top-level copy
@@ -116,15 +108,13 @@ def _run(directory: Path) -> Loaded:
     spec = state.get("task") or {}
     if "name" not in spec:
         raise ValueError(f"{directory} does not record the task it was trained on; cannot tokenize")
-    from attnlab.tasks import get_task
-
     tokenizer = get_task(spec["name"], **spec.get("params", {})).tokenizer
     label = f"{model.kind} trained on {spec['name']} ({directory.name}), {_sizes(model)}"
     return Loaded(model, tokenizer, str(directory), "run", label, task=spec)
 
 
 def _saved(directory: Path) -> Loaded:
-    model = SavableModel.load(directory).eval()
+    model = load_model(directory).eval()
     tokenizer = _tokenizer_beside(directory, model)
     return Loaded(model, tokenizer, str(directory), "saved", f"{directory.name}: {_sizes(model)}")
 
@@ -140,7 +130,7 @@ def origin_of(source: str | Path) -> str:
             f"{str(source)!r} is not a model attnlab can load: give {' or '.join(map(repr, PRETRAINED))}, "
             "a Hugging Face checkpoint folder, or a folder written by attnlab train"
         )
-    if (directory / "latest.json").is_file() or any(directory.glob("ckpt-*")):
+    if is_run(directory):
         return "run"
     config = directory / "config.json"
     if not config.is_file():
@@ -166,3 +156,39 @@ def load(source: str | Path, *, device: str | torch.device = "cpu") -> Loaded:
         loaded = {"run": _run, "hf": _hf, "saved": _saved}[origin](Path(source))
     loaded.model = loaded.model.to(device)
     return loaded
+
+
+def load_config(source: str | Path) -> ModelConfig:
+    """The config of ``source`` without reading its weights (what ``attnlab audit --config`` counts):
+    any source :func:`load` takes (a run's from its verified checkpoint), or a ``config.json`` file,
+    Hugging Face's (``model_type``) or attnlab's (``model`` and ``config``)."""
+    path = Path(source)
+    if path.suffix == ".json" and not path.is_file():
+        raise FileNotFoundError(f"no such file {path}")
+    if path.is_file():
+        data = read_json(path, kind=None)
+        if isinstance(data, dict) and "model" in data and "config" in data and "model_type" not in data:
+            if path.name != CONFIG_FILE:
+                raise ValueError(
+                    f"{path}: an attnlab config is read as {CONFIG_FILE} of its folder; rename it"
+                )
+            return read_model_config(path.parent)
+        return model_config_from_hf(path)
+    origin = origin_of(source)
+    if origin == "pretrained":
+        return model_config_from_hf(pretrained_path(str(source)))
+    if origin == "run":
+        checkpoint = checkpoint_dir(path)
+        verify(checkpoint)
+        return read_model_config(checkpoint)
+    return model_config_from_hf(path) if origin == "hf" else read_model_config(path)
+
+
+def config_dtype(source: str | Path) -> tuple[int, str] | None:
+    """``(bytes per value, dtype)`` the checkpoint ``source`` stores its weights in, when a Hugging
+    Face ``config.json`` names a ``torch_dtype``; None otherwise (attnlab's own models are float32)."""
+    path = Path(source)
+    if path.is_file():
+        data = read_json(path, kind=None)
+        return config_dtype_bytes(path) if isinstance(data, dict) and "model_type" in data else None
+    return config_dtype_bytes(path) if origin_of(source) == "hf" else None

@@ -144,6 +144,11 @@ class _RNNSeq2Seq(SavableModel):
 
     config: RNNConfig
 
+    @classmethod
+    def from_options(cls, vocab_size: int, **o) -> RNNConfig:
+        """Every training option is a field of the config under its own name."""
+        return cls.config_class(vocab_size, vocab_size, **o)
+
     def _rnn(self, d_in: int, d_hidden: int, bidirectional: bool = False) -> nn.Module:
         c = self.config
         cls = nn.GRU if c.cell == "gru" else nn.LSTM
@@ -211,6 +216,7 @@ class Seq2SeqRNN(_RNNSeq2Seq):
 
     kind = "seq2seq-rnn"
     config_class = RNNConfig
+    OPTIONS = {"emb": 32, "hidden": 64, "layers": 1, "cell": "gru", "dropout": 0.0}
 
     def __init__(self, config: RNNConfig) -> None:
         super().__init__()
@@ -276,6 +282,7 @@ class AttentionRNN(HookPoints, _RNNSeq2Seq):
 
     kind = "attention-rnn"
     config_class = AttentionRNNConfig
+    OPTIONS = {**Seq2SeqRNN.OPTIONS, "attention": "bahdanau"}
 
     def __init__(self, config: AttentionRNNConfig) -> None:
         super().__init__()

@@ -15,9 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab._checks import positive_float
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
+from attnlab.nn.linear import LinearAttentionState
 from attnlab.nn.multihead import KVCache, MultiHeadAttention
+from attnlab.nn.rolling_cache import RollingKVCache
+from attnlab.nn.state_space import SelectiveSSM, SSMState
 
 ACTIVATIONS = {
     "relu": F.relu,
@@ -58,7 +62,6 @@ def _scaled_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _check_eps(owner: str, eps) -> float:
-    from attnlab._checks import positive_float
 
     return positive_float(f"{owner}.eps", eps)
 
@@ -190,8 +193,6 @@ def make_mixer(config: BlockConfig) -> nn.Module:
     ``attention="ssm"``, else :class:`MultiHeadAttention` (every softmax kind, block-sparse, linear).
     Both map ``x [B, T, d_model]`` to ``(out [B, T, d_model], weights or None)``."""
     if config.attention == "ssm":
-        from attnlab.nn.state_space import SelectiveSSM
-
         return SelectiveSSM(config)
     return MultiHeadAttention(config)
 
@@ -202,16 +203,10 @@ def make_cache(config: BlockConfig):
     recurrent state for ``linear`` (``S [B, h, d_k, d_k]``, ``z [B, h, d_k]``) and ``ssm`` (conv
     tail ``[B, 3, d]``, ``h [B, d, n]``), every key and value (``[B, h_kv, T, d_k]``) otherwise."""
     if config.attention == "ssm":
-        from attnlab.nn.state_space import SSMState
-
         return SSMState()
     if config.attention == "linear":
-        from attnlab.nn.linear import LinearAttentionState
-
         return LinearAttentionState()
     if config.window is not None:
-        from attnlab.nn.rolling_cache import RollingKVCache
-
         return RollingKVCache(config.window)
     return KVCache()
 

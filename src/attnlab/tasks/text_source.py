@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.tasks.shakespeare import VALIDATION_PLAYS, shakespeare
+
 SHAKESPEARE = "shakespeare"
 STDIN = "-"
 HOLDOUT = 0.10  # the share of a file's characters held out for validation
@@ -63,8 +65,6 @@ def split_tail(text: str, share: float = HOLDOUT) -> tuple[str, str]:
 def read_corpus(source: str) -> TextCorpus:
     """The corpus of ``source``: ``"shakespeare"``, a file path or ``"-"`` (standard input)."""
     if source == SHAKESPEARE:
-        from attnlab.tasks.shakespeare import VALIDATION_PLAYS, shakespeare
-
         plays = ", ".join(VALIDATION_PLAYS)
         return TextCorpus(
             shakespeare("train"), shakespeare("val"), source, f"4 whole plays held out ({plays})"

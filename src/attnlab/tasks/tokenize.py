@@ -151,8 +151,8 @@ class HFTokenizer(Tokenizer):
             return super()._unknown(text, ids, offsets)
         return unknown_characters(text, self._chars)  # whitespace too: every character is a token
 
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
     def token(self, i: int) -> str:
         text = self.backend.decode([i], skip_special_tokens=False)
@@ -175,8 +175,12 @@ def wrap(tokenizer) -> Tokenizer:
     raise ValueError(f"not a tokenizer attnlab knows: {type(tokenizer).__name__}")
 
 
-def from_file(path: str | Path, *, add_special_tokens: bool = True) -> HFTokenizer:
-    """A ``tokenizer.json`` (no padding, no truncation) behind the interface."""
+def from_file(
+    path: str | Path, *, vocab_size: int | None = None, add_special_tokens: bool = True
+) -> HFTokenizer:
+    """A ``tokenizer.json`` (no padding, no truncation) behind the interface. With ``vocab_size``
+    (the model's), a tokenizer that can produce an id >= ``vocab_size`` is a ``ValueError``: it
+    belongs to another checkpoint."""
     from tokenizers import Tokenizer as Backend
 
     path = Path(path)
@@ -188,4 +192,11 @@ def from_file(path: str | Path, *, add_special_tokens: bool = True) -> HFTokeniz
         raise ValueError(f"{path} is not a readable tokenizer.json: {str(exc).splitlines()[0]}") from None
     backend.no_padding()
     backend.no_truncation()
+    if vocab_size is not None:
+        size = max(backend.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        if size > vocab_size:
+            raise ValueError(
+                f"{path} has token ids up to {size - 1} but the model's vocab_size is {vocab_size}: "
+                "the tokenizer does not belong to this checkpoint"
+            )
     return HFTokenizer(backend, add_special_tokens=add_special_tokens)

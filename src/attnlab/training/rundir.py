@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from attnlab import _io
+from attnlab._io import atomic_write_json
 
 MARKER = "attnlab-run.json"
 LOCK = ".attnlab.lock"
@@ -79,8 +80,6 @@ def claim(path: Path) -> None:
     refuse_foreign(path)
     path.mkdir(parents=True, exist_ok=True)
     if not is_attnlab_run(path):
-        from attnlab._io import atomic_write_json
-
         atomic_write_json(path / MARKER, {"attnlab": "training run folder", "format": 1})
 
 

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnlab.models.base import check_fits, count_parameters
+from attnlab.models.registry import build_model, model_class
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
 from attnlab.training import rundir
@@ -43,7 +45,6 @@ from attnlab.training.checkpoint import (
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
-from attnlab.training.models import build_model, count_parameters, resolve_params
 from attnlab.training.schedule import learning_rate
 from attnlab.training.text_data import (
     TEXT_TASK,
@@ -112,16 +113,8 @@ def prepare(config: TrainConfig) -> Task | None:
         _check_text_options(config)
         return None
     task = get_task(config.task, **config.task_params)
-    resolve_params(config.model, config.model_params)
     # the model's size, counted on the meta device: d_model 10^6 or max_len 10^9 is refused here
-    from attnlab.models.base import check_fits
-    from attnlab.training.models import build_config, model_class
-
-    check_fits(
-        model_class(config.model),
-        build_config(config.model, task.tokenizer.vocab_size, config.model_params),
-        "the model options",
-    )
+    _check_fits(config, task.tokenizer.vocab_size)
     if config.batch_size > config.train_size:
         raise ValueError(
             f"batch size {config.batch_size} is larger than the training set ({config.train_size} examples)"
@@ -130,22 +123,24 @@ def prepare(config: TrainConfig) -> Task | None:
 
 
 def _check_text_options(config: TrainConfig) -> None:
-    """A text run trains a GPT whose positions hold one context window."""
-    if config.model != "gpt":
+    """A text run trains a GPT (a decoder-only family) whose positions hold one context window."""
+    if not model_class(config.model).DECODER_ONLY:
         raise ValueError(
             f"a text run trains a GPT (--model gpt); model {config.model!r} reads source/target pairs"
         )
     p = text_params(config.task_params)
-    positions = resolve_params(config.model, config.model_params)["max_len"]
+    positions = model_class(config.model).options(config.model_params)["max_len"]
     if p["context"] > positions:
         raise ValueError(
             f"--context {p['context']} is longer than the model's {positions} positions (--positions)"
         )
-    from attnlab.models.base import check_fits
-    from attnlab.training.models import build_config, model_class
+    _check_fits(config, p["vocab_size"] or 1024)  # a char vocabulary's size is not known yet
 
-    vocab = p["vocab_size"] or 1024  # a char vocabulary is the text's characters: its size is not known yet
-    check_fits(model_class("gpt"), build_config("gpt", vocab, config.model_params), "the model options")
+
+def _check_fits(config: TrainConfig, vocab_size: int) -> None:
+    """Refuse model options no machine here can build (an unknown option, or a model too big)."""
+    cls = model_class(config.model)
+    check_fits(cls, cls.from_options(vocab_size, **cls.options(config.model_params)), "the model options")
 
 
 def preflight(
@@ -290,7 +285,7 @@ class _TaskSource:
     def __init__(self, config: TrainConfig):
         self.task = get_task(config.task, **config.task_params)
         self.config, self.vocab_size = config, self.task.tokenizer.vocab_size
-        self.data, self.val = _data(config, self.task, config.model == "gpt")
+        self.data, self.val = _data(config, self.task, model_class(config.model).DECODER_ONLY)
 
     def batch(self, step: int, rank: int, world: int):
         return self.data.batch(step, rank, world)
@@ -444,11 +439,11 @@ def _run(
     until: int,
     device: str = "cpu",
 ) -> TrainResult:
-    decoder_only = config.model == "gpt"
+    decoder_only = model_class(config.model).DECODER_ONLY
     loop = _restore(config, source.vocab_size, ckpt, device)
     n_params = count_parameters(loop.model)
     net = torch.nn.parallel.DistributedDataParallel(loop.model) if world > 1 else loop.model
-    d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
+    d_model = int(model_class(config.model).options(config.model_params).get("d_model", 512))
     lead = rank == 0
     bar = progress_bar(
         total=config.steps,

@@ -24,8 +24,16 @@ import re
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from attnlab._io import atomic_write_bytes
+from attnlab.devices import resolve_device
+from attnlab.interp.badges import badges
+from attnlab.interp.read import attention_maps, cross_stacks
+from attnlab.models.load import load
+from attnlab.tasks import BOS, EOS, SEP, get_task
+from attnlab.tasks.tokenize import HFTokenizer
+from attnlab.training.evaluate import predict
 
 ASSETS = Path(__file__).with_name("explorer")
 KINDS = ("self", "causal", "cross")
@@ -119,8 +127,6 @@ class AttentionView:
         none = [[""] * heads for _ in range(layers)]
         if self.kind == "cross" or t_q != t_k or self.query_tokens != self.key_tokens:
             return none  # the patterns relate positions of one sequence
-        from attnlab.interp.scan import badges
-
         try:
             return badges(self.weights, list(self.query_tokens))
         except ValueError:  # e.g. all-zero weights: no attention to score, so no badge
@@ -128,8 +134,6 @@ class AttentionView:
 
 
 # --- gathering attention from models -------------------------------------------------------------
-# torch, the models and the resolver are imported inside the functions that run a model: they are
-# heavy, and the page itself (AttentionView, render_html) needs NumPy only.
 
 VIEW_NAMES = {
     "self": "encoder self-attention",
@@ -159,10 +163,6 @@ def model_views(
         src_ids: ``S`` ids (the source, or the one sequence); src_tokens: their ``S`` texts.
         tgt_ids: ``T`` decoder input ids (``[BOS] + y``); tgt_tokens: their texts.
     """
-    import torch
-
-    from attnlab.interp.read import attention_maps, cross_stacks
-
     if len(src_ids) != len(src_tokens):
         raise ValueError(f"src_ids has {len(src_ids)} ids but src_tokens has {len(src_tokens)} texts")
     two = bool(cross_stacks(model))  # a model without attention weights is refused here
@@ -187,10 +187,6 @@ def _task_views(sentence: str, loaded) -> tuple[list[AttentionView], str]:
     """A run trained on a task: its own greedy output is the target teacher-forced back in
     (``src = x + [EOS]``, ``tgt_in = [BOS] + y``; a model without cross-attention reads
     ``[BOS] + x + [SEP] + y``)."""
-    from attnlab.interp.read import cross_stacks
-    from attnlab.tasks import BOS, EOS, SEP, get_task
-    from attnlab.training.evaluate import predict
-
     model, tok, spec = loaded.model, loaded.tokenizer, loaded.task
     task = get_task(spec["name"], **spec.get("params", {}))
     tok.check_text(sentence, task.name)  # as translate does: never a silent <unk>
@@ -208,8 +204,6 @@ def _task_views(sentence: str, loaded) -> tuple[list[AttentionView], str]:
 def _text_views(sentence: str, loaded) -> tuple[list[AttentionView], str]:
     """A model that reads text (MiniLM, a Hugging Face checkpoint, a text run, a saved model with its
     ``tokenizer.json``): the sentence's tokens, each shown as the text it decodes to."""
-    from attnlab.tasks.tokenize import HFTokenizer
-
     tok = loaded.tokenizer
     if tok is None:
         raise ValueError(f"{loaded.source} has no tokenizer.json beside it: cannot tokenize the sentence")
@@ -250,8 +244,6 @@ def attention_views(
     """
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError("sentence must be a non-empty string")
-    from attnlab.devices import resolve_device
-    from attnlab.models.load import load
 
     loaded = load(model, device=resolve_device(device))
     if loaded.task is not None:

@@ -164,7 +164,7 @@ def _bad(tmp_path, hf_dirs):
 
 def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
     expected = {
-        "no config.json": "no config.json in",
+        "no config.json": "holds no model: no config.json",
         "another architecture": "model_type 't5' is not supported; supported: bert, gpt2, llama, mistral",
         "tensors that do not match the config": "missing tensor(s) ['transformer.h.2.",
         "a tokenizer that does not fit the vocabulary": "has token ids up to 299 but the model's vocab_size",
