@@ -24,6 +24,7 @@ from pathlib import Path
 
 from attnlab._io import atomic_write_bytes, atomic_write_json, dumps_json
 from attnlab.audit.render import table as text_table
+from attnlab.viz.legends import place_legend, save_figure
 
 
 @dataclasses.dataclass
@@ -132,8 +133,6 @@ def figure(ncols: int, width: float = 4.6, height: float = 3.6):
 def save(fig, path: Path, title: str) -> None:
     """Title, legends placed where they hide no point, written atomically, closed."""
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -31,6 +31,7 @@ from attnlab import decoding
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
+from attnlab.viz.legends import save_figure
 
 CLAIM = (
     "Beam search keeps the k best partial sequences at each step instead of only the single best "
@@ -271,8 +272,6 @@ def plot(result: DecodingResult, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import save_figure
 
     methods = result.methods
     names = [m.name for m in methods]

@@ -11,6 +11,7 @@ from pathlib import Path
 from attnlab.experiments import decoding, faithfulness, report, text_induction
 from attnlab.experiments.report import Section
 from attnlab.models.hf.textgen import GenerationRequest
+from attnlab.tasks.shakespeare import play_files
 from attnlab.training.text_generate import run_text_generation
 from attnlab.training.text_presets import train_text
 
@@ -52,7 +53,6 @@ def _train(folder: Path, settings: DemoLM, progress: bool) -> tuple[dict, float]
 
 def language_model_section(out: Path, settings: DemoLM = DEMO_LM, progress: bool = False) -> Section:
     """Train, sample, run the three experiments on the trained model; one :class:`Section`."""
-    from attnlab.tasks.shakespeare import play_files
 
     title = "A language model: a GPT trained on Shakespeare, and three claims tested on it"
     concept = (

@@ -29,6 +29,7 @@ from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import text_model
 from attnlab.interp.saliency import attention_received, gradient_x_input, occlusion, spearman
+from attnlab.viz.legends import place_legend, save_figure
 
 CLAIM = (
     "A weight is a learned soft alignment, not a guaranteed causal explanation (the Week 1 notes, "
@@ -198,8 +199,6 @@ def plot(result: FaithfulnessResult, path: Path, last: int = 24) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     layers = [r for r in result.rows if r.name not in (DISTANCE, GRADIENT)]
     ref = {r.name: r for r in result.rows}

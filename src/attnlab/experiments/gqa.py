@@ -25,9 +25,11 @@ import torch.nn.functional as F
 
 from attnlab._checks import positive_float, positive_int
 from attnlab.audit.cost import kv_cache_bytes
-from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread
+from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread, write
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.progress import progress as progress_bar
+from attnlab.tasks.shakespeare import shakespeare
+from attnlab.tasks.text_tokenizer import encode_chars
 
 CLAIM = (
     "Grouped-query attention (GQA) shares each key/value head across several query heads, shrinking "
@@ -81,8 +83,6 @@ QUICK = Settings(d_model=32, steps=120, batch=24, eval_windows=128, spread_seeds
 def shakespeare_ids() -> tuple[torch.Tensor, torch.Tensor, int]:
     """``(train ids [N_train], held-out ids [N_val], vocabulary size)``, one id per character over
     the characters of both splits (as ``attnlab train --text shakespeare --tokenizer char`` does)."""
-    from attnlab.tasks.shakespeare import shakespeare
-    from attnlab.tasks.text_tokenizer import encode_chars
 
     train, val = shakespeare("train"), shakespeare("val")
     vocab = {c: i for i, c in enumerate(sorted(set(train) | set(val)))}
@@ -176,8 +176,6 @@ def run(
         log(f"h_kv = {m['kv_heads']} (seed {m['seed']}): held-out loss {m['held_out_loss']:.3f}")
     result = _result(s, models, data[2], time.perf_counter() - t0)
     if out_dir is not None:
-        from attnlab.experiments.claim_result import write
-
         write(result, out_dir, plot)
     return result
 

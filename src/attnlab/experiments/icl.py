@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from attnlab._checks import positive_int
 from attnlab.experiments import induction
-from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread
+from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread, write
 from attnlab.interp import repeated_tokens, score_heads, segment_batch
 from attnlab.nn.hooks import capture
 from attnlab.progress import progress as progress_bar
@@ -182,8 +182,6 @@ def run(
             log(f"{name:<24} induction {end['induction']:.2f}, ICL score {end['icl']:+.2f} nats")
     result = _result(s, histories, time.perf_counter() - t0)
     if out_dir is not None:
-        from attnlab.experiments.claim_result import write
-
         write(result, out_dir, plot)
     return result
 

@@ -28,6 +28,7 @@ from attnlab.interp.ablation import ablate_heads
 from attnlab.interp.read import attention
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.progress import progress
+from attnlab.viz.legends import place_legend, save_figure
 
 MODELS = {  # name -> (layers, ffn)
     "1-layer attention-only": (1, "none"),
@@ -278,8 +279,6 @@ def plot(runs: list[ModelRun], settings: Settings, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for i, r in enumerate(runs):

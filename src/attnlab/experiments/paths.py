@@ -35,6 +35,7 @@ from attnlab.experiments.claim_result import (
     save,
     single_thread,
     time_interleaved,
+    write,
 )
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.multihead import MultiHeadAttention
@@ -153,8 +154,6 @@ def run(
         times = step_times(s)
     result = _result(s, grads, times, load, time.perf_counter() - t0)
     if out_dir is not None:
-        from attnlab.experiments.claim_result import write
-
         write(result, out_dir, plot)
     return result
 

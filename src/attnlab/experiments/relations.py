@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from attnlab.experiments.claim_result import ClaimResult, figure, save
+from attnlab.experiments.claim_result import ClaimResult, figure, save, write
+from attnlab.models.load import load
 from attnlab.nn.hooks import capture
 
 CLAIM = (
@@ -194,7 +195,6 @@ def run(
     settings: Settings = QUICK, out_dir: str | Path | None = None, *, log=print, progress=True
 ) -> ClaimResult:
     """Score every head on both relations; with ``out_dir`` write JSON, table and plot."""
-    from attnlab.models.load import load
 
     t0 = time.perf_counter()
     pairs = load_pairs(settings.data)
@@ -212,8 +212,6 @@ def run(
     example = _example(model, tokenizer, summary["pronoun_antecedent"]["best_head"])
     result = _result(settings, summary, example, time.perf_counter() - t0)
     if out_dir is not None:
-        from attnlab.experiments.claim_result import write
-
         write(result, out_dir, plot)
     return result
 

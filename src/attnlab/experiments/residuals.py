@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._checks import positive_float, positive_int, probability
-from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread
+from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread, write
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.layers import FeedForward, make_norm
 from attnlab.nn.multihead import MultiHeadAttention
@@ -189,8 +189,6 @@ def run(
         log(f"{name:<12} held-out loss {r['init']['loss']:.2f} -> {r['trained']['loss']:.2f}")
     result = _result(s, runs, time.perf_counter() - t0)
     if out_dir is not None:
-        from attnlab.experiments.claim_result import write
-
         write(result, out_dir, plot)
     return result
 

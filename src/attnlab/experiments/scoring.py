@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab import ref
+from attnlab._blas import one_blas_thread
 from attnlab._checks import positive_int
 from attnlab.experiments.claim_result import (
     ClaimResult,
@@ -36,6 +37,7 @@ from attnlab.experiments.claim_result import (
     save,
     single_thread,
     time_interleaved,
+    write,
 )
 from attnlab.nn.attention import AdditiveAttention, LuongAttention
 
@@ -117,8 +119,6 @@ def run(
     times: dict[str, dict[str, dict[str, float]]] = {"numpy": {}, "torch": {}}
     load = load_average()
     with single_thread():
-        from attnlab._blas import one_blas_thread
-
         with one_blas_thread():
             for n in s.sizes:
                 log(f"n = {n}: timing the three scores in NumPy and PyTorch")
@@ -127,8 +127,6 @@ def run(
                 times["torch"][str(n)] = time_interleaved(torch_calls(n, s.d, s.seed + n), s.repeats)
     result = _result(s, times, load, time.perf_counter() - t0)
     if out_dir is not None:
-        from attnlab.experiments.claim_result import write
-
         write(result, out_dir, plot)
     return result
 

@@ -38,6 +38,7 @@ from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.interp.detectors import score_heads
 from attnlab.interp.sequences import repeated_tokens
 from attnlab.nn.hooks import capture, patch
+from attnlab.viz.legends import place_legend, save_figure
 
 CLAIM = (
     "Interpretability research found 'induction heads': attention patterns that copy what followed "
@@ -302,8 +303,6 @@ def plot(result: TextInductionResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), gridspec_kw={"width_ratios": [1, 1, 1.6]})
     for ax, name in zip(axes[:2], ("induction", "previous")):
