@@ -1,13 +1,11 @@
 """``attnlab.models.load`` on folders written by ``attnlab train``: a task run and a text run."""
 
 import hashlib
-import warnings
 
 import pytest
 import torch
 
 from attnlab.models import load
-from attnlab.tasks.tokenize import UnknownCharacterWarning
 from attnlab.training import train
 
 
@@ -39,10 +37,7 @@ def test_a_char_text_run_names_characters_it_lacks(tmp_path, play, text_config):
     assert loaded.text is not None and loaded.origin == "run"
     tok = loaded.tokenizer
     assert tok.decode(tok.encode("ROMEO:\nO love!")) == "ROMEO:\nO love!"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ids = tok.encode("O 日本 love")
-    assert len(ids) == len("O  love") and "'日' (U+65E5), '本' (U+672C)" in str(caught[0].message)
-    assert caught[0].category is UnknownCharacterWarning
-    with pytest.raises(ValueError, match="U\\+65E5"):
-        tok.encode("日", strict=True)
+    # a character vocabulary would drop what it lacks: it refuses it, naming each character
+    with pytest.raises(ValueError, match="'日' \\(U\\+65E5\\), '本' \\(U\\+672C\\)"):
+        tok.encode("O 日本 love")
+    assert tok.unknown("O 日本 love") == ["日", "本"]

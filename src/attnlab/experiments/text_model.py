@@ -25,7 +25,6 @@ from attnlab.models.load import load
 from attnlab.tasks.token_stream import TokenStream
 from attnlab.training.checkpoint import checkpoint_dir, verify
 from attnlab.training.text_data import VAL, read_meta
-from attnlab.training.text_generate import is_text_run
 from attnlab.training.text_presets import TEXT_PRESETS, train_text
 
 SEARCH = 4096  # tokens looked through after an evenly spaced point for the next speech start
@@ -140,7 +139,7 @@ def text_model(
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--run {folder} is not a folder")
     seconds = 0.0
-    if is_text_run(folder):
+    if (folder / "text.json").is_file() and (folder / "latest.json").is_file():  # a text run
         log(f"using the text run in {folder} (trained before)")
     elif folder.is_dir() and (folder / "latest.json").is_file():
         raise ValueError(f"--run {folder} holds a run that is not a GPT trained on text (no text.json)")

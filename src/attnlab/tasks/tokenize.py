@@ -37,6 +37,7 @@ class Tokenizer:
 
     pad_id: int = 0
     unk_id: int | None = None
+    refuses_unknown: bool = False  # a vocabulary that would drop characters refuses them instead
 
     # --------------------------------------------------------------------------- what subclasses give
     def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
@@ -64,7 +65,7 @@ class Tokenizer:
         missing = self._unknown(text, ids, offsets)
         if missing:
             what = f"characters the tokenizer cannot represent: {describe_characters(missing)}"
-            if strict:
+            if strict or self.refuses_unknown:
                 raise ValueError(what)
             fate = "<unk>" if self.unk_id is not None else "nothing (dropped)"
             warnings.warn(f"{what}; encoded as {fate}", UnknownCharacterWarning, stacklevel=2)
@@ -138,6 +139,7 @@ class HFTokenizer(Tokenizer):
         # a character vocabulary (attnlab's char text runs) drops what it lacks, and the library's
         # offsets then slip; its offsets and unknowns are read from the vocabulary instead
         self._chars = char_vocabulary(backend)
+        self.refuses_unknown = self._chars is not None  # dropping a character is never right
 
     def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         enc = self.backend.encode(text, add_special_tokens=self.add_special_tokens)
