@@ -38,9 +38,10 @@ from attnlab import concepts
 from attnlab._checks import did_you_mean
 from attnlab.audit import Workload, audit_params, audit_shapes, model_spec
 from attnlab.decoding import beam_search, greedy, sample
+from attnlab.interp.badges import BADGE_THRESHOLD
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.lens import eventual_token_by_layer, logit_lens, residual_stream
-from attnlab.interp.scan import APPLIES, BADGE_THRESHOLD
+from attnlab.interp.scan import APPLIES
 from attnlab.interp.similarity import explain_similarity
 from attnlab.models.load import Loaded
 from attnlab.nn.hooks import capture, patch
