@@ -62,7 +62,10 @@ CASES = {
     "train": TINY_TRAIN,  # trainer replaced: a diverged run whose loss is NaN
     "translate": ["{run}", "abc"],
 }
-ELSEWHERE = {"generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)"}
+ELSEWHERE = {
+    "generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)",
+    "export": "tests/training/test_export.py (needs a trained text run)",
+}
 
 
 def test_every_command_with_json_has_a_case():
