@@ -108,7 +108,6 @@ def test_text_from_stdin_in_a_real_process(corpus, tmp_path):
         (None, ["--vocab-size", "300"], "--vocab-size applies to --tokenizer bpe"),
         (None, ["--tokenizer", "bpe", "--vocab-size", "100"], "--vocab-size must be at least 257"),
         (None, ["--model", "transformer"], "a text run trains a GPT (--model gpt)"),
-        (None, ["--nproc", "2"], "a text run trains in one process"),
     ],
 )
 def test_bad_text_input_is_one_line_and_writes_nothing(tmp_path, corpus, content, extra, message):
