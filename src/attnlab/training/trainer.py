@@ -44,6 +44,7 @@ from attnlab.training.checkpoint import (
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
+from attnlab.training.gemm import onednn_linears, use_onednn
 from attnlab.training.models import build_model, count_parameters, resolve_params
 from attnlab.training.ranks import lead_first
 from attnlab.training.schedule import learning_rate
@@ -375,6 +376,7 @@ class _Loop:
     history: list[dict[str, Any]]
     recent: list[tuple[float, float]]
     device: str
+    onednn: bool = False  # the linear layers on oneDNN's GEMM (attnlab.training.gemm)
 
 
 def _restore(config: TrainConfig, vocab_size: int, ckpt, device: str) -> _Loop:
@@ -384,13 +386,25 @@ def _restore(config: TrainConfig, vocab_size: int, ckpt, device: str) -> _Loop:
     if ckpt is not None:
         model.load_state_dict(ckpt.model.state_dict())
     model.to(device)  # parameters keep their identity: the optimizer below holds the moved ones
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = make_optimizer(model, config)
+    onednn = str(device) == "cpu" and use_onednn()
     if ckpt is None:
-        return _Loop(model, optimizer, 0, [], [], device)
+        return _Loop(model, optimizer, 0, [], [], device, onednn)
     optimizer.load_state_dict(ckpt.optimizer_state)  # its state follows the parameters' device
     torch.set_rng_state(ckpt.rng_state)
     recent = [tuple(r) for r in ckpt.recent]  # the loss window, so a resumed run reports the same
-    return _Loop(model, optimizer, ckpt.step, ckpt.history, recent, device)
+    return _Loop(model, optimizer, ckpt.step, ckpt.history, recent, device, onednn)
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW (``config.lr``, ``config.weight_decay``) with PyTorch's fused kernel: one call updates
+    every parameter (the default loops over them in Python, about ten operations each). The same
+    update rule and state, so a checkpoint of either loads into the other."""
+    kw = dict(lr=config.lr, weight_decay=config.weight_decay)
+    try:
+        return torch.optim.AdamW(model.parameters(), fused=True, **kw)
+    except RuntimeError:  # pragma: no cover - a device or dtype without the fused kernel
+        return torch.optim.AdamW(model.parameters(), **kw)
 
 
 def _train_step(
@@ -410,7 +424,8 @@ def _train_step(
     for g in loop.optimizer.param_groups:
         g["lr"] = lr
     batch = tuple(t.to(loop.device) for t in batch)
-    loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing, ignore_index)
+    with onednn_linears(loop.onednn):
+        loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing, ignore_index)
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if config.clip > 0:
