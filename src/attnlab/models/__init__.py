@@ -4,6 +4,7 @@ from attnlab.models.base import ModelConfig, SavableModel, load_model
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.hf import load_hf, load_hf_tokenizer
+from attnlab.models.load import Loaded, load
 from attnlab.models.pretrained import load_pretrained
 from attnlab.models.rnn import AttentionRNN, AttentionRNNConfig, RNNConfig, Seq2SeqRNN
 from attnlab.models.sentence import embed
@@ -23,6 +24,8 @@ __all__ = [
     "SavableModel",
     "Seq2SeqRNN",
     "embed",
+    "Loaded",
+    "load",
     "load_hf",
     "load_hf_tokenizer",
     "load_model",
