@@ -236,6 +236,7 @@ def train(
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
     check_distributed(config, out_dir, world)
+    use_onednn()  # a bad ATTNLAB_TRAIN_GEMM is named before anything is written
     previous_threads = torch.get_num_threads()
     try:
         with contextlib.ExitStack() as held:  # the folder's lock and a text run's temporary folders
