@@ -120,6 +120,8 @@ def stage_corpus(params: dict[str, Any], folder: Path) -> dict[str, Any]:
             (train if split == "train" else val).add(ids)
             if split == "val":
                 val_chars.add(chars)  # a token covering more than 65,535 characters is refused here
+    if source.path is not None and source.path.parent == folder:  # standard input's copy: done with
+        source.path.unlink()
     for name, n in (("training", train.count), ("held-out", val.count)):
         if n < p["context"] + 1:
             raise ValueError(
