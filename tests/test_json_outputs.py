@@ -71,6 +71,7 @@ ELSEWHERE = {
     "compose": "tests/models/hf/test_interp_families.py and tests/interp/test_composition.py",
     "experiment decoding": "tests/experiments/test_decoding.py (needs the trained text run built there)",
     "experiment faithfulness": "tests/experiments/test_faithfulness.py (likewise)",
+    "export": "tests/training/test_export.py (needs a trained text run)",
 }
 
 

@@ -74,6 +74,7 @@ BASE = {
 # commands whose options this sweep does not reach, and why (checked: every other command is in BASE)
 ELSEWHERE = {
     "generate": "needs a Hugging Face checkpoint folder (tests/models/hf/test_commands.py tests its options)",
+    "export": "needs a trained text run (tests/training/test_export.py tests its flags)",
 }
 # positional arguments, swept the same way: the command with "{value}" where the argument goes
 ARGUMENTS = {

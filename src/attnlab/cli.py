@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("audit", "audit"),
     "embed": ("embed", "embed"),
     "generate": ("generate", "generate"),
+    "export": ("export", "export"),
     "tasks": ("tasks", "tasks"),
     "train": ("train", "train"),
     "evaluate": ("train", "evaluate"),

@@ -155,6 +155,7 @@ def train(
     from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_resumable, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
+    from attnlab.training.ranks import same_everywhere
     from attnlab.training.trainer import train as run
 
     if nproc > 1 and device == "cuda":
@@ -166,11 +167,12 @@ def train(
     from attnlab.training.config import config_from_options
 
     given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
-    _text_options(opts, given, base, nproc)
+    _text_options(opts, given, base)
     config = config_from_options(opts, given, base)
+    rank, world = (0, 1) if nproc > 1 else init_from_env()  # torchrun sets WORLD_SIZE/RANK
     chosen_out = out is None
-    if chosen_out:
-        out = _default_out(_source_name(config), config.model)  # named in the last line: never thrown away
+    if chosen_out:  # named in the last line: never thrown away; under torchrun rank 0's choice
+        out = same_everywhere(_default_out(_source_name(config), config.model) if rank == 0 else None, world)
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
     log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
@@ -179,7 +181,6 @@ def train(
         _, state = load_trained(out)
         history, step = state["history"], state["step"]
     else:
-        rank, world = init_from_env()  # torchrun sets WORLD_SIZE/RANK
         result = run(
             config,
             out,
@@ -229,14 +230,12 @@ def _source_name(config) -> str:
     return "stdin" if source == "-" else Path(source).stem
 
 
-def _text_options(opts: dict, given: set[str], base, nproc: int) -> None:
+def _text_options(opts: dict, given: set[str], base) -> None:
     """Complete ``opts``/``given`` for a text run (``--text`` sets the task, a preset fills the options
-    the user left out: :func:`attnlab.training.text_presets.complete_text_options`); a text run
-    trains in one process."""
+    the user left out: :func:`attnlab.training.text_presets.complete_text_options`)."""
     from attnlab.training.text_presets import complete_text_options
 
-    if complete_text_options(opts, given, base) and nproc > 1:
-        raise ValueError("a text run trains in one process (DDP on text is not supported yet); drop --nproc")
+    complete_text_options(opts, given, base)
 
 
 def _text_summary(config, step: int, out, history: list[dict], chosen_out: bool, as_json: bool) -> None:

@@ -111,6 +111,16 @@ def clear_run(path: Path) -> None:
             p.unlink()
 
 
+def remove_unused(path: Path) -> None:
+    """Delete the run folder ``path`` when it holds nothing but the marker, the lock and what
+    interrupted writes leave (a start that failed before its first checkpoint)."""
+    if not path.is_dir() or not is_attnlab_run(path):
+        return
+    clean_leftovers(path)
+    if all(p.name in (MARKER, LOCK) for p in path.iterdir()):
+        shutil.rmtree(path)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -170,6 +180,7 @@ __all__ = [
     "disk_error",
     "foreign_files",
     "refuse_foreign",
+    "remove_unused",
     "is_attnlab_run",
     "writer_lock",
 ]
