@@ -46,7 +46,7 @@ def test_transformers_loads_it_and_greedy_matches_token_for_token(exported):
     model, tok, _ = load_text_run(run_dir)
     hf = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(out)
-    ids = tok.encode(PROMPT).ids
+    ids = tok.encode(PROMPT)
     assert hf_tok(PROMPT)["input_ids"] == ids  # the same tokenizer, loaded by transformers
     x = torch.tensor([ids])
     with torch.no_grad():

@@ -25,9 +25,12 @@ from attnlab.models.load import Loaded, load
 from attnlab.training.text_data import read_meta
 
 
-def is_text_run(loaded: Loaded) -> bool:
-    """Whether ``loaded`` is a run of a GPT trained on text (its folder holds ``text.json``)."""
-    return loaded.origin == "run" and loaded.text is not None
+def is_text_run(source: Loaded | str | Path) -> bool:
+    """Whether ``source`` (a loaded model or a folder) is a run of a GPT trained on text (its folder
+    holds ``text.json`` beside ``latest.json``)."""
+    if isinstance(source, Loaded):
+        return source.origin == "run" and source.text is not None
+    return (Path(source) / "text.json").is_file() and (Path(source) / "latest.json").is_file()
 
 
 def load_text_run(directory: str | Path):

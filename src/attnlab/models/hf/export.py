@@ -150,7 +150,8 @@ def export_gpt2(model, tokenizer, out_dir: str | Path, *, overwrite: bool = Fals
         staged = Path(tmp)
         atomic_write_json(staged / CONFIG, config)
         save_file(state, str(staged / WEIGHTS), metadata={"format": "pt"})
-        tokenizer.save(str(staged / TOKENIZER))
+        # attnlab's tokenizer interface keeps the library's own tokenizer as .backend
+        getattr(tokenizer, "backend", tokenizer).save(str(staged / TOKENIZER))
         atomic_write_json(
             staged / TOKENIZER_CONFIG,
             {
