@@ -58,9 +58,9 @@ FLOORS = {
 }
 # in-function imports of attnlab's own modules, counted: commands import their library lazily (a
 # command's --help must not load torch; cli.py says why); elsewhere each one names its reason.
-# Issue 23 counted 223 before the import circles were broken; this is the ceiling now: 112 in
-# commands (24 commands and experiments more than then) and 54 elsewhere (64 before the merge).
-MOST_IN_FUNCTION = 166
+# Issue 23 counted 223 before the import circles were broken; this is the ceiling now: 114 in
+# commands (26 commands and experiments more than then) and 54 elsewhere (64 before the merge).
+MOST_IN_FUNCTION = 168
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -293,7 +293,7 @@ NEXT_STEPS = (
     (
         "Serve",
         "attnlab serve",
-        "a local page at http://127.0.0.1:8000/: type any text, see every head, switch heads off",
+        "a local page (127.0.0.1, port 8000): type any text, see every head, switch heads off",
     ),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
     ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),

@@ -186,7 +186,7 @@ def encode(loaded: Loaded, text: str, field: str = "text") -> list[int]:
     text = text_field(text, field)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unknown characters are shown on the page instead
-        ids = loaded.tokenizer.encode(text)
+        ids = loaded.tokenizer.encode(text, strict=False)
     if not ids:
         raise ValueError(f"{field} has no token this tokenizer knows: every character was dropped")
     limit = max_tokens(loaded)

@@ -56,16 +56,18 @@ class Tokenizer:
         raise NotImplementedError
 
     # --------------------------------------------------------------------------- the shared calls
-    def encode(self, text: str, *, strict: bool = False) -> list[int]:
+    def encode(self, text: str, *, strict: bool | None = None) -> list[int]:
         """``text`` -> ids. Characters the tokenizer cannot represent: one ``UnknownCharacterWarning``
-        naming each of them, or with ``strict`` a ``ValueError``."""
+        naming each of them; with ``strict=True`` a ``ValueError`` instead. ``strict=None`` (the
+        default) is the tokenizer's own choice: a character vocabulary refuses (``refuses_unknown``);
+        ``strict=False`` warns even there (a caller that shows what was dropped)."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         ids, offsets = self._encode(text)
         missing = self._unknown(text, ids, offsets)
         if missing:
             what = f"characters the tokenizer cannot represent: {describe_characters(missing)}"
-            if strict or self.refuses_unknown:
+            if strict or (strict is None and self.refuses_unknown):
                 raise ValueError(what)
             fate = "<unk>" if self.unk_id is not None else "nothing (dropped)"
             warnings.warn(f"{what}; encoded as {fate}", UnknownCharacterWarning, stacklevel=2)
@@ -98,7 +100,7 @@ class Tokenizer:
         return list(dict.fromkeys(bad))
 
     def __call__(
-        self, texts: str | Sequence[str], *, strict: bool = False, max_length: int | None = None
+        self, texts: str | Sequence[str], *, strict: bool | None = None, max_length: int | None = None
     ) -> dict[str, torch.Tensor]:
         """A batch: ``{"input_ids": [B, T] long, "attention_mask": [B, T] long}``, right-padded with
         ``pad_id`` to the longest; with ``max_length`` longer texts are refused (never cut silently)."""

@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from attnlab.models.precision import cpu_features
+
 ENV = "ATTNLAB_TRAIN_GEMM"
 KERNELS = ("onednn", "aten")
 
@@ -114,8 +116,6 @@ def use_onednn() -> bool:
         raise ValueError(f"{ENV} must be one of {', '.join(KERNELS)}, got {chosen!r}")
     if chosen:
         return chosen == "onednn" and _available()
-    from attnlab.models.precision import cpu_features
-
     return _available() and "intel" not in cpu_features()["model"].lower()
 
 
