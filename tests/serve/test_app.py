@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -165,7 +166,9 @@ def test_the_queue_is_bounded_and_counts_work_until_it_finishes():
         assert (await jobs.run(lambda: 4))[0] == 4
         jobs.close()
 
-    asyncio.run(scenario())
+    # a loop of its own, in a thread: Playwright's sync API (the browser tests) may hold this thread's
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, scenario()).result()
 
 
 def test_hosts_and_loopback():
