@@ -32,6 +32,13 @@ METHOD = """\
 """
 
 
+def where_time_goes() -> str:
+    """The hand-written analysis (benchmarks/where_time_goes.md: profiles, levers, what limits a
+    missed target), placed after the method on the rendered page."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "where_time_goes.md")) as f:
+        return f.read().rstrip() + "\n"
+
+
 def _md_table(t: dict) -> list[str]:
     out = [
         f"**{t['title']}**",
@@ -178,7 +185,7 @@ def render(runs: dict[str, dict]) -> str:
             f"{results['wall_s'] / 60:.1f} minutes"
             + (" (**quick mode: small sizes, not the targets' sizes**)" if results.get("quick") else "")
         )
-    out += ["", "## Targets", ""] + _side_by_side(runs) + _missed(runs) + [METHOD]
+    out += ["", "## Targets", ""] + _side_by_side(runs) + _missed(runs) + [METHOD, where_time_goes()]
     for kind, results in runs.items():
         out += [f"## {_label(kind, results)}", "", "### Machine", ""]
         out += _machine(results["machine"])

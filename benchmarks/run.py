@@ -45,7 +45,14 @@ BENCHMARKS = [
     "serve",
     "demo",
 ]
-TIMEOUT_S = {"demo": 600, "numpy_flash": 900, "beyond_quadratic": 1200, "embed": 2400, "embed_stream": 1800}
+TIMEOUT_S = {
+    "demo": 600,
+    "generate_hf": 1500,
+    "numpy_flash": 900,
+    "beyond_quadratic": 1200,
+    "embed": 2400,
+    "embed_stream": 1800,
+}
 
 
 def _child(name: str, ctx_path: str, out_path: str) -> None:

@@ -320,6 +320,7 @@ def stream(
     seed: int | None = None,
     eos_id: int | list[int] | None = None,
     pad_id: int | None = None,
+    engine="auto",
 ):
     """Continue ``prompt [B, P]`` one token at a time: an iterator of ``(tokens [B], logits [B, V])``,
     each new token as soon as it is chosen (and the logits it was chosen from). ``prompt`` may also
@@ -332,7 +333,10 @@ def stream(
     checkpoint may end on any of several) rows that produced EOS
     get ``pad_id`` afterwards, and the iterator stops once every row has. The arguments are checked
     when ``stream`` is called, before the first token. After the loop, ``gpt``'s decoding state
-    is the iterator's ``state`` attribute (``None`` without the cache).
+    is the iterator's ``state`` attribute (``None`` without the cache). ``engine`` is
+    :meth:`GPT.start`'s (``"auto"``, ``"reference"`` or a
+    :class:`~attnlab.models.gpt_decode.DecodeEngine`); the KV caches are allocated once for
+    ``P + max_new_tokens`` positions.
     """
     max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
     limit = gpt.config.max_len
@@ -343,15 +347,16 @@ def stream(
         )
     if temperature != 0:
         filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
-    return _Stream(
-        gpt, prompt, max_new_tokens, use_cache, (temperature, top_k, top_p), seed, generator, eos_id, pad_id
-    )
+    if isinstance(engine, str) and engine not in ("auto", "reference"):
+        raise ValueError(f"engine must be 'auto', 'reference' or a DecodeEngine, got {engine!r}")
+    rule = (temperature, top_k, top_p)
+    return _Stream(gpt, prompt, max_new_tokens, use_cache, rule, seed, generator, eos_id, pad_id, engine)
 
 
 class _Stream:
     """The iterator :func:`stream` returns (``state``: the model's decoding state, for inspection)."""
 
-    def __init__(self, gpt, prompt, max_new, use_cache, choice, seed, generator, eos_id, pad_id):
+    def __init__(self, gpt, prompt, max_new, use_cache, choice, seed, generator, eos_id, pad_id, engine):
         self.gpt, self.prompt, self.max_new, self.use_cache, self.choice = (
             gpt,
             prompt,
@@ -359,6 +364,7 @@ class _Stream:
             use_cache,
             choice,
         )
+        self.engine = engine
         self.gen = _generator(generator, seed, prompt.device)
         self.eos = None if eos_id is None else torch.tensor(eos_id, device=prompt.device).reshape(-1)  # [E]
         self.pad = _pad_id(gpt, pad_id)
@@ -368,7 +374,8 @@ class _Stream:
     def __iter__(self):
         gpt, ids = self.gpt, self.prompt
         if self.use_cache:
-            self.state = gpt.start(ids)
+            capacity = ids.shape[1] + self.max_new  # every position this generation will hold
+            self.state = gpt.start(ids, capacity=capacity, engine=self.engine)
             logits = self.state.last_logits  # [B, V]
         else:
             logits = gpt(ids)[:, -1]  # [B, V]
@@ -404,21 +411,22 @@ def generate(
     pad_id: int | None = None,
     return_logits: bool = False,
     tokenizer=None,
+    engine="auto",
 ):
     """Continue ``prompt [B, P]`` by ``max_new_tokens`` tokens: :func:`stream`, collected.
 
     ``prompt``: a tensor ``[B, P]`` or ``[P]``, a list of ids, or text, which ``tokenizer`` encodes
     (``model, tokenizer = attnlab.models.load(source)``; decode the result with
     ``tokenizer.decode(ids[0].tolist())``); anything else is a one-line ``ValueError``.
+    ``engine``: see :func:`stream`.
 
     Returns:
         ``ids [B, P + N]`` (prompt then new tokens), and with ``return_logits`` also the logits
         of each new token ``[B, N, V]``.
     """
     prompt = as_prompt(gpt, prompt, tokenizer)  # [B, P]
-    steps = stream(
-        gpt, prompt, max_new_tokens, use_cache, temperature, top_k, top_p, generator, seed, eos_id, pad_id
-    )
+    rule = (temperature, top_k, top_p)
+    steps = stream(gpt, prompt, max_new_tokens, use_cache, *rule, generator, seed, eos_id, pad_id, engine)
     new, all_logits = [], []
     for tok, logits in steps:
         new.append(tok)

@@ -99,9 +99,10 @@ def test_cpu_features_come_from_proc_cpuinfo():
     flags = next(line for line in text.splitlines() if line.startswith("flags")).split(":", 1)[1].split()
     assert info["flags"] == {f: f in flags for f in precision.FEATURES}
     assert precision.fast_bfloat16() == ("amx_bf16" in flags or "avx512_bf16" in flags)
-    amx = "amx_int8" in flags and "onednn" in torch.backends.quantized.supported_engines
-    unit = "AMX-INT8" if amx else "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX2"
-    engine = "onednn" if amx else torch.backends.quantized.engine
+    onednn = "onednn" in torch.backends.quantized.supported_engines
+    amx, vnni = "amx_int8" in flags, "avx512_vnni" in flags
+    unit = "AMX-INT8" if amx and onednn else "AVX-512 VNNI" if vnni else "AVX2"
+    engine = "onednn" if (amx or vnni) and onednn else torch.backends.quantized.engine
     said = precision.kernels("int8")
     assert unit in said and repr(engine) in said and precision.int8_engine() == engine
     before = torch.backends.quantized.engine
@@ -129,3 +130,17 @@ def test_prepacked_linear_equals_f_linear(dtype, act, tol):
     assert y.shape == (33, 96) and y.dtype == getattr(torch, dtype)
     torch.testing.assert_close(y.double(), want, rtol=0, atol=tol)
     assert precision.MAKERS[dtype](w, b)(x[:0]).shape == (0, 96)
+
+
+def test_int8_weights_packed_for_either_engine_give_the_same_products():
+    engines = torch.backends.quantized.supported_engines
+    if not {"x86", "onednn"} <= set(engines):
+        pytest.skip(f"needs both quantised engines, this build has {engines}")
+    g = torch.Generator().manual_seed(0)
+    w, b, x = torch.randn(48, 32, generator=g), torch.randn(48, generator=g), torch.randn(20, 32, generator=g)
+    exact = x @ w.T + b  # [20, 48]
+    got = {e: precision._int8(w, b, None, engine=e)(x) for e in ("x86", "onednn")}
+    scale = exact.abs().max().item()
+    for e, y in got.items():  # 8-bit inputs and weights: a few 1e-3 of the largest product
+        assert (y - exact).abs().max().item() <= 0.02 * scale, e
+    assert (got["x86"] - got["onednn"]).abs().max().item() <= 0.02 * scale

@@ -30,12 +30,17 @@ import torch
 from torch import nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_positive
+from attnlab.models.gpt_decode import DecodeEngine, unsupported
 from attnlab.models.transformer import check_ids
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import DecoderLayer, make_cache, make_norm
 from attnlab.nn.multihead import KVCache
 from attnlab.nn.positions import LearnedPositions, SinusoidalPositions
+from attnlab.nn.static_cache import StaticKVCache
+
+# positions a StaticKVCache allocates beyond the prompt when the caller does not say how many
+SPARE_POSITIONS = 64
 
 # A GPT's block unless told otherwise: the block attnlab's GPT had before BlockConfig existed
 # (learned positions, LayerNorm, exact GELU), so every config.json saved then loads as the same model.
@@ -127,12 +132,15 @@ def _padding_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> tor
 
 @dataclasses.dataclass
 class GPTState:
-    """Incremental-decoding state: one KV cache per block, the number of positions consumed and
-    the logits of the last one, ``last_logits [B, V]`` (the prediction of the next token)."""
+    """Incremental-decoding state: one KV cache per block, the number of positions consumed, the
+    logits of the last one, ``last_logits [B, V]`` (the prediction of the next token), and the
+    :class:`~attnlab.models.gpt_decode.DecodeEngine` that runs the steps (None: the layers' own
+    ``forward``)."""
 
     caches: list[KVCache]
     length: int
     last_logits: torch.Tensor
+    engine: DecodeEngine | None = None
 
 
 class GPT(HookPoints, SavableModel):
@@ -233,19 +241,66 @@ class GPT(HookPoints, SavableModel):
 
     # ------------------------------------------------------------------------------ decoding protocol
     def _run(self, ids: torch.Tensor, state: GPTState) -> torch.Tensor:
+        engine = state.engine
+        if engine is not None and (ids.shape[1] == 1 or state.length == 0) and not engine.hooked():
+            return engine.run(ids, state)  # [B, V]; a hook added since start() takes the path below
         x = self._hidden_in(ids, state.length)  # [B, T_new, d]
         for block, cache in zip(self.blocks, state.caches):
             x = block(x, is_causal=True, cache=cache)  # lower-right causal over the cache
         state.length += ids.shape[1]
         return self.lm_head(self._at("final_norm", self.norm(x[:, -1:]))[:, -1])  # [B, V]: the last position
 
-    def start(self, prompt: torch.Tensor) -> GPTState:
-        """Consume ``prompt [B, P]`` into fresh KV caches; ``state.last_logits [B, V]`` predicts token P."""
+    def _caches(self, prompt_len: int, capacity: int | None) -> list:
+        """One cache per block: the block kind's own (:func:`attnlab.nn.make_cache`: rolling window,
+        recurrent state) or, for full attention, a :class:`~attnlab.nn.StaticKVCache` of
+        ``capacity`` positions (default: the prompt + :data:`SPARE_POSITIONS`; 0: the
+        concatenating :class:`~attnlab.nn.KVCache`)."""
+        c = self.config
+        block = c.block
+        if capacity == 0 or block.window is not None or block.attention in ("linear", "ssm"):
+            return [make_cache(block) for _ in self.blocks]
+        capacity = min(c.max_len, prompt_len + SPARE_POSITIONS if capacity is None else capacity)
+        return [StaticKVCache(max(capacity, prompt_len), limit=c.max_len) for _ in self.blocks]
+
+    def decode_engine(self) -> DecodeEngine:
+        """The model's default :class:`~attnlab.models.gpt_decode.DecodeEngine` (float32, weights
+        laid out for the batch size), made on first use and kept with the model."""
+        engine = self.__dict__.get("_decode_engine")
+        if engine is None:
+            engine = self.__dict__["_decode_engine"] = DecodeEngine(self)
+        return engine
+
+    def start(
+        self, prompt: torch.Tensor, capacity: int | None = None, engine: str | DecodeEngine = "auto"
+    ) -> GPTState:
+        """Consume ``prompt [B, P]`` into fresh KV caches; ``state.last_logits [B, V]`` predicts token P.
+
+        ``capacity``: positions each layer's KV cache allocates at once (the prompt plus the tokens
+        to generate; default the prompt + 64, growing by doubling; 0 for the concatenating cache).
+        ``engine``: ``"auto"`` (:meth:`decode_engine` where it supports the model, see
+        :func:`~attnlab.models.gpt_decode.unsupported`, else the layers' own ``forward``),
+        ``"reference"`` (always the layers' ``forward``), or a
+        :class:`~attnlab.models.gpt_decode.DecodeEngine` (bfloat16 weights, ``torch.compile``).
+        """
         c = self.config
         check_ids("prompt", prompt, c.vocab_size, c.max_len)
+        if capacity is not None and (not isinstance(capacity, int) or capacity < 0):
+            raise ValueError(f"capacity must be a non-negative int or None, got {capacity!r}")
+        if isinstance(engine, DecodeEngine):
+            if engine.gpt is not self:
+                raise ValueError("engine was made for another model")
+            why = unsupported(self)
+            if why is not None:
+                raise ValueError(f"the decode engine cannot run this model: {why}")
+        elif engine == "auto":
+            engine = self.decode_engine() if unsupported(self) is None else None
+        elif engine == "reference":
+            engine = None
+        else:
+            raise ValueError(f"engine must be 'auto', 'reference' or a DecodeEngine, got {engine!r}")
         # a sliding-window model keeps only the last W positions' keys and values per layer;
         # linear attention and the SSM a recurrent state of fixed size
-        state = GPTState([make_cache(c.block) for _ in self.blocks], 0, None)
+        state = GPTState(self._caches(prompt.shape[1], capacity), 0, None, engine)
         state.last_logits = self._run(prompt, state)
         return state
 

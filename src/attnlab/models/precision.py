@@ -8,7 +8,8 @@ and LayerNorm in bfloat16) loses three more digits of cosine (measured: 0.9965 m
 docs/pretrained.md). ``int8``: PyTorch's dynamic quantisation — weights quantised once, per output
 channel, to int8; each projection's input quantised per call to uint8 with its own scale;
 ``uint8 x int8 -> int32`` matmuls by the quantised engine (:func:`int8_engine`: oneDNN on AMX-INT8
-tiles where the CPU has them, else fbgemm; see :func:`kernels`) — attention and LayerNorm in float32.
+tiles or AVX-512 VNNI where the CPU has them, else fbgemm; see :func:`kernels`) — attention and
+LayerNorm in float32.
 Inputs use all 8 bits on a CPU with VNNI or AMX-INT8 (int32 sums), 7 bits elsewhere.
 
     y = s_x s_W (q_x q_W^T) + b,   q_W = round(W / s_W) per row,   q_x = round(x / s_x) + z_x
@@ -79,8 +80,9 @@ def kernels(dtype: str) -> str:
         unit = "AMX tiles" if flags["amx_bf16"] else "AVX-512 BF16" if flags["avx512_bf16"] else "emulated"
         return f"{packed} bfloat16 GEMM ({unit}), bfloat16 flash SDPA; float32 LayerNorm and residual"
     engine = int8_engine()
-    if engine == "onednn" and flags["amx_int8"]:
-        unit = "oneDNN brg_matmul u8s8->s32 on AMX-INT8 tiles"
+    if engine == "onednn":
+        on = "AMX-INT8 tiles" if flags["amx_int8"] else "AVX-512 VNNI"
+        unit = f"oneDNN brg_matmul u8s8->s32 on {on}"
     else:
         unit = "fbgemm u8s8->s32 with " + ("AVX-512 VNNI" if flags["avx512_vnni"] else "AVX2")
     return f"torch.ops.quantized.linear_dynamic, engine {engine!r} ({unit}); float32 attention and LayerNorm"
@@ -127,7 +129,7 @@ def onednn_linear() -> bool:
     )
 
 
-def _packed(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.dtype) -> Linear:
+def packed_linear(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.dtype) -> Linear:
     """``act(x W^T + b)`` with ``W [d_out, d_in]`` cast to ``dtype`` and reordered once into oneDNN's
     blocked layout (F.linear repacks it on every call), the bias and ``act`` applied inside the GEMM
     (F.linear first copies the bias into every output row). Unfused fallback where oneDNN is absent."""
@@ -151,26 +153,30 @@ def _packed(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.d
     unfused = fn if act and act not in FUSED else None
 
     def linear(x: Tensor) -> Tensor:
-        y = torch.ops.mkldnn._linear_pointwise(x.to(dtype), packed, b, post, [], algorithm)  # [N, d_out]
+        x = x if x.dtype == dtype else x.to(dtype)  # (a no-op .to() is still a dispatched call)
+        y = torch.ops.mkldnn._linear_pointwise(x, packed, b, post, [], algorithm)  # [N, d_out]
         return unfused(y) if unfused else y
 
     return linear
 
 
 def _float32(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
-    return _packed(weight, bias, act, weight.dtype)  # [N, d_in] -> [N, d_out], the model's own dtype
+    return packed_linear(weight, bias, act, weight.dtype)  # [N, d_in] -> [N, d_out], the model's own dtype
 
 
 def _bfloat16(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
-    return _packed(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
+    return packed_linear(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
 
 
 def int8_engine() -> str:
     """The quantised engine the int8 weights are packed for: ``onednn`` on a CPU with AMX-INT8 (its
-    ``brg_matmul`` runs u8 x s8 on AMX tiles; ONEDNN_VERBOSE shows ``avx10_1_512_amx``), else
-    PyTorch's current engine (``x86``: fbgemm with VNNI)."""
+    ``brg_matmul`` runs u8 x s8 on AMX tiles; ONEDNN_VERBOSE shows ``avx10_1_512_amx``) or AVX-512
+    VNNI, else PyTorch's current engine (``x86``: fbgemm). On an AMD Zen 5 (AVX-512 VNNI, no AMX)
+    oneDNN's u8s8 GEMMs at MiniLM's shapes ([320, 384] x [384, 1536] ...) took 0.75-0.85x fbgemm's
+    time, and a whole MiniLM corpus 0.80x (docs/performance.md, 'Where time goes')."""
     engines = torch.backends.quantized.supported_engines
-    if cpu_features()["flags"]["amx_int8"] and "onednn" in engines:
+    flags = cpu_features()["flags"]
+    if (flags["amx_int8"] or flags["avx512_vnni"]) and "onednn" in engines:
         return "onednn"
     return torch.backends.quantized.engine
 
@@ -186,11 +192,15 @@ def _engine(name: str):
         torch.backends.quantized.engine = before
 
 
-def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Linear:
-    """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once."""
+def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None, engine: str | None = None) -> Linear:
+    """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once for the
+    quantised ``engine`` (default :func:`int8_engine`; a benchmark compares engines)."""
     scale = (weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0).double()  # [d_out]
     zero = torch.zeros(weight.shape[0], dtype=torch.long)
-    with warnings.catch_warnings(), _engine(int8_engine()):  # torch >= 2.10 flags quantised tensors as
+    with (
+        warnings.catch_warnings(),
+        _engine(engine or int8_engine()),
+    ):  # torch >= 2.10 flags quantised tensors as
         warnings.simplefilter("ignore", UserWarning)  # deprecated; they are still the kernel
         qweight = torch.quantize_per_channel(weight.float(), scale, zero, 0, torch.qint8)  # [d_out, d_in]
         packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.float())
