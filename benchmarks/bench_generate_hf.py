@@ -199,7 +199,8 @@ def _shape_run(shape: str, directory: str, sizes: dict) -> dict:
     return res
 
 
-def _tables(raw: dict, sizes: dict) -> list[dict]:
+def _rows(raw: dict) -> tuple[list, list, list]:
+    """The rows of the three tables: attnlab vs transformers, the levers, the step profiles."""
     rows, lever_rows, prof_rows = [], [], []
     for shape, r in raw["shapes"].items():
         for b, v in r["batch"].items():
@@ -255,6 +256,11 @@ def _tables(raw: dict, sizes: dict) -> list[dict]:
                 ]
                 for e in top[1:6]
             ]
+    return rows, lever_rows, prof_rows
+
+
+def _tables(raw: dict, sizes: dict) -> list[dict]:
+    rows, lever_rows, prof_rows = _rows(raw)
     return [
         table(
             f"Greedy generation after a {sizes['prompt']}-token prompt (new tokens: {sizes['new']}, or up "
