@@ -412,6 +412,44 @@ def quick_settings():
     return bottleneck, dataclasses.replace(DEMO, steps=20, eval_every=10, eval_size=16)
 
 
+def _steps(
+    out: Path, settings, progress: bool, state: dict, induction, language_model, explorer: bool
+) -> list:
+    """The report's parts in order: ``(progress label, key, title, build)``, ``build() -> Section``."""
+    try:
+        lesson_builders = _lesson_sections()
+    except Exception as exc:
+        err = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        lesson_builders = [lambda err=err: Section("lessons", "Week 1 code blocks", error=err)]
+    steps = [
+        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Week 1 code block {i + 1}", b)
+        for i, b in enumerate(lesson_builders)
+    ]
+    steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
+    steps.append(("practice", "practice", "Practice", _practice_section))
+    steps.append(
+        (
+            "bottleneck experiment",
+            "bottleneck",
+            "The bottleneck experiment",
+            lambda: _experiment_sections(out, settings, progress, state),
+        )
+    )
+    steps.append(("heads", "heads", "Inside the heads", lambda: _heads_section(out, induction, progress)))
+    steps.append(
+        (
+            "language model",
+            "language-model",
+            "A language model",
+            lambda: _lm_section(out, language_model, progress),
+        )
+    )
+    if explorer:
+        steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
+    steps.append(("next steps", "next", "Where to go next", _next_steps_section))
+    return steps
+
+
 def build_demo(
     out_dir: str | Path,
     *,
@@ -447,37 +485,7 @@ def build_demo(
             s.seconds = time.perf_counter() - t0
             sections.append(s)
 
-    try:
-        lesson_builders = _lesson_sections()
-    except Exception as exc:
-        err = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        lesson_builders = [lambda err=err: Section("lessons", "Week 1 code blocks", error=err)]
-    steps = [
-        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Week 1 code block {i + 1}", b)
-        for i, b in enumerate(lesson_builders)
-    ]
-    steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
-    steps.append(("practice", "practice", "Practice", _practice_section))
-    steps.append(
-        (
-            "bottleneck experiment",
-            "bottleneck",
-            "The bottleneck experiment",
-            lambda: _experiment_sections(out, settings, progress, state),
-        )
-    )
-    steps.append(("heads", "heads", "Inside the heads", lambda: _heads_section(out, induction, progress)))
-    steps.append(
-        (
-            "language model",
-            "language-model",
-            "A language model",
-            lambda: _lm_section(out, language_model, progress),
-        )
-    )
-    if explorer:
-        steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
-    steps.append(("next steps", "next", "Where to go next", _next_steps_section))
+    steps = _steps(out, settings, progress, state, induction, language_model, explorer)
     bar = progress_bar(steps, desc="attnlab demo", unit="part", quiet=not progress)
     for label, key, title, build in bar:
         bar.set_postfix_str(label)
