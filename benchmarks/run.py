@@ -40,7 +40,9 @@ BENCHMARKS = [
     "embed",
     "embed_stream",
     "train_transformer",
+    "train_gpt_text",
     "beyond_quadratic",
+    "serve",
     "demo",
 ]
 TIMEOUT_S = {
@@ -137,7 +139,9 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown benchmark(s) {unknown}; choose from {BENCHMARKS}", file=sys.stderr)
         return 2
-    if "peak" not in names and any(n in names for n in ("minilm", "embed", "train_transformer")):
+    if "peak" not in names and any(
+        n in names for n in ("minilm", "embed", "train_transformer", "train_gpt_text")
+    ):
         names = ["peak"] + names
     started = time.time()
     results = {

@@ -130,3 +130,37 @@ def tiny_checkpoint(tiny, tmp_path_factory):
     (path / "sentence_bert_config.json").write_text('{"max_seq_length": 256}')
     (path / "tokenizer.json").write_bytes((pretrained_path("minilm") / "tokenizer.json").read_bytes())
     return path
+
+
+def _echo_play(speeches: int = 600, seed: int = 0) -> str:
+    """A play-like text whose every speech says its line twice (``JULIET:\\nqo zeb, qo zeb.``): speakers,
+    line breaks, blank lines between speeches, and something in the context worth copying."""
+    rng = np.random.default_rng(seed)
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    out = []
+    for _ in range(speeches):
+        words = ["".join(rng.choice(letters, size=rng.integers(2, 6))) for _ in range(rng.integers(2, 4))]
+        line = " ".join(words)
+        out.append(f"{rng.choice(['ROMEO', 'JULIET', 'NURSE', 'FRIAR'])}:\n{line}, {line}.\n")
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="session")
+def text_run(tmp_path_factory) -> Path:
+    """A tiny GPT trained on a play-like text (2 layers x 2 heads, width 32, context 64, 400 steps;
+    about 5 s): the run folder the language-model experiments, the head scan and the logit lens read."""
+    from attnlab.training.text_presets import train_text
+
+    folder = tmp_path_factory.mktemp("text-run")
+    (folder / "play.txt").write_text(_echo_play(), encoding="utf-8")
+    sizes = {"layers": 2, "heads": 2, "d_model": 32, "context": 64, "batch": 16, "warmup": 20}
+    train_text(
+        "quick",
+        folder / "run",
+        source=str(folder / "play.txt"),
+        steps=400,
+        eval_every=400,
+        eval_size=16,
+        **sizes,
+    )
+    return folder / "run"

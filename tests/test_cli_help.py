@@ -56,6 +56,11 @@ def _registry(path: str, flag: str):
         return MODEL_KINDS
     if path == "train" and flag == "--attention":  # attention-rnn's scores, then gpt's block kinds
         return tuple(ATTENTIONS) + ATTENTION_KINDS
+    if (path, flag) in (("heads", "--convention"), ("patch", "--point")):  # the analyses' own
+        from attnlab.interp.detectors import CONVENTIONS
+        from attnlab.interp.patching import POINTS
+
+        return {"--convention": CONVENTIONS, "--point": POINTS}[flag]
     if path == "train" and flag in ("--preset", "--tokenizer"):  # a GPT on text
         from attnlab.tasks.text_tokenizer import TEXT_TOKENIZERS
         from attnlab.training.text_presets import TEXT_PRESETS

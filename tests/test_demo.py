@@ -21,6 +21,7 @@ SECTIONS = [
     "bottleneck",
     "heatmaps",
     "heads",
+    "language-model",
     "explorer",
     "next",
 ]
@@ -81,7 +82,8 @@ def test_page_is_self_contained(demo):
             assert (out / ref.split("#")[0]).is_file(), ref
     assert not re.search(r"https?://", page)
     assert "<script" not in page
-    assert page.count('<img src="data:image/png;base64,') == 1 + 3 + 1  # the plot, three heatmaps, induction
+    # the plot, three heatmaps, induction, and the language model's decoding and faithfulness plots
+    assert page.count('<img src="data:image/png;base64,') == 1 + 3 + 1 + 2
     # the report shows real numbers: the encoder layer's 3,152,384 parameters (4d^2 + 2df + f + 9d)
     assert "3,152,384" in page
     assert (out / "explorer.html").is_file() and (out / "explorer-trained.html").is_file()
@@ -100,7 +102,7 @@ def test_tables_are_html_and_concept_pages_are_linked(demo):
     heads = page.split('<section id="heads">')[1].split("</section>")[0]
     assert heads.count("<table>") == 3 and "<th>model</th>" in heads
     assert '<th class="num">loss repeat</th>' in heads
-    for key in ("lesson-01", "audit", "bottleneck", "heads", "explorer"):
+    for key in ("lesson-01", "audit", "bottleneck", "heads", "language-model", "explorer"):
         body = page.split(f'<section id="{key}">')[1].split("</section>")[0]
         assert re.search(r'Concept pages: <a href="concepts/\d\d-[a-z0-9-]+\.html">', body), key
     assert sorted(p.name for p in (out / "concepts").iterdir()) == sorted(
@@ -155,7 +157,7 @@ def test_every_next_step_of_the_report_exists():
     for what, where, _ in NEXT_STEPS:
         if where.startswith("attnlab "):
             args = shlex.split(where)[1:]
-            if args[0] in ("train", "explore", "quiz"):
+            if args[0] in ("train", "explore", "quiz", "serve"):
                 args = args[:1] + ["--help"]  # real work or a prompt: the command and its options exist
             result = CliRunner().invoke(cli, args)
             assert result.exit_code == 0, (what, result.output)

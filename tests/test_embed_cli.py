@@ -47,7 +47,8 @@ def test_bad_arguments_exit_2_with_one_line():
     bad_model = runner.invoke(cli, ["embed", "hello", "--model", "no-such-model"])
     assert bad_model.exit_code == 2
     assert bad_model.output.strip().splitlines() == [
-        "Error: unknown pretrained model 'no-such-model': use one of ['minilm'] or a checkpoint directory"
+        "Error: 'no-such-model' is not a model attnlab can load: give 'minilm', a Hugging Face checkpoint "
+        "folder, or a folder written by attnlab train"
     ]
     assert runner.invoke(cli, ["embed"]).exit_code == 2
     bad_batch = runner.invoke(cli, ["embed", "hello", "--batch-size", "0"])

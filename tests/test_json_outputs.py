@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from attnlab._io import dumps_json, finite_or_none
 from attnlab.cli import cli, leaf_commands
+from attnlab.commands.experiment_claims import CLAIMS
 
 NAN = float("nan")
 
@@ -49,6 +50,7 @@ CASES = {
     "experiment extrapolation": ["--quick", "--steps", "1", "--finetune-steps", "1", "--models", "none"],
     "experiment induction": ["--out", "{tmp}/i"],  # run replaced: a results file holding NaN
     "experiment recall": ["--quick", "--steps", "1", "--quiet"],
+    **{f"experiment {name}": ["--quick"] for name in CLAIMS},  # run replaced: a result holding NaN
     "figures": ["--out", "{tmp}/figs"],
     "heads": ["minilm", "--tokens", "repeat"],
     "lesson": ["1"],
@@ -62,7 +64,15 @@ CASES = {
     "train": TINY_TRAIN,  # trainer replaced: a diverged run whose loss is NaN
     "translate": ["{run}", "abc"],
 }
-ELSEWHERE = {"generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)"}
+ELSEWHERE = {
+    "generate": "tests/models/hf/test_commands.py (needs the Hugging Face checkpoints built there)",
+    "patch": "tests/models/hf/test_interp_families.py (every decoder family's folder)",
+    "attribute": "tests/models/hf/test_interp_families.py (every decoder family's folder)",
+    "compose": "tests/models/hf/test_interp_families.py and tests/interp/test_composition.py",
+    "experiment decoding": "tests/experiments/test_decoding.py (needs the trained text run built there)",
+    "experiment faithfulness": "tests/experiments/test_faithfulness.py (likewise)",
+    "export": "tests/training/test_export.py (needs a trained text run)",
+}
 
 
 def test_every_command_with_json_has_a_case():
@@ -101,6 +111,17 @@ def _fake_experiments(monkeypatch, tmp_path):
     monkeypatch.setattr(induction, "run", lambda *a, **k: Result())
 
 
+def _fake_claim(monkeypatch, name: str):
+    """A claim experiment's run replaced by one that returns a result holding a NaN."""
+    import importlib
+
+    from attnlab.experiments.claim_result import ClaimResult
+
+    module = importlib.import_module(f"attnlab.experiments.{CLAIMS[name][0]}")
+    result = ClaimResult(name, "a claim", "a source", ["x"], [["1"]], "v", {"loss": NAN}, {}, 0.0)
+    monkeypatch.setattr(module, "run", lambda *a, **k: result)
+
+
 def _diverged_trainer(monkeypatch):
     import attnlab.training.trainer as trainer
 
@@ -127,6 +148,9 @@ def test_json_output_is_strict_json(command, run_dir, tmp_path, monkeypatch):
         _fake_experiments(monkeypatch, tmp_path)
     if command == "train":
         _diverged_trainer(monkeypatch)
+    claim = command.split()[1] if command.startswith("experiment ") else None
+    if claim in CLAIMS:
+        _fake_claim(monkeypatch, claim)
     args = [a.format(tmp=tmp_path, run=run_dir) for a in CASES[command]]
     if command == "train":
         args += ["--out", str(tmp_path / "r")]
@@ -138,6 +162,8 @@ def test_json_output_is_strict_json(command, run_dir, tmp_path, monkeypatch):
         assert data["loss"] is None  # NaN printed as null, never as a bare NaN
     if command.startswith("experiment ") and command.split()[1] in ("bottleneck", "induction"):
         assert data == {"models": [{"loss": None, "exact": 0.5}]}
+    if claim in CLAIMS:
+        assert data["data"] == {"loss": None}
     assert not any(isinstance(v, float) and not math.isfinite(v) for v in _leaves(data))
 
 

@@ -40,10 +40,18 @@ def test_files_mirror():
     only_ref = _files(attnlab.ref) - _files(attnlab.nn)
     only_nn = _files(attnlab.nn) - _files(attnlab.ref)
     assert only_ref == {"softmax"}  # the engine uses PyTorch's softmax
-    # modules only: block config, hooks and their non-finite check, rolling KV cache; the
+    # modules only: block config, hooks and their non-finite check, rolling and static KV caches; the
     # block-sparse kernel (its patterns mirror ref/masks.py's sparse_pattern_mask); the SSM layer
     # (a module around the scan that mirrors ref/linear.py's selective_scan)
-    assert only_nn <= {"config", "hooks", "nonfinite", "rolling_cache", "sparse", "state_space"}
+    assert only_nn <= {
+        "config",
+        "hooks",
+        "nonfinite",
+        "rolling_cache",
+        "sparse",
+        "state_space",
+        "static_cache",
+    }
 
 
 def test_same_names_in_same_files():

@@ -21,6 +21,7 @@ from attnlab.cli import leaf_commands, main
 
 HOSTILE = ["-1", "0", "nan", "inf", "-inf", "1e400", "10" + "0" * 40, "\u00b2", "", "\udcff", "abc"]
 # a cheap, valid invocation of each command, so that an accepted hostile value still finishes fast
+CLAIMS = ("paths", "residuals", "gqa", "icl", "relations", "scoring")  # the notes' claims, measured
 BASE = {
     "audit cost": [],
     "audit params": [],
@@ -60,14 +61,22 @@ BASE = {
     "experiment extrapolation": ["--quick", "--steps", "1", "--out", "{file}"],
     "experiment induction": ["--quick", "--steps", "1", "--out", "{file}"],
     "experiment recall": ["--quick", "--steps", "1", "--out", "{file}"],
+    **{f"experiment {name}": ["--quick", "--out", "{file}"] for name in CLAIMS},  # ends at --out
     "heads": ["minilm", "--tokens", "repeat", "--length", "4", "--batch", "1"],
     "practice check": ["attention", "{file}"],  # "x": Python without the function; every check fails fast
     "practice start": ["attention", "--dir", "{tmp}/p"],
     "prune": ["{file}"],  # a model that is not there: an accepted --seed ends at loading it
+    "serve": ["{file}"],  # likewise: an accepted --port/--host/--queue ends at loading it, never serves
+    "patch": ["{file}", "--clean", "a", "--corrupt", "b", "--target", "c"],  # likewise: ends at loading
+    "attribute": ["{file}", "a", "--target", "c"],
+    "compose": ["{file}"],
 }
 # commands whose options this sweep does not reach, and why (checked: every other command is in BASE)
 ELSEWHERE = {
     "generate": "needs a Hugging Face checkpoint folder (tests/models/hf/test_commands.py tests its options)",
+    "experiment decoding": "needs a trained text run (tests/experiments/test_decoding.py tests its options)",
+    "experiment faithfulness": "needs a trained text run (tests/experiments/test_faithfulness.py)",
+    "export": "needs a trained text run (tests/training/test_export.py tests its flags)",
 }
 # positional arguments, swept the same way: the command with "{value}" where the argument goes
 ARGUMENTS = {

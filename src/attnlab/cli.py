@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("audit", "audit"),
     "embed": ("embed", "embed"),
     "generate": ("generate", "generate"),
+    "export": ("export", "export"),
     "tasks": ("tasks", "tasks"),
     "train": ("train", "train"),
     "evaluate": ("train", "evaluate"),
@@ -33,8 +34,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quiz": ("quiz", "quiz"),
     "heads": ("heads", "heads"),
     "prune": ("heads", "prune"),
+    "patch": ("patch", "patch"),
+    "attribute": ("patch", "attribute"),
+    "compose": ("patch", "compose"),
     "practice": ("practice", "practice"),
     "study": ("study", "study"),
+    "serve": ("serve", "serve"),
 }
 
 

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._checks import positive_int
+from attnlab.tasks.tokenize import wrap
 
 
 def _pad_id(model, pad_id: int | None) -> int:
@@ -277,9 +278,39 @@ def beam_search(
 
 
 # ----------------------------------------------------------------------------------------- GPT generation
+def as_prompt(model, prompt, tokenizer=None) -> torch.Tensor:
+    """``prompt`` as token ids ``[B, P]`` (long, on ``model``'s device): a tensor ``[B, P]`` or ``[P]``,
+    a list of ids (or of equal-length lists of ids), or a string, which ``tokenizer`` (any
+    tokenizer :func:`attnlab.tasks.tokenize.wrap` takes) encodes. Anything else, or an empty prompt,
+    is a one-line ``ValueError``."""
+    if isinstance(prompt, str):
+        if tokenizer is None:
+            raise ValueError("a text prompt needs tokenizer= (model, tokenizer = attnlab.models.load(...))")
+        prompt = [wrap(tokenizer).encode(prompt)]
+    if isinstance(prompt, (list, tuple)):
+        rows = [prompt] if not prompt or not isinstance(prompt[0], (list, tuple)) else prompt
+        if any(isinstance(i, bool) or not isinstance(i, int) for r in rows for i in r):
+            raise ValueError("prompt must be token ids (ints), a list of equal-length lists of them, or text")
+        if len({len(r) for r in rows}) > 1:
+            raise ValueError(f"prompt rows have different lengths {sorted({len(r) for r in rows})}")
+        prompt = torch.tensor(rows, dtype=torch.long)  # [B, P]
+    if not torch.is_tensor(prompt):
+        raise ValueError(
+            f"prompt must be a string, a list of token ids or a tensor [B, P], got {type(prompt).__name__}"
+        )
+    if prompt.dtype.is_floating_point or prompt.dtype == torch.bool or prompt.is_complex():
+        raise ValueError(f"prompt must hold integer token ids, got dtype {prompt.dtype}")
+    if prompt.ndim == 1:
+        prompt = prompt[None]  # [P] -> [1, P]
+    if prompt.ndim != 2 or prompt.shape[1] == 0:
+        raise ValueError(f"prompt must be [B, P] with P >= 1, got shape {list(prompt.shape)}")
+    device = next(model.parameters()).device
+    return prompt.to(device=device, dtype=torch.long)  # [B, P]
+
+
 def stream(
     gpt,
-    prompt: torch.Tensor,
+    prompt,
     max_new_tokens: int,
     use_cache: bool = True,
     temperature: float = 0.0,
@@ -292,7 +323,8 @@ def stream(
     engine="auto",
 ):
     """Continue ``prompt [B, P]`` one token at a time: an iterator of ``(tokens [B], logits [B, V])``,
-    each new token as soon as it is chosen (and the logits it was chosen from).
+    each new token as soon as it is chosen (and the logits it was chosen from). ``prompt`` may also
+    be ``[P]`` or a list of ids (:func:`as_prompt`).
 
     With ``use_cache`` each new token costs one position through the model (its K/V are appended
     to each layer's cache; a sliding-window model keeps only its last W positions); without it the
@@ -308,8 +340,7 @@ def stream(
     """
     max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
     limit = gpt.config.max_len
-    if prompt.ndim != 2:
-        raise ValueError(f"prompt must be [B, P], got shape {list(prompt.shape)}")
+    prompt = as_prompt(gpt, prompt)  # [B, P]
     if prompt.shape[1] + max_new_tokens > limit:
         raise ValueError(
             f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit}"
@@ -368,7 +399,7 @@ class _Stream:
 @torch.no_grad()
 def generate(
     gpt,
-    prompt: torch.Tensor,
+    prompt,
     max_new_tokens: int,
     use_cache: bool = True,
     temperature: float = 0.0,
@@ -379,16 +410,21 @@ def generate(
     eos_id: int | None = None,
     pad_id: int | None = None,
     return_logits: bool = False,
+    tokenizer=None,
     engine="auto",
 ):
     """Continue ``prompt [B, P]`` by ``max_new_tokens`` tokens: :func:`stream`, collected.
 
+    ``prompt``: a tensor ``[B, P]`` or ``[P]``, a list of ids, or text, which ``tokenizer`` encodes
+    (``model, tokenizer = attnlab.models.load(source)``; decode the result with
+    ``tokenizer.decode(ids[0].tolist())``); anything else is a one-line ``ValueError``.
     ``engine``: see :func:`stream`.
 
     Returns:
         ``ids [B, P + N]`` (prompt then new tokens), and with ``return_logits`` also the logits
         of each new token ``[B, N, V]``.
     """
+    prompt = as_prompt(gpt, prompt, tokenizer)  # [B, P]
     rule = (temperature, top_k, top_p)
     steps = stream(gpt, prompt, max_new_tokens, use_cache, *rule, generator, seed, eos_id, pad_id, engine)
     new, all_logits = [], []

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from attnlab import embed_parts
+from attnlab.models.precision import check_dtype
+from attnlab.models.sentence import embed
 from attnlab.progress import progress as progress_bar
 
 FORMATS = ("lines", "jsonl")
@@ -309,7 +311,6 @@ def embed_file(
 
 def _check_args(fmt: str, batch_size: int, chunk_size: int, dtype: str) -> None:
     """One-line ``ValueError`` for a bad ``--format``, ``--batch``, ``chunk_size`` or ``--dtype``."""
-    from attnlab.models.precision import check_dtype
 
     if fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
@@ -326,7 +327,6 @@ def _embed_chunks(
     atomically with its sha256; a part a resumed run finished is kept if it still hashes to it,
     embedded again with one line to ``log`` if not), counting into ``summary`` and calling
     ``advance(n)`` after every batch of ``n`` sentences; the part files in order."""
-    from attnlab.models.sentence import embed
 
     done = embed_parts.finished(parts)
     files: list[Path] = []

@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab._checks import memory_bytes
-from attnlab.audit.config import Workload, from_options
+from attnlab.audit.config import Workload
 from attnlab.audit.cost import audit_cost
 from attnlab.audit.measure import check_measurable
+from attnlab.audit.spec import from_options
 from attnlab.cli import cli
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attnlab.audit import ModelSpec, Workload, audit_shapes, render_shapes
+from attnlab.nn import BlockConfig, DecoderLayer
 
 
 def _by_step(report, layer="layers.0"):
@@ -37,6 +38,7 @@ def test_every_arrow_in_order_post_norm():
         "scores QKᵀ/√d_k",
         "weights softmax(scores)",
         "per-head outputs z = AV",
+        "heads side by side (transpose 1, 2)",
         "concat(heads)",
         "W^O output",
         "add: X + self-attention(X)",
@@ -49,6 +51,8 @@ def test_every_arrow_in_order_post_norm():
     shapes = _by_step(r)
     assert shapes["split heads Q"] == [2, 4, 5, 4]  # the notes' [B, h, T, d_k] = [2, 4, 5, 4]
     assert shapes["concat(heads)"] == [2, 5, 16]
+    assert shapes["per-head outputs z = AV"] == [2, 4, 5, 4]  # A V in the notes' [B, h, T, d_k]
+    assert shapes["heads side by side (transpose 1, 2)"] == [2, 5, 4, 4]  # [B, T, h, d_k], then concat
     assert shapes["scores QKᵀ/√d_k"] == shapes["weights softmax(scores)"] == [2, 4, 5, 5]
     assert shapes["FFN x W_1 + b_1"] == [2, 5, 32]
 
@@ -73,6 +77,13 @@ def test_gqa_pre_norm_and_decoder():
         "K = memory W^K",
     ]
     assert d["layer_outputs"] == [[3, 4, 16]] * 2
+    # one address per step: the hook point that capture takes, or the module path of the parameters
+    assert [s["module"] for s in cross][:3] == [f"layers.0.cross_attn.{p}" for p in ("x_q", "q", "k")]
+    norms = {s["module"] for s in d["steps"] if s["step"].startswith("norm LN")}
+    assert "layers.0.norm1" in norms and all(s["module"].startswith(s["layer"]) for s in d["steps"])
+    points = DecoderLayer(BlockConfig(16, 2, 8)).hook_points()  # the layer's own points, unprefixed
+    attention = [s for s in d["steps"] if "_attn." in s["module"] and s["layer"] == "layers.0"]
+    assert len(attention) >= 20 and all(s["module"].removeprefix("layers.0.") in points for s in attention)
 
 
 def test_render_draws_block():

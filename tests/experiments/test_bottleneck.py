@@ -9,8 +9,9 @@ from click.testing import CliRunner
 
 from attnlab.cli import cli
 from attnlab.experiments.bottleneck import CONTESTANTS, QUICK, Settings, _alignment, buckets, match_size, run
+from attnlab.models.base import count_parameters
+from attnlab.models.registry import build_model
 from attnlab.tasks import split_of
-from attnlab.training.models import build_model, count_parameters
 
 TINY = Settings(
     min_len=3,

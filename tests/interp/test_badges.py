@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.interp.scan import badges
+from attnlab.interp.badges import badges
 from attnlab.viz.explorer import AttentionView
 
 

@@ -137,3 +137,20 @@ def test_bad_input_is_one_clear_error():
         head_score(a[0], x, "previous")
     with pytest.raises(ValueError, match="cannot draw 12 distinct tokens"):
         repeated_tokens(1, 12, 10)
+
+
+def test_the_induction_conventions_differ_only_on_immediate_repeats():
+    """attnlab's induction pattern needs the key strictly before the query; TransformerLens's also
+    counts the query itself where x_{i-1} = x_i ("A A"): a pure current-token head scores 0 under
+    one and 2/5 under the other on [BOS, 5, 5, 7, 7], and the two agree on the repeat probe."""
+    x = torch.tensor([[0, 5, 5, 7, 7]])
+    current = torch.eye(5)[None, None]  # [1, 1, T, T]: every query attends to itself
+    assert head_score(current, x, "induction").item() == 0.0
+    assert head_score(current, x, "induction", convention="tl").item() == pytest.approx(0.4)
+    diff = detection_pattern("induction", x, "tl") - detection_pattern("induction", x)
+    assert diff[0].nonzero().tolist() == [[2, 2], [4, 4]]  # only the diagonal where a token repeats at once
+    probe = repeated_tokens(3, 6, 20, seed=1)  # distinct r: no immediate repeat
+    for name in ("previous", "duplicate", "induction", "first", "current"):
+        assert torch.equal(detection_pattern(name, probe, "tl"), detection_pattern(name, probe))
+    with pytest.raises(ValueError, match=r"convention must be one of \['attnlab', 'tl'\]"):
+        detection_pattern("induction", x, "hf")

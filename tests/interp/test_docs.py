@@ -7,3 +7,9 @@ def test_heads_page_examples(doc_examples):
     page = doc_examples(Path(__file__).parents[2] / "docs" / "heads.md")
     assert len(page.pairs) == page.python_blocks == 3
     page.assert_each_prints_its_output()
+
+
+def test_analyses_page_examples(doc_examples):
+    page = doc_examples(Path(__file__).parents[2] / "docs" / "analyses.md")
+    assert len(page.pairs) == page.python_blocks == 3
+    page.assert_each_prints_its_output()

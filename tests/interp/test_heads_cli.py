@@ -96,4 +96,4 @@ def test_bad_input_exits_2(args, message):
 
 def test_bad_folder_exits_2(tmp_path):
     result = CliRunner().invoke(cli, ["heads", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "is not one" in result.output
+    assert result.exit_code == 2 and "is not a model attnlab can load" in result.output

@@ -67,3 +67,26 @@ def test_figures_draw(gpt, tmp_path):
     a = logit_lens_figure(by_layer, [str(i) for i in ids[0].tolist()], tmp_path / "lens.png")
     b = residual_norms_figure(stream.norms(), tmp_path / "norms.png")
     assert a.stat().st_size > 5_000 and b.stat().st_size > 5_000
+
+
+@pytest.mark.parametrize("kw", [{}, {"ffn": "none"}, {"attention": "ssm", "positions": "none"}])
+def test_stream_equals_running_the_blocks_one_by_one(kw):
+    """The captured stream equals what the former reader computed by running each block by hand from
+    the embeddings (h_l exactly; m_l = h_l - h_{l-1} - a_l to rounding; 0 without an FFN), for
+    attention, attention-only and state-space blocks alike."""
+    torch.manual_seed(1)
+    cfg = GPTConfig(vocab_size=19, d_model=16, num_heads=2, num_layers=3, d_ff=32, max_len=20, **kw)
+    gpt = GPT(cfg).eval()
+    ids = torch.randint(0, 19, (2, 7), generator=torch.Generator().manual_seed(4))
+    s = residual_stream(gpt, ids)
+    with torch.no_grad():
+        x = gpt.tok_embed(ids)
+        x = x if gpt.pos_embed is None else gpt.pos_embed(x, 0)  # h_0 [B, T, d]
+        assert torch.equal(s.resid[0], x)
+        for layer, block in enumerate(gpt.blocks):
+            y = block(x, is_causal=True)  # h_l
+            assert torch.equal(s.resid[layer + 1], y)
+            torch.testing.assert_close(s.mlp[layer], y - x - s.attn[layer], rtol=0, atol=1e-5)
+            x = y
+    if cfg.ffn == "none":
+        assert all(float(m.abs().max()) == 0.0 for m in s.mlp)

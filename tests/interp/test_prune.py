@@ -1,5 +1,5 @@
 """Pruned heads are gone from the weights and the pruned model equals the masked one; Michel et
-al.'s importance equals the gradient of an explicit head mask; ablation restores the weights."""
+al.'s importance equals the gradient of an explicit head mask; ablation patches z and touches no weight."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from torch.func import functional_call
 
 from attnlab.audit.build import count_by_group
 from attnlab.interp.ablation import ablate_heads, attention_layers, head_importance
-from attnlab.interp.prune import prune_heads, pruning_curve, removal_order
+from attnlab.interp.prune import mask_heads, params_after, prune_heads, pruning_curve, removal_order
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.nn import capture
 
 
 @pytest.fixture
@@ -36,11 +37,10 @@ def test_pruned_equals_masked(gpt, t):
     with torch.no_grad(), ablate_heads(gpt, heads):
         masked = gpt(ids)
     pruned = prune_heads(copy.deepcopy(gpt), heads)
-    with torch.no_grad():
+    with torch.no_grad(), capture(pruned, ["blocks.*.self_attn.weights"]) as cache:
         got = pruned(ids)
-        _, weights = pruned(ids, return_attention=True)
     torch.testing.assert_close(got, masked, rtol=0, atol=2e-6)
-    assert [w.shape[1] for w in weights] == [2, 3, 1]
+    assert [cache[f"blocks.{i}.self_attn.weights"].shape[1] for i in range(3)] == [2, 3, 1]
     assert [a.num_heads for _, a in attention_layers(pruned)] == [2, 3, 1]
     # the weights are gone: 4 d d_k weights + 3 d_k biases per head (audit's attention group)
     d, d_k = 24, 6
@@ -49,10 +49,32 @@ def test_pruned_equals_masked(gpt, t):
     assert attention_layers(pruned)[2][1].q_proj.weight.shape == (d_k, d)
 
 
-def test_ablation_restores_the_weights(gpt):
+def _ablated_through_w_o(model, heads, means=None):
+    """The old way, an oracle here: W^O_h := 0 (and b^O += E[z_h] W^O_h for mean ablation), on a copy."""
+    cut = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer, head in heads:
+            attn = attention_layers(cut)[layer][1]
+            block = attn.out_proj.weight[:, head * attn.d_k : (head + 1) * attn.d_k]  # [d_model, d_k]
+            if means is not None:
+                attn.out_proj.bias += block @ means[(layer, head)]
+            block.zero_()
+    return cut
+
+
+def test_ablation_patches_z_equals_zeroing_w_o_and_touches_no_weight(gpt):
+    """Patching z_h equals the former overwrite of W^O_h on the same weights, zero and mean ablation,
+    and the weights are the same inside the block and after it."""
     before = {k: v.clone() for k, v in gpt.state_dict().items()}
-    with ablate_heads(gpt, [(1, 2)]):
-        assert bool((gpt.blocks[1].self_attn.out_proj.weight[:, 12:18] == 0).all())
+    ids, heads = _ids(9), [(1, 2), (0, 0), (1, 3)]
+    means = {h: torch.randn(6, generator=torch.Generator().manual_seed(i)) for i, h in enumerate(heads)}
+    with torch.no_grad():
+        for m in (None, means):
+            with ablate_heads(gpt, heads, means=m):
+                got = gpt(ids)
+                assert all(torch.equal(v, before[k]) for k, v in gpt.state_dict().items())
+            torch.testing.assert_close(got, _ablated_through_w_o(gpt, heads, m)(ids), rtol=0, atol=1e-6)
+            assert (got - gpt(ids)).abs().max() > 1e-4  # the heads mattered; the patch is gone
     for k, v in gpt.state_dict().items():
         assert torch.equal(v, before[k]), k
 
@@ -86,11 +108,36 @@ def test_removal_order_keeps_a_head_per_layer_and_the_curve_counts_params(gpt):
     order = removal_order(importance)
     assert order[:3] == [(2, 0), (2, 1), (2, 2)] and (2, 3) not in order and len(order) == 9
     assert len(removal_order(importance, random_seed=0)) == 9
-    rows = pruning_curve(gpt, order, lambda m: {"heads": sum(a.num_heads for _, a in attention_layers(m))})
+    ids = _ids(12)
+    rows = pruning_curve(gpt, order, lambda m: {"logits": m(ids)})
     assert [r["removed"] for r in rows] == [0, 1, 2, 4, 5, 6, 7, 8, 9, 9]
-    assert [r["heads"] for r in rows] == [12 - r["removed"] for r in rows]
     per_head = 4 * 24 * 6 + 3 * 6
     assert [rows[0]["params"] - r["params"] for r in rows] == [per_head * r["removed"] for r in rows]
+    for r in rows:  # each row's metric ran on the model with those heads removed (masked: the same outputs)
+        pruned = prune_heads(copy.deepcopy(gpt), order[: r["removed"]])
+        torch.testing.assert_close(r["logits"], pruned(ids), rtol=0, atol=2e-6)
+        assert r["params"] == sum(p.numel() for p in pruned.parameters())
+    assert all(m._hooks is None for m in gpt.modules() if hasattr(m, "_at"))  # the masks are gone
+
+
+def test_masks_and_parameter_counts_under_gqa():
+    """Under GQA heads are masked, not cut; params_after counts a key/value head once every query
+    head it serves is gone (2 query heads per key/value head here)."""
+    torch.manual_seed(1)
+    model = GPT(
+        GPTConfig(vocab_size=23, d_model=24, num_heads=4, num_kv_heads=2, num_layers=2, d_ff=48, max_len=32)
+    ).eval()
+    ids = _ids(10)
+    with torch.no_grad(), mask_heads(model, [(1, 0), (1, 1)]):
+        masked = model(ids)
+    with torch.no_grad(), ablate_heads(model, [(1, 0), (1, 1)]):
+        torch.testing.assert_close(masked, model(ids), rtol=0, atol=1e-6)
+    total, d, d_k = sum(p.numel() for p in model.parameters()), 24, 6
+    q_head = 2 * d * d_k + d_k  # W^Q rows, W^O columns, the query bias
+    assert params_after(model, [(1, 0)]) == total - q_head  # its key/value head still serves 1.1
+    assert params_after(model, [(1, 0), (1, 1)]) == total - 2 * q_head - (2 * d * d_k + 2 * d_k)
+    with pytest.raises(ValueError, match="uses GQA"):
+        prune_heads(model, [(1, 0)])
 
 
 def test_bad_input(gpt):
@@ -130,7 +177,9 @@ def test_prune_cli_refuses_other_models():
     from attnlab.cli import cli
 
     result = CliRunner().invoke(cli, ["prune", "gpt2"])
-    assert result.exit_code == 2 and "prune supports minilm only" in result.output
+    assert result.exit_code == 2 and "'gpt2' is not a model attnlab can load" in result.output
+    result = CliRunner().invoke(cli, ["prune", "minilm", "--text", "a b c"])
+    assert result.exit_code == 2 and "--text and --length apply to decoders" in result.output
 
 
 def test_mean_ablation_writes_the_constant_through_w_o(gpt):

@@ -173,6 +173,7 @@ def check_27(ev):
         assert _close(w, E**3 / (E**3 + t - 1), 1e-12)
     acc = ev["accuracy"]  # the quick extrapolation experiment's RoPE model, trained at T = 16
     assert acc["rope"][16] >= 0.95 and acc["rope"][128] < 0.8  # perfect at L, far from it at 8L
+    assert ev["chance"] == 1 / 16 and acc["rope"][128] > ev["chance"] + 0.2  # ... yet far above chance
     assert all(acc["pi"][t] >= 0.95 for t in (16, 32, 64, 128))  # interpolated positions recover it
 
 

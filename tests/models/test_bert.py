@@ -11,10 +11,11 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from attnlab.models import load_model
+from attnlab.models import load, load_model
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
 from attnlab.models.sentence import embed, encode_packed, pool, pool_packed
+from attnlab.nn import capture
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -61,24 +62,27 @@ def test_hidden_states_and_attention_weights_match_transformers(minilm, oracle):
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")  # rows padded to 27 tokens
     real = batch["attention_mask"].bool()  # [B, T]
     assert (~real).sum() == 77  # 135 positions, 58 real tokens
-    with torch.no_grad():
+    with (
+        torch.no_grad(),
+        capture(model, ["embed", "layers.*.resid_post", "layers.*.self_attn.weights"]) as cache,
+    ):
         ref = hf(**batch, output_hidden_states=True, output_attentions=True)
-        ours = model(
-            batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], output_attentions=True
-        )
-    assert len(ours["hidden_states"]) == len(ref.hidden_states) == 7
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    hidden = [cache["embed"]] + [cache[f"layers.{i}.resid_post"] for i in range(6)]
+    attentions = [cache[f"layers.{i}.self_attn.weights"] for i in range(6)]
+    assert len(hidden) == len(ref.hidden_states) == 7 and torch.equal(hidden[-1], out.last_hidden_state)
     hidden_err = max(
         (a - r)[real].abs().max().item()  # real tokens; padding rows carry no meaning
-        for a, r in zip(ours["hidden_states"], ref.hidden_states)
+        for a, r in zip(hidden, ref.hidden_states)
     )
-    attn_err = max((a - r).abs().max().item() for a, r in zip(ours["attentions"], ref.attentions))
-    pool_err = (ours["pooler_output"] - ref.pooler_output).abs().max().item()
+    attn_err = max((a - r).abs().max().item() for a, r in zip(attentions, ref.attentions))
+    pool_err = (out.pooler_output - ref.pooler_output).abs().max().item()
     print(
         f"MiniLM parity: hidden states {hidden_err:.2e}, attention weights {attn_err:.2e}, "
         f"pooler {pool_err:.2e}"
     )
     assert hidden_err <= 1e-4 and attn_err <= 1e-4 and pool_err <= 1e-4
-    for w in ours["attentions"]:
+    for w in attentions:
         assert w.shape == (5, 12, 27, 27)
         assert torch.all(w.masked_select(~real[:, None, None, :].expand_as(w)) == 0)  # padding gets 0
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), rtol=0, atol=1e-5)
@@ -137,7 +141,7 @@ def test_pretrained_config_follows_the_checkpoint_files(minilm):
     model, tokenizer = minilm
     c = model.config
     assert (c.d_model, c.num_heads, c.num_layers, c.d_ff, c.vocab_size) == (384, 12, 6, 1536, 30522)
-    assert (c.pooling, c.normalize, c.max_seq_length, c.eps) == ("mean", True, 256, 1e-12)
+    assert (c.pooling, c.normalize, c.max_seq_length, c.norm_eps) == ("mean", True, 256, 1e-12)
     assert sum(p.numel() for p in model.parameters()) == 22_713_216  # all-MiniLM-L6-v2's 22.7 M
     assert tokenizer.padding is None and tokenizer.truncation["max_length"] == 256
     assert not model.training
@@ -170,7 +174,7 @@ def test_missing_and_misshaped_tensors_are_named(tmp_path):
     bad = _copy_checkpoint(tmp_path / "b", shrink)
     shape_msg = r"encoder.layer.5.intermediate.dense.weight has shape \[1000, 384\], expected \[1536, 384\]"
     with pytest.raises(ValueError, match=shape_msg):
-        BertEncoder.from_pretrained(bad)
+        load(bad)
 
 
 def test_pickle_checkpoint_is_refused(tmp_path):
@@ -179,7 +183,7 @@ def test_pickle_checkpoint_is_refused(tmp_path):
     shutil.copy(pretrained_path("minilm") / "config.json", dst / "config.json")
     torch.save({"x": torch.zeros(2)}, dst / "model.safetensors")  # a zip/pickle in disguise
     with pytest.raises(ValueError, match="looks like a pickle"):
-        BertEncoder.from_pretrained(dst)
+        load(dst)
 
 
 def test_unknown_or_missing_pretrained_models(monkeypatch):
@@ -206,7 +210,7 @@ def test_save_load_round_trip(tmp_path):
     loaded = load_model(tmp_path / "bert").eval()
     ids = torch.randint(1, 50, (2, 7))
     with torch.no_grad():
-        assert torch.equal(loaded(ids)["last_hidden_state"], model(ids)["last_hidden_state"])
+        assert torch.equal(loaded(ids).last_hidden_state, model(ids).last_hidden_state)
     assert loaded.config == model.config
 
 
@@ -217,11 +221,14 @@ def test_encode_equals_forward_and_explicit_path_equals_fast_path():
     types = torch.randint(0, 2, (3, 9))
     with torch.no_grad():
         fast = model(ids, mask, types)
-        slow = model(ids, mask, types, output_attentions=True)
+        with capture(model, ["layers.*.self_attn.weights"]) as cache:  # every layer explicit
+            slow = model(ids, mask, types)
         enc = model.encode(ids, mask, types)
-    torch.testing.assert_close(slow["last_hidden_state"], fast["last_hidden_state"], rtol=0, atol=1e-5)
-    assert torch.equal(enc, fast["last_hidden_state"])
-    assert fast["attentions"] is None and len(slow["attentions"]) == 2
+    torch.testing.assert_close(slow.last_hidden_state, fast.last_hidden_state, rtol=0, atol=1e-5)
+    assert torch.equal(enc, fast.last_hidden_state) and len(cache) == 2
+    with torch.no_grad():  # the pooler: tanh(W_p X_L[CLS] + b_p)
+        pooled = torch.tanh(model.pooler(fast.last_hidden_state[:, 0]))  # [B, d]
+    assert fast.pooler_output.shape == (3, 16) and torch.equal(fast.pooler_output, pooled)
 
 
 def test_packed_encoder_equals_the_padded_one():

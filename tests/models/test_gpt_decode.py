@@ -107,10 +107,10 @@ def test_a_hook_added_mid_generation_takes_the_layers_path():
     with torch.no_grad():
         state = model.start(torch.tensor([[1, 2, 3, 4]]))
         assert state.engine is not None
-        with capture(model, ["layers.1.attn.weights"]) as seen:
+        with capture(model, ["blocks.1.self_attn.weights"]) as seen:
             model.step(torch.tensor([5]), state)
         model.step(torch.tensor([6]), state)  # and back on the engine
-    assert seen["layers.1.attn.weights"].shape == (1, 4, 1, 5)
+    assert seen["blocks.1.self_attn.weights"].shape == (1, 4, 1, 5)
     assert state.length == 6
 
 

@@ -16,6 +16,7 @@ from attnlab.models.rnn import (
     RNNConfig,
     Seq2SeqRNN,
 )
+from attnlab.nn import capture
 
 PAD = 0
 V_SRC, V_TGT = 11, 13
@@ -77,19 +78,25 @@ def test_extra_padding_changes_nothing(family, cell, attention):
 def test_alignment_rows_sum_to_one_and_skip_padding(attention):
     model = _model("attention", "gru", attention)
     src, tgt_in = _batch()
-    with torch.no_grad():
-        logits, attn = model(src, tgt_in, return_attention=True)
-    assert attn.shape == (3, 4, 5)
+    with torch.no_grad(), capture(model, ["attention.weights"]) as cache:
+        logits = model(src, tgt_in)
+    attn = cache["attention.weights"]
+    assert attn.shape == (3, 4, 5) and logits.shape == (3, 4, model.config.tgt_vocab)
     torch.testing.assert_close(attn.sum(-1), torch.ones(3, 4, dtype=attn.dtype), rtol=0, atol=1e-12)
     assert torch.all(attn[1, :, 2:] == 0) and torch.all(attn[2, :, 4:] == 0)
     assert torch.all(attn[0] > 0)  # a real position is never masked
 
 
-def test_step_records_the_alignment_row():
-    model = _model("attention", "lstm", "bahdanau")
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_step_records_the_alignment_row_the_hook_point_reads(attention):
+    """The alignment captured at ``attention.weights`` in a teacher-forced forward equals, row by
+    row, the one each decoding step computes on its own."""
+    model = _model("attention", "lstm", attention)
     src, tgt_in = _batch()
     with torch.no_grad():
-        _, attn = model(src, tgt_in, return_attention=True)
+        with capture(model, ["attention.weights"]) as cache:
+            model(src, tgt_in)
+        attn = cache["attention.weights"]  # [B, T, S]
         state = model.start(src)
         for t in range(4):
             _, state = model.step(tgt_in[:, t], state)

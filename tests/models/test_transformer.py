@@ -11,7 +11,7 @@ import torch
 
 from attnlab import ref
 from attnlab.models import Transformer, TransformerConfig, load_model
-from attnlab.nn import Decoder
+from attnlab.nn import Decoder, capture
 
 SMALL = dict(
     src_vocab=11,
@@ -78,7 +78,7 @@ def _ln(n):
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_forward_matches_reference_composition(norm):
-    model = _model(norm=norm).double()
+    model = _model(norm_place=norm).double()
     src, tgt_in = _batch()
     d = 16
     pe = ref.sinusoidal_positions(20, d)
@@ -135,7 +135,16 @@ def test_teacher_forcing_reads_the_gold_previous_tokens():
 def test_attention_maps_and_padding():
     model = _model(4)
     src, tgt_in = _batch(5)
-    logits, attn = model(src, tgt_in, return_attention=True)
+    with capture(model, ["*.weights"]) as cache:
+        logits = model(src, tgt_in)
+    attn = {  # [B, h, T_q, T_k] per layer
+        kind: [cache[f"{stack}.layers.{i}.{leaf}.weights"] for i in range(2)]
+        for kind, stack, leaf in [
+            ("encoder_self", "encoder", "self_attn"),
+            ("decoder_self", "decoder", "self_attn"),
+            ("cross", "decoder", "cross_attn"),
+        ]
+    }
     assert logits.shape == (3, 5, 13)
     assert [w.shape for w in attn["encoder_self"]] == [(3, 2, 6, 6)] * 2
     assert [w.shape for w in attn["decoder_self"]] == [(3, 2, 5, 5)] * 2
@@ -180,8 +189,11 @@ def test_save_and_load_round_trip(tmp_path, share):
 
 
 def test_prenorm_stacks_have_final_norms_postnorm_do_not():
-    assert isinstance(_model(norm="pre").decoder, Decoder)
-    assert _model(norm="pre").encoder.norm is not None and _model(norm="pre").decoder.norm is not None
+    assert isinstance(_model(norm_place="pre").decoder, Decoder)
+    assert (
+        _model(norm_place="pre").encoder.norm is not None
+        and _model(norm_place="pre").decoder.norm is not None
+    )
     assert _model().encoder.norm is None and _model().decoder.norm is None
 
 
@@ -190,7 +202,7 @@ def test_prenorm_stacks_have_final_norms_postnorm_do_not():
     [
         (dict(d_model=15), "d_model=15 is not divisible by num_heads=2"),
         (dict(src_vocab=0), "src_vocab must be a positive integer"),
-        (dict(norm="middle"), "norm must be one of"),
+        (dict(norm_place="middle"), "norm_place must be one of"),
         (dict(activation="tanh"), "activation must be one of"),
         (dict(dropout=1.5), r"dropout must be a number in \[0, 1\)"),
         (dict(share_embeddings=True), "share_embeddings needs src_vocab == tgt_vocab"),

@@ -123,9 +123,11 @@ def test_model_configs_map_onto_the_block():
         16, 4, 40, norm="rms", norm_place="pre", ffn="glu", activation="silu", positions="learned"
     )
     assert gpt.block == want
-    t = TransformerConfig(src_vocab=5, tgt_vocab=5, d_model=16, num_heads=2, d_ff=32, norm="pre", dropout=0.0)
+    t = TransformerConfig(
+        src_vocab=5, tgt_vocab=5, d_model=16, num_heads=2, d_ff=32, norm_place="pre", dropout=0.0
+    )
     assert t.block == BlockConfig(16, 2, 32, norm_place="pre", positions="sinusoidal")
-    b = BertConfig(vocab_size=5, d_model=16, num_heads=2, d_ff=32, eps=1e-12)
+    b = BertConfig(vocab_size=5, d_model=16, num_heads=2, d_ff=32, norm_eps=1e-12)
     assert b.block == BlockConfig(16, 2, 32, norm_eps=1e-12, activation="gelu", positions="learned")
     with pytest.raises(ValueError, match=r"^GPTConfig.norm must be one of \['layer', 'rms'\], got 'batch'$"):
         GPTConfig(vocab_size=10, norm="batch")  # the message names the model's config, not BlockConfig

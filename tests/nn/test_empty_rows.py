@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnlab import ref
-from attnlab.nn import BlockConfig, DecoderLayer, EncoderLayer
+from attnlab.nn import BlockConfig, DecoderLayer, EncoderLayer, capture
 
 TOL64 = 1e-10
 
@@ -41,13 +41,15 @@ def test_encoder_layer_refuses_an_empty_row_as_ref_does_and_zeroes_it_alike():
     params = ref.params_from_attnlab(layer)
     with pytest.raises(ValueError) as want:
         ref.encoder_layer(x.numpy(), params, 2, mask=MASK.numpy())
-    for kw in ({}, {"need_weights": True}):
-        with pytest.raises(ValueError, match=r"query row \(1, 0, 2\)") as got:
-            layer(x, MASK, **kw)
+    for points in ([], ["self_attn.weights"]):  # the fused path, and the explicit one a reader forces
+        with pytest.raises(ValueError, match=r"query row \(1, 0, 2\)") as got, capture(layer, points):
+            layer(x, MASK)
         assert _message(got) == _message(want)
     expected = ref.encoder_layer(x.numpy(), params, 2, mask=MASK.numpy(), empty_rows="zero")
     fast = layer(x, MASK, empty_rows="zero")
-    slow, w = layer(x, MASK, need_weights=True, empty_rows="zero")
+    with capture(layer, ["self_attn.weights"]) as cache:
+        slow = layer(x, MASK, empty_rows="zero")
+    w = cache["self_attn.weights"]
     np.testing.assert_allclose(fast.detach().numpy(), expected, rtol=0, atol=TOL64)
     np.testing.assert_allclose(slow.detach().numpy(), expected, rtol=0, atol=TOL64)
     assert bool((w[1, :, 2] == 0).all()) and not torch.isnan(w).any()

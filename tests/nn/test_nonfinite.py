@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from attnlab.models import GPT, GPTConfig, load_model
+from attnlab.models.registry import build_model
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
 from attnlab.nn import NonFiniteError, capture, detect_nonfinite, patch
 from attnlab.nn.nonfinite import ENV, describe_nonfinite
-from attnlab.training.models import build_model
 
 SIZES = dict(vocab_size=31, d_model=16, num_heads=4, num_layers=3, d_ff=24, max_len=16)
 
@@ -66,9 +66,9 @@ def test_one_kind_of_value_is_named_plainly_and_a_later_point_is_not_reached():
         s.view(-1)[:3] = float("inf")
         return s
 
-    later = {"layers.2.mlp.hidden": lambda h: h * float("nan")}  # never reached: scores come first
-    want = rf"at layers\.1\.attn\.scores \(3 of {2 * 4 * 7 * 7} entries are inf\)$"  # B h T_q T_k
-    with patch(model, {"layers.1.attn.scores": three_infs, **later}), detect_nonfinite(model):
+    later = {"blocks.2.ffn.hidden": lambda h: h * float("nan")}  # never reached: scores come first
+    want = rf"at blocks\.1\.self_attn\.scores \(3 of {2 * 4 * 7 * 7} entries are inf\)$"  # B h T_q T_k
+    with patch(model, {"blocks.1.self_attn.scores": three_infs, **later}), detect_nonfinite(model):
         with pytest.raises(NonFiniteError, match=want):
             model(ids)
     assert describe_nonfinite(torch.tensor([1.0, float("nan"), -float("inf")])) == (

@@ -205,6 +205,9 @@ def test_the_two_numberings_say_which_they_are():
     state = progress({}, {}, set(), {})
     text = render_text(state).splitlines()
     assert "Week 19 lessons (0/7 ticked; tick one once you could explain it: attnlab study tick N)" in text
-    assert "        run: attnlab lesson 05 (Week 1 code block 5); myths: attnlab myths 11, 16, 17" in text
+    assert (
+        "        run: attnlab lesson 05 (Week 1 code block 5); attnlab experiment scoring --quick; "
+        "myths: attnlab myths 11, 16, 17"
+    ) in text
     assert state["next"].startswith("Week 19 lesson 1 (Sequence-to-sequence models): read ")
     assert "<code>attnlab lesson 05 (Week 1 code block 5)</code>" in render_html(state, {})

@@ -93,7 +93,7 @@ def test_evaluate_and_translate(trained):
         ),
         (["train", "--steps", "5"], "--task is required"),
         (["train", "--task", "reverse", "--resume"], "--resume needs --out DIR"),
-        (["evaluate", "/nonexistent/dir"], "holds no checkpoint"),
+        (["evaluate", "/nonexistent/dir"], "is not a model attnlab can load"),
         (["train", "--task", "reverse", "--steps", "5", "--schedule", "linear"], "schedule must be one of"),
         (
             ["train", "--task", "reverse", "--steps", "5", "--model", "attention-rnn", "--attention", "x"],

@@ -4,9 +4,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from attnlab.models.registry import build_model
 from attnlab.tasks import get_task
 from attnlab.training.distributed import train_distributed
-from attnlab.training.models import build_model
 
 
 @pytest.mark.slow

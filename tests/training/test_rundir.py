@@ -57,7 +57,7 @@ def test_overwrite_replaces_only_an_attnlab_run(tmp_path, tiny_config):
         train(tiny_config(steps=3), out, resume=True, overwrite=True, progress=False)
 
 
-def test_a_stale_top_level_copy_is_rebuilt_from_the_checkpoint(tmp_path, tiny_config):
+def test_a_stale_top_level_copy_is_read_past_and_rebuilt_by_the_next_resume(tmp_path, tiny_config):
     out = tmp_path / "run"
     train(tiny_config(steps=4, ckpt_every=2), out, progress=False)
     newest = _weights(out / "ckpt-000004")
@@ -65,9 +65,14 @@ def test_a_stale_top_level_copy_is_rebuilt_from_the_checkpoint(tmp_path, tiny_co
     from safetensors.torch import save_file
 
     save_file(stale, str(out / "model.safetensors"))  # what a kill mid-replace can leave
-    loaded = load_model(out)
-    assert _same({k: v for k, v in loaded.state_dict().items() if k in newest}, newest)
-    assert _same(_weights(out), newest)  # and the copy itself was repaired
+    before = (out / "model.safetensors").read_bytes()
+    for read in (load_model, load_trained):  # reading uses the verified checkpoint and never writes
+        loaded = read(out)
+        loaded = loaded[0] if isinstance(loaded, tuple) else loaded
+        assert _same({k: v for k, v in loaded.state_dict().items() if k in newest}, newest)
+    assert (out / "model.safetensors").read_bytes() == before
+    load_checkpoint(out)  # what a resume reads: the copy is repaired there
+    assert _same(_weights(out), newest)
 
 
 @pytest.mark.parametrize(

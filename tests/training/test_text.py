@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.models.hf import load_hf_tokenizer
 from attnlab.models.hf.textgen import GenerationRequest
 from attnlab.tasks.text_source import decode_text, read_corpus, split_tail
 from attnlab.tasks.text_tokenizer import (
@@ -18,6 +17,7 @@ from attnlab.tasks.text_tokenizer import (
     encode_chars,
     unknown_characters,
 )
+from attnlab.tasks.tokenize import from_file
 from attnlab.training import train
 from attnlab.training.text_data import TextData, read_meta, window_starts
 from attnlab.training.text_generate import load_text_run, slide
@@ -59,11 +59,11 @@ def test_char_tokenizer_reads_back_and_refuses_unknown_characters(tmp_path, play
     text = play(20)
     tok = char_tokenizer(text)
     tok.save(str(tmp_path / "tokenizer.json"))
-    back = load_hf_tokenizer(tmp_path)
-    vocab = char_vocabulary(back)
+    back = from_file(tmp_path / "tokenizer.json")
+    vocab = char_vocabulary(back.backend)
     assert vocab is not None and len(vocab) == len(set(text))
-    assert back.encode(text).ids == encode_chars(text, vocab).tolist()  # the fast path = the tokenizer
-    assert back.decode(back.encode(text).ids) == text
+    assert back.encode(text) == encode_chars(text, vocab).tolist()  # the fast path = the tokenizer
+    assert back.decode(back.encode(text)) == text
     assert unknown_characters("ROMEO: é ž é", vocab) == ["é", "ž"]
     with pytest.raises(ValueError, match=r"'é' \(U\+00E9\)"):
         encode_chars("Romeo é", vocab)
@@ -159,7 +159,7 @@ def threads():
 def test_sliding_generation_passes_the_positions(tmp_path, corpus, threads, text_config):
     train(text_config(corpus, steps=30, eval_every=0), tmp_path / "run", progress=False)
     model, tok, _ = load_text_run(tmp_path / "run")
-    prompt = tok.encode("ROMEO:\n").ids
+    prompt = tok.encode("ROMEO:\n")
     torch.set_num_threads(1)  # restored by the fixture below
     cached = list(slide(model, prompt, GenerationRequest(prompt="", max_new=80), "cpu"))
     uncached = list(slide(model, prompt, GenerationRequest(prompt="", max_new=80, use_cache=False), "cpu"))

@@ -108,7 +108,6 @@ def test_text_from_stdin_in_a_real_process(corpus, tmp_path):
         (None, ["--vocab-size", "300"], "--vocab-size applies to --tokenizer bpe"),
         (None, ["--tokenizer", "bpe", "--vocab-size", "100"], "--vocab-size must be at least 257"),
         (None, ["--model", "transformer"], "a text run trains a GPT (--model gpt)"),
-        (None, ["--nproc", "2"], "a text run trains in one process"),
     ],
 )
 def test_bad_text_input_is_one_line_and_writes_nothing(tmp_path, corpus, content, extra, message):
@@ -207,3 +206,17 @@ def test_overwrite_replaces_the_token_files(corpus, tmp_path, play):
     assert meta["source"] == str(other.resolve()) and meta["train_chars"] + meta["val_chars"] == len(
         other.read_text(encoding="utf-8")
     )
+
+
+@pytest.mark.slow
+def test_generate_streams_into_a_pipe_as_it_comes(trained):
+    """Piped (not a terminal), the text still arrives piece by piece: the first read returns a
+    part of it, not the whole text at exit (what a block-buffered stdout would give)."""
+    out, _ = trained
+    cmd = [sys.executable, "-m", "attnlab", "generate", str(out), "ROMEO:\n", "--max-new", "2000", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    first = os.read(proc.stdout.fileno(), 1 << 16)  # returns as soon as anything is written
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=300) == 0
+    text = (first + rest).decode()
+    assert len(text) == 2000 + 1 and 0 < len(first) < 2000  # a part: streamed, not written at exit

@@ -48,7 +48,7 @@ def test_clicking_a_token_draws_exactly_the_computed_edges(tmp_path, open_page, 
     # the per-head summary names each head's heaviest key
     tops = page.page.eval_on_selector_all("#top-keys li", "els => els.map(e => Number(e.dataset.top))")
     assert tops == [int(np.argmax(w[0, h, it])) for h in range(4)]
-    assert page.page.text_content("#top-keys li").startswith(f"head 1: {TOKENS[tops[0]]} ")
+    assert page.page.text_content("#top-keys li").startswith(f"head 0.0: {TOKENS[tops[0]]} ")  # layer.head
     # every row the model computed sums to one; the page holds the same numbers
     row = [page.page.evaluate(f"window.attnExplorer.weight(0, 2, {it}, {j})") for j in range(len(TOKENS))]
     np.testing.assert_allclose(row, w[0, 2, it], atol=1e-7)
@@ -58,20 +58,24 @@ def test_clicking_a_token_draws_exactly_the_computed_edges(tmp_path, open_page, 
 
 def test_layer_and_head_controls_change_the_view(tmp_path, open_page, helpers):
     w = helpers.mha_weights(len(TOKENS), len(TOKENS), layers=2, heads=4, seed=1)
-    page = open_page(_write(tmp_path, [AttentionView("encoder self-attention", "self", TOKENS, TOKENS, w)]))
+    view = AttentionView(
+        "encoder self-attention", "self", TOKENS, TOKENS, w, layer_names=("layers.0", "layers.1")
+    )
+    page = open_page(_write(tmp_path, [view]))
     q = 1
     page.page.select_option("#head-select", "-1")  # the page opened on one head; show all of them
     page.page.click(f"button.tok[data-index='{q}']")
     page.page.select_option("#layer-select", "1")
     assert page.page.evaluate("window.attnExplorer.state()")["layer"] == 1
     assert helpers.drawn(page.edges()).keys() == helpers.expected_edges(w, 1, q, range(4), 0.01).keys()
-    assert page.page.text_content("#layer-name") == "2 of 2"
+    assert page.page.text_content("#layer-name") == "layers.1"  # a layer is named by its module path
     page.page.select_option("#head-select", "2")
     got = helpers.drawn(page.edges())
     assert {h for h, _ in got} == {2}
     assert got.keys() == helpers.expected_edges(w, 1, q, [2], 0.01).keys()
     assert page.page.get_attribute("#heatmap", "data-head") == "2"
-    assert "head 3" in page.page.text_content("#heatmap-title")
+    assert "(layers.1, head 1.2;" in page.page.text_content("#heatmap-title")
+    assert page.page.text_content("#head-name") == "1.2"
     # hover the heatmap cell (query 1, key 4): the tooltip shows that exact weight
     left, top, cell = (
         float(page.page.get_attribute("#heatmap", f"data-{k}")) for k in ("left", "top", "cell")
@@ -81,9 +85,11 @@ def test_layer_and_head_controls_change_the_view(tmp_path, open_page, helpers):
     assert page.page.get_attribute("#tooltip", "data-key") == "4"
     assert float(page.page.get_attribute("#tooltip", "data-weight")) == pytest.approx(w[1, 2, 1, 4], abs=1e-7)
     assert page.page.text_content("#tooltip").startswith(f"{TOKENS[1]} \u2192 {TOKENS[4]}: ")
-    # the model view: one small map per layer x head; a click enlarges layer 1 head 4
+    # the model view: one small map per layer x head; a click enlarges head 0.3
     assert page.page.locator("#model-view canvas.thumb").count() == 2 * 4
-    page.page.click("#model-view canvas[data-layer='0'][data-head='3']")
+    thumb = "#model-view canvas[data-layer='0'][data-head='3']"
+    assert page.page.get_attribute(thumb, "title").startswith("head 0.3 (layers.0)")
+    page.page.click(thumb)
     assert page.page.evaluate("window.attnExplorer.state()") == {"view": 0, "layer": 0, "head": 3, "query": q}
     assert page.page.get_attribute("#heatmap", "data-layer") == "0"
     assert helpers.drawn(page.edges()).keys() == helpers.expected_edges(w, 0, q, [3], 0.01).keys()

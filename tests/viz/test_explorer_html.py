@@ -127,7 +127,7 @@ def test_opening_focus_picks_the_heaviest_word_to_word_link_and_prefers_cross_at
     with pytest.raises(ValueError, match="focus token 'dog'"):
         opening_focus([view], "dog", "cat")
     page = Explorer([view], model_label="toy", sentence="the cat sat on it")
-    assert "layer 2 head 3 query 5" in repr(page) and "toy" in repr(page)
+    assert "head 1.2 (layer 1) query 5" in repr(page) and "toy" in repr(page)
     with pytest.raises(ValueError, match="relative .html path"):
         Explorer([view], model_label="toy", back=("javascript:alert(1)", "x"))
     with pytest.raises(ValueError, match="relative .html path"):

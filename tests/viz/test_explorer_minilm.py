@@ -43,11 +43,14 @@ def test_minilm_page_matches_the_model(tmp_path, open_page, helpers, minilm_orac
 
 @pytest.mark.slow
 def test_minilm_shows_every_token_up_to_512_and_refuses_more():
-    from attnlab.viz.explorer import minilm_views
+    from attnlab.viz.explorer import attention_views
 
     # 36 copies of a 14-token sentence: 506 tokens, past embed()'s 256-token cut but within 512 positions
-    (view,) = minilm_views(" ".join(["The animal didn't cross the street because it was too tired."] * 36))
+    (view,), _ = attention_views(
+        " ".join(["The animal didn't cross the street because it was too tired."] * 36)
+    )
     assert view.weights.shape == (6, 12, 506, 506)
+    assert view.layer_names == tuple(f"layers.{i}" for i in range(6))
     np.testing.assert_allclose(view.weights.sum(-1), 1.0, atol=1e-4)
     with pytest.raises(ValueError, match="has 512 positions"):
-        minilm_views("word " * 600)
+        attention_views("word " * 600)

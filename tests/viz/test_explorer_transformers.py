@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from attnlab.cli import cli
 from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
-from attnlab.viz.explorer import trained_views
+from attnlab.nn import capture
+from attnlab.viz.explorer import model_views
 
 
 def test_transformer_gives_encoder_decoder_and_cross_views():
@@ -27,15 +28,19 @@ def test_transformer_gives_encoder_decoder_and_cross_views():
     )
     model = Transformer(cfg)
     src, tgt = [5, 6, 7, 8, 9, 2], [1, 10, 11, 12]
-    views = trained_views(model, src, [f"s{i}" for i in src], tgt, [f"t{i}" for i in tgt])
+    views = model_views(model, src, [f"s{i}" for i in src], tgt, [f"t{i}" for i in tgt])
     assert [(v.kind, v.weights.shape) for v in views] == [
         ("self", (2, 2, 6, 6)),
         ("causal", (3, 2, 4, 4)),
         ("cross", (3, 2, 4, 6)),
     ]
-    with torch.no_grad():
-        _, attn = model(torch.tensor([src]), torch.tensor([tgt]), return_attention=True)
-    np.testing.assert_array_equal(views[2].weights[1], attn["cross"][1][0].numpy())
+    assert views[0].layer_names == ("encoder.layers.0", "encoder.layers.1")
+    assert views[2].layer_names == ("decoder.layers.0", "decoder.layers.1", "decoder.layers.2")
+    with torch.no_grad(), capture(model, ["*.weights"]) as cache:  # every layer explicit, as the explorer
+        model(torch.tensor([src]), torch.tensor([tgt]))
+    np.testing.assert_array_equal(
+        views[2].weights[1], cache["decoder.layers.1.cross_attn.weights"][0].numpy()
+    )
     causal = views[1].weights
     assert np.all(causal[..., np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]] == 0)  # no peeking ahead
     for v in views:
@@ -47,11 +52,14 @@ def test_gpt_gives_one_causal_view():
     torch.manual_seed(1)
     model = GPT(GPTConfig(vocab_size=12, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=16))
     ids = [1, 5, 6, 7, 4, 8]
-    (view,) = trained_views(model, ids, [str(i) for i in ids])
-    with torch.no_grad():
-        _, attn = model(torch.tensor([ids]), return_attention=True)
+    (view,) = model_views(model, ids, [str(i) for i in ids])
+    model.eval()
+    with torch.no_grad(), capture(model, ["blocks.0.self_attn.x_q"]) as cache:
+        model(torch.tensor([ids]))
+    _, want = model.blocks[0].self_attn(cache["blocks.0.self_attn.x_q"], is_causal=True, need_weights=True)
     assert view.kind == "causal" and view.weights.shape == (2, 4, 6, 6)
-    np.testing.assert_array_equal(view.weights[0], attn[0][0].numpy())
+    assert view.layer_names == ("blocks.0", "blocks.1")
+    np.testing.assert_array_equal(view.weights[0], want[0].detach().numpy())
     np.testing.assert_allclose(view.weights.sum(-1), 1.0, atol=1e-5)
 
 
@@ -108,6 +116,6 @@ def test_explore_a_folder_written_by_attnlab_train(tmp_path):
     vocab = {s: i for i, s in enumerate(["<pad>", "<bos>", "<eos>", "<unk>", "<sep>", *"abcdef"])}
     src = torch.tensor([[vocab[t] for t in cross.key_tokens]])
     tgt = torch.tensor([[vocab[t] for t in cross.query_tokens]])
-    with torch.no_grad():
-        _, attn = model(src, tgt, return_attention=True)
-    np.testing.assert_array_equal(cross.weights[0], attn["cross"][0][0].numpy())
+    with torch.no_grad(), capture(model, ["*.weights"]) as cache:  # every layer explicit, as the explorer
+        model(src, tgt)
+    np.testing.assert_array_equal(cross.weights[0], cache["decoder.layers.0.cross_attn.weights"][0].numpy())

@@ -5,12 +5,13 @@ or a preset name from :data:`PRESETS`) and, for shapes and cost, a :class:`Workl
 plain dict (what ``--json`` prints) and has a ``render_*`` for the table.
 """
 
-from attnlab.audit.config import MODELS, ModelSpec, Workload, model_spec
+from attnlab.audit.config import MODELS, ModelSpec, Workload
 from attnlab.audit.cost import audit_cost, kv_cache_bytes, render_cost
 from attnlab.audit.params import audit_params, render_params
 from attnlab.audit.peak import measure_peak, mfu, render_peak
 from attnlab.audit.presets import PRESETS, Preset
 from attnlab.audit.shapes import audit_shapes, render_shapes
+from attnlab.audit.spec import model_spec
 
 __all__ = [
     "MODELS",

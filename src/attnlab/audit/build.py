@@ -8,13 +8,13 @@ audit. Building on the ``meta`` device allocates no memory, so counting a large 
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from torch import nn
 
 from attnlab.audit.config import ModelSpec
-from attnlab.nn.config import BlockConfig
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
+from attnlab.models.bert import BertConfig, BertEncoder
+from attnlab.nn import DecoderLayer, EncoderLayer
 
 
 class LayerStack(nn.Module):
@@ -44,19 +44,12 @@ def _layer(cls, a: ModelSpec, **structural) -> nn.Module:
 
 
 def _model_config(cls, a: ModelSpec, **fields):
-    """``cls(**fields)`` plus every :class:`BlockConfig` field the model config has under the same name;
-    the config's own ``block`` must then be the spec's, else the model cannot build what the audit
-    counts (a ``ValueError`` naming the fields that differ)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    block = a.block.replace(dropout=0.0)
-    for f in dataclasses.fields(BlockConfig):
-        if f.name in names and f.name not in fields and f.name not in ("norm", "dropout"):
-            fields[f.name] = getattr(block, f.name)
-    if "norm" in names and "norm" not in fields:  # GPTConfig.norm is the kind; TransformerConfig's the place
-        fields["norm"] = block.norm
-    config = cls(**{k: v for k, v in fields.items() if k in names})
+    """``cls(**fields)``, whose ``block`` must then be the spec's, else the model cannot build what the
+    audit counts (a ``ValueError`` naming the fields that differ)."""
+    config = cls(**fields)
+    want = a.block.replace(dropout=0.0).to_dict()
     got = config.block.replace(dropout=0.0).to_dict()
-    differ = {k: v for k, v in block.to_dict().items() if got[k] != v}
+    differ = {k: v for k, v in want.items() if got[k] != v}
     if differ:
         raise ValueError(
             f"attnlab.models cannot build this {a.model} block: {cls.__name__} has no option for {differ}; "
@@ -67,13 +60,9 @@ def _model_config(cls, a: ModelSpec, **fields):
 
 def _build(a: ModelSpec) -> nn.Module:
     if a.model in ("encoder-layer", "decoder-layer"):
-        from attnlab.nn import DecoderLayer, EncoderLayer
-
         layer = EncoderLayer if a.model == "encoder-layer" else DecoderLayer
         return LayerStack([_layer(layer, a) for _ in range(a.layers)])
     if a.model == "transformer":
-        from attnlab.models import Transformer, TransformerConfig
-
         return Transformer(
             _model_config(
                 TransformerConfig,
@@ -86,31 +75,24 @@ def _build(a: ModelSpec) -> nn.Module:
                 num_encoder_layers=a.layers,
                 num_decoder_layers=a.layers,
                 max_len=a.max_len,
-                norm=a.block.norm_place,  # TransformerConfig.norm is the norm's place
+                norm_place=a.block.norm_place,
+                activation=a.block.activation,
                 dropout=0.0,
                 share_embeddings=a.share_embeddings,
             )
         )
     if a.model == "gpt":
-        from attnlab.models import GPT, GPTConfig
-
         return GPT(
             _model_config(
                 GPTConfig,
                 a,
                 vocab_size=a.vocab,
-                d_model=a.d_model,
-                num_heads=a.heads,
                 num_layers=a.layers,
-                d_ff=a.d_ff,
                 max_len=a.max_len,
-                positions=a.block.positions,
-                num_kv_heads=a.kv_heads,
                 tie_weights=a.tie_head,
-                dropout=0.0,
+                block=a.block.replace(dropout=0.0),
             )
         )
-    from attnlab.models.bert import BertConfig, BertEncoder
 
     return BertEncoder(
         _model_config(
@@ -123,7 +105,8 @@ def _build(a: ModelSpec) -> nn.Module:
             d_ff=a.d_ff,
             max_len=a.max_len,
             type_vocab_size=a.type_vocab,
-            eps=a.block.norm_eps,
+            norm_eps=a.block.norm_eps,
+            activation=a.block.activation,
             pooler=a.pooler,
         )
     )

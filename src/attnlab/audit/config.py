@@ -8,7 +8,8 @@ multi-head attention, ``h_kv = 1`` is MQA), ``d_k = d_v = d / h``, ``f = d_ff``,
 
 An audit accepts any of: a :class:`ModelSpec`; a :class:`~attnlab.nn.BlockConfig` (one encoder
 layer); a model config (:class:`~attnlab.models.GPTConfig`, ``BertConfig``,
-``TransformerConfig``); or a preset name from :data:`attnlab.audit.presets.PRESETS`.
+``TransformerConfig``); or a preset name from :data:`attnlab.audit.presets.PRESETS`
+(:func:`attnlab.audit.spec.model_spec` turns any of them into a ModelSpec).
 """
 
 from __future__ import annotations
@@ -215,110 +216,3 @@ class Workload:
     def S(self) -> int:
         """Source length (``src_seq``, or ``seq`` when not given)."""
         return self.seq if self.src_seq is None else self.src_seq
-
-
-def model_spec(model) -> ModelSpec:
-    """Any description of a model as a :class:`ModelSpec` (see the module docstring for what is accepted)."""
-    if isinstance(model, ModelSpec):
-        return model
-    if isinstance(model, BlockConfig):
-        return ModelSpec("encoder-layer", model)
-    if isinstance(model, str):
-        if model in MODELS:
-            return ModelSpec.from_sizes(model)
-        from attnlab.audit.presets import preset
-
-        return preset(model).spec
-    name = type(model).__name__
-    if name in ("GPTConfig", "BertConfig", "TransformerConfig"):
-        return _from_model_config(model)
-    raise ValueError(
-        f"model must be a ModelSpec, a BlockConfig, a GPTConfig/BertConfig/TransformerConfig or a preset "
-        f"name, got {name}"
-    )
-
-
-def _from_model_config(c) -> ModelSpec:
-    """The spec of an ``attnlab.models`` config (its block when it has one, else its fields)."""
-    name = type(c).__name__
-    if name == "GPTConfig":
-        positions = getattr(c, "positions", "learned")
-        return ModelSpec(
-            "gpt",
-            _block_of(c, "gpt", num_kv_heads=c.num_kv_heads, positions=positions),
-            c.num_layers,
-            c.vocab_size,
-            c.max_len,
-            tie_head=bool(getattr(c, "tie_weights", True)),
-        )
-    if name == "BertConfig":
-        return ModelSpec(
-            "bert",
-            _block_of(c, "bert", activation=c.activation, norm_eps=c.eps),
-            c.num_layers,
-            c.vocab_size,
-            c.max_len,
-            type_vocab=c.type_vocab_size,
-            pooler=bool(c.pooler),
-        )
-    if c.num_encoder_layers != c.num_decoder_layers:
-        raise ValueError(
-            f"the audit's transformer has L encoder and L decoder layers; this config has "
-            f"{c.num_encoder_layers} and {c.num_decoder_layers}"
-        )
-    if c.src_vocab != c.tgt_vocab:
-        raise ValueError(
-            f"the audit's transformer has one vocabulary V; this config has src_vocab={c.src_vocab} "
-            f"and tgt_vocab={c.tgt_vocab}"
-        )
-    return ModelSpec(
-        "transformer",
-        _block_of(c, "transformer", norm_place=c.norm, activation=c.activation),
-        c.num_encoder_layers,
-        c.src_vocab,
-        c.max_len,
-        share_embeddings=bool(c.share_embeddings),
-    )
-
-
-def _block_of(c, model: str, **fields) -> BlockConfig:
-    """``c.block`` when the model config carries one, else the block its flat fields describe: the
-    model's defaults (:data:`MODEL_BLOCKS`) with ``fields`` (the config's own choices) over them."""
-    block = getattr(c, "block", None)
-    if isinstance(block, BlockConfig):
-        return block
-    return BlockConfig(
-        d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff, **{**MODEL_BLOCKS[model], **fields}
-    )
-
-
-def preset_info(model) -> dict | None:
-    """``{name, description, published, vocab_note}`` when ``model`` names a preset, else ``None``."""
-    if not isinstance(model, str) or model in MODELS:
-        return None
-    from attnlab.audit.presets import preset
-
-    p = preset(model)
-    return {
-        "name": p.name,
-        "description": p.description,
-        "published": p.published,
-        "vocab_note": p.vocab_note,
-    }
-
-
-SIZE_OPTIONS = ("model", "d_model", "heads", "d_ff", "layers", "kv_heads", "vocab", "max_len")
-
-
-def from_options(preset: str | None = None, given: tuple[str, ...] = (), **options) -> ModelSpec | str:
-    """What the CLI's audit flags describe: the preset's name (its spec comes with what was
-    published), or :meth:`ModelSpec.from_sizes` of ``options``. ``given``: the options the user
-    actually set; with a preset, any of them is a ``ValueError`` (the preset fixes every size)."""
-    if preset is not None:
-        from attnlab.audit.presets import preset as lookup
-
-        lookup(preset)
-        if given:
-            raise ValueError(f"--preset {preset} fixes the model; leave out {', '.join(given)}")
-        return preset
-    return ModelSpec.from_sizes(**options)

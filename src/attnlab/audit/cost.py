@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from attnlab._checks import positive_int
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec, preset_info
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
 from attnlab.audit.cost_kinds import (
     BLOCK_SIZE,
     becomes,
@@ -33,8 +33,10 @@ from attnlab.audit.cost_kinds import (
     qkv_projections,
     state_bytes,
 )
+from attnlab.audit.measure import measure_model, reconcile
 from attnlab.audit.params import audit_params
 from attnlab.audit.render import bytes_text, number, table
+from attnlab.audit.spec import model_spec, preset_info
 
 CONVENTION = (
     "FLOPs = 2·MACs for matmuls ([m,k]@[k,n] = m·k·n MACs); softmax incl. 1/sqrt(d_k) scale = "
@@ -276,8 +278,6 @@ def audit_cost(
     if training:
         report["training"] = _training(a, w.seq, report["flops_per_token"])
     if measure:
-        from attnlab.audit.measure import measure_model, reconcile
-
         report["measured"] = reconcile(report, measure_model(a, w, path=path))
     return report
 

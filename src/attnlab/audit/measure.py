@@ -16,6 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from attnlab.audit.build import build
 from attnlab.audit.config import ModelSpec, Workload
 from attnlab.nn.masks import causal_mask, sliding_window_mask
 
@@ -125,7 +126,6 @@ def measure_model(a: ModelSpec, workload: Workload, path: str = "sdpa", seed: in
     Returns {"terms": {term: measured FLOPs}, "total", "ops_run", "ops_counted", "missed"}; terms
     are split by :func:`blocks` (e.g. "cross QKᵀ + AV", "encoder FFN").
     """
-    from attnlab.audit.build import build
 
     if path not in ("sdpa", "explicit"):
         raise ValueError(f"path must be sdpa or explicit; got {path!r}")

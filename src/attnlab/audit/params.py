@@ -2,7 +2,7 @@
 
 The notes' count for one post-norm encoder layer with biases and affine LayerNorms is
 
-    4d² + 2df + f + 9d   (weights only: 4d² + 2df),
+    4d² + 2df + f + 9d   (weights only, the notes' sense: the weight matrices 4d² + 2df),
 
 i.e. MHA 4d² + 4d, FFN 2df + f + d, two norms 4d. With GQA the key and value projections shrink
 to d·h_kv·d_k weights each. Convention: a parameter is one learned scalar; tied weights count
@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlab.audit.config import ModelSpec, model_spec, preset_info
+from attnlab.audit.build import build, count_by_group
+from attnlab.audit.config import ModelSpec
 from attnlab.audit.formula import Poly
 from attnlab.audit.render import describe, number, table
+from attnlab.audit.spec import model_spec, preset_info
 
 GROUPS = ("attention", "cross_attention", "ffn", "norms", "embeddings", "positions", "head")
+# the layers' weight matrices: what the Week 1 notes' formula sheet calls "weights only" (4d² + 2df)
+MATRIX_GROUPS = ("attention", "cross_attention", "ffn")
 EMBEDDING_GROUPS = ("embeddings", "positions")
 CONVENTION = (
     "one parameter = one learned scalar; weights and biases counted apart; tied weights count "
@@ -262,6 +266,10 @@ def audit_params(model="encoder-layer", *, build_module: bool = True) -> dict:
         "formula": text,
         "formula_total": poly.value(s),
         "formula_weights_only": closed_form(rows, weights_only=True)[0],
+        "formula_weight_matrices": closed_form(
+            [r for r in rows if r.group in MATRIX_GROUPS], weights_only=True
+        )[0],
+        "weight_matrices_total": sum(r["weights"] for r in out_rows if r["group"] in MATRIX_GROUPS),
         "per_head": {"W_Q_one_head": a.d_model * a.d_k, "W_O": a.heads * a.d_k * a.d_model},
         "module_total": None,
         "module_by_group": None,
@@ -270,8 +278,6 @@ def audit_params(model="encoder-layer", *, build_module: bool = True) -> dict:
     if preset_info(model) is not None:
         report["preset"] = preset_info(model)
     if build_module:
-        from attnlab.audit.build import build, count_by_group
-
         module = build(a, device="meta")
         report["module_total"] = sum(p.numel() for p in module.parameters())
         report["module_by_group"] = count_by_group(module)
@@ -304,7 +310,9 @@ def render_params(report: dict) -> str:
         + (f"; published: {published}" if published else ""),
         f"total without embeddings   {n(report['total_without_embeddings'])}",
         f"formula  {report['formula']} = {n(report['formula_total'])}  (L = {report['sizes']['L']})",
-        f"weights only (norm scales γ are weights)  {report['formula_weights_only']} = "
+        f"weight matrices (the notes' 'weights only')  {report['formula_weight_matrices']} = "
+        f"{n(report['weight_matrices_total'])}",
+        f"all weights, biases left out (norm scales γ count)  {report['formula_weights_only']} = "
         f"{n(report['weights_total'])}",
         f"module built ({report['model']}): {n(report['module_total'])} parameters"
         + (

@@ -12,6 +12,7 @@ import time
 import torch
 
 from attnlab._checks import positive_int
+from attnlab.models.precision import DTYPES, MAKERS, check_dtype, cpu_features, features_line, onednn_linear
 
 SIZES = (256, 512, 1024)
 
@@ -21,7 +22,6 @@ def _matmuls(n: int, dtype: str) -> dict:
     (inputs made once). A ceiling measured with one kernel does not bound another: on an AMD Zen 5,
     ``torch.mm`` (MKL) runs float32 at about half the rate of oneDNN's prepacked GEMM, which the
     embedding and encoder paths use, and a benchmark then ran at 160% of that "ceiling"."""
-    from attnlab.models.precision import MAKERS, onednn_linear
 
     a = torch.randn(n, n)  # [n, n]
     b = torch.randn(n, n)  # [n, n]
@@ -66,7 +66,6 @@ def measure_peak(
     (:func:`attnlab.models.precision.cpu_features`)}. Each timing is one ``[n, n] @ [n, n]`` = 2n³
     FLOPs after a warm-up call; the best repeat counts.
     """
-    from attnlab.models.precision import DTYPES, check_dtype, cpu_features
 
     if isinstance(dtype, torch.dtype):
         dtype = str(dtype).removeprefix("torch.")
@@ -131,8 +130,6 @@ def render_peak(report: dict) -> str:
     ]
     out.append(f"peak: {report['peak_flops'] / 1e9:.2f} GFLOP/s (FLOPs = 2·n³ per [n,n]@[n,n])")
     if "cpu" in report:
-        from attnlab.models.precision import features_line
-
         out.append(f"CPU: {features_line()}")
     if "mfu" in report:
         m = report["mfu"]

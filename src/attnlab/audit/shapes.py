@@ -5,6 +5,9 @@ while every :class:`~attnlab.nn.MultiHeadAttention` reports its steps through it
 (its hook points, ``MultiHeadAttention.POINTS``: x_q, q, k, v, q_heads, ..., z, concat, out) and
 forward hooks report the norms (their input is the residual sum), the FFN, embeddings and the head. The
 steps come out in the order data flows, and :func:`render_shapes` draws them as the block diagram.
+Each step is named by its address, the one the parameters and :func:`attnlab.nn.capture` use: an
+attention step by its hook point (``blocks.0.self_attn.q``), any other by its module path
+(``blocks.0.norm1``, ``blocks.0.ffn.linear1``, ``lm_head``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ import math
 import torch
 from torch import nn
 
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, model_spec
+from attnlab._checks import memory_bytes
+from attnlab.audit.build import build
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
+from attnlab.audit.cost import audit_cost
+from attnlab.audit.spec import model_spec
+from attnlab.models.base import check_memory
 
 # what each step of the attention trace is, in the notes' symbols
 TRACE_LABELS = {
@@ -90,7 +98,9 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
     transformer, the source (memory) length ``src_seq`` S (default T), so cross-attention scores are
     ``[B, h, T, S]`` (default: B = 5, T = 50).
 
-    Returns a dict: "steps" [{layer, where, step, shape}] in the order they ran, "layer_outputs"
+    Returns a dict: "steps" [{layer, where, module, step, shape}] in the order they ran (``layer``
+    the layer's module path, ``module`` the step's full address: a hook point such as
+    ``blocks.0.self_attn.q`` or a module path such as ``blocks.0.norm1``), "layer_outputs"
     (one shape per layer), "output" (the model's output shape), "output_numbers" (its entry count,
     e.g. B·T·d = 5·20·64 = 6,400), "per_sequence_output" (the output of one sequence, e.g.
     [T, d] = [50, 512]), "config". Raises ``ValueError`` on bad sizes.
@@ -106,7 +116,6 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
         )
     if a.max_len < max(seq, src_seq):  # a learned position table long enough for the input
         a = dataclasses.replace(a, max_len=max(seq, src_seq))
-    from attnlab.audit.build import build
 
     _check_fits(a, w)
     torch.manual_seed(seed)
@@ -122,10 +131,13 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
         owner = max((n for n in layer_names if path == n or path.startswith(n + ".")), key=len, default="")
         return owner, path[len(owner) + 1 :] if owner else path
 
-    def add(path: str, step: str, t) -> None:
+    def add(path: str, step: str, t, point: str | None = None) -> None:
         if isinstance(t, torch.Tensor):
             owner, rel = where(path)
-            steps.append({"layer": owner, "where": rel, "step": step, "shape": list(t.shape)})
+            module_path = f"{path}.{point}" if point else path  # one address: as parameters and hooks
+            steps.append(
+                {"layer": owner, "where": rel, "module": module_path, "step": step, "shape": list(t.shape)}
+            )
 
     _trace_attention(module, attn_names, add)
     handles = _hook_modules(module, a, layer_names, attn_names, where, add, layer_outputs)
@@ -165,10 +177,6 @@ def _check_fits(a: ModelSpec, w: Workload) -> None:
     """Refuse, before building, a run that would not fit in half of this machine's memory: the model's
     weights (counted on the meta device) plus one layer's float32 activations and the logits (the
     cost audit's arithmetic). A ``ValueError`` names the GiB; the arithmetic audits need neither."""
-    from attnlab._checks import memory_bytes
-    from attnlab.audit.build import build
-    from attnlab.audit.cost import audit_cost
-    from attnlab.models.base import check_memory
 
     weights = check_memory(lambda: build(a, device="meta"), f"audit shapes of this {a.model}")
     act = audit_cost(a, w, bytes_per_value=4)["activations"]
@@ -181,13 +189,28 @@ def _check_fits(a: ModelSpec, w: Workload) -> None:
         )
 
 
+# the per-head outputs reach the trace as [B, T_q, h, d_k], already transposed for the concat; the notes
+# write them [B, h, T, d_k], as A V computes them: shown in that layout, then the transpose as its own arrow
+HEADS_SIDE_BY_SIDE = "heads side by side (transpose 1, 2)"
+
+
 def _trace_attention(module: nn.Module, attn_names: list[str], add) -> None:
     """Set every MultiHeadAttention's ``trace`` hook to record its steps under the notes' names."""
     for name in attn_names:
         labels = _cross_labels() if "cross" in name else TRACE_LABELS
-        module.get_submodule(name).trace = lambda step, t, name=name, labels=labels: add(
-            name, labels.get(step, step), t
+        module.get_submodule(name).trace = lambda step, t, name=name, labels=labels: _record(
+            add, name, labels, step, t
         )
+
+
+def _record(add, name: str, labels: dict[str, str], step: str, t) -> None:
+    """One traced step; ``z [B, T_q, h, d_k]`` becomes two arrows: ``A V`` as ``[B, h, T_q, d_k]`` (the
+    notes' layout), then the transpose that puts the heads side by side, ``[B, T_q, h, d_k]``."""
+    if step == "z" and isinstance(t, torch.Tensor) and t.dim() == 4:
+        add(name, labels["z"], t.transpose(1, 2), step)  # [B, h, T_q, d_k]
+        add(name, HEADS_SIDE_BY_SIDE, t, step)  # [B, T_q, h, d_k]
+        return
+    add(name, labels.get(step, step), t, step)
 
 
 def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, layer_outputs) -> list:
@@ -225,9 +248,8 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
 
 
 def _first(out):
-    """A module's main output tensor (the first of a tuple, ``last_hidden_state`` of a dict)."""
-    if isinstance(out, dict):
-        return out.get("last_hidden_state", next(iter(out.values())))
+    """A module's main output tensor (the first of a tuple, ``last_hidden_state`` of BERT's output)."""
+    out = getattr(out, "last_hidden_state", out)
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
@@ -274,14 +296,15 @@ def render_shapes(report: dict) -> str:
         if s["layer"] and drawn.setdefault(stack, s["layer"]) != s["layer"]:
             continue
         steps.append(s)
-    width = max((len(s["step"]) + len(s["where"]) + 4 for s in steps), default=20)
+    width = max((len(s["step"]) + len(s.get("module", s["where"])) + 4 for s in steps), default=20)
     current = None
     for i, s in enumerate(steps):
         if s["layer"] != current:
             current = s["layer"]
             out.append(f"┌─ {current} (first layer of its stack, step by step)" if current else "")
         bar = "│ " if s["layer"] else ""
-        text = s["step"] + (f"  ({s['where']})" if s["where"] else "")
+        address = s.get("module", s["where"])  # the hook point or module path
+        text = s["step"] + (f"  ({address})" if address else "")
         out.append(f"{bar}{text.ljust(width)} {_shape(s['shape'])}")
         last = i + 1 == len(steps) or steps[i + 1]["layer"] != s["layer"]
         if not last and s["step"] not in _PARALLEL:

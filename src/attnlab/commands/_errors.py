@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -55,8 +56,23 @@ def _check_text(name: str, value: Any) -> None:
                 raise BadInput(f"{name.replace('_', ' ')} is not valid UTF-8 text ({where})") from None
 
 
+def _one_line_warnings(show: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` that prints a tokenizer's ``UnknownCharacterWarning`` (it names
+    every character mapped to ``<unk>``) as one ``Warning:`` line on stderr, and any other warning
+    as Python does."""
+
+    def shown(message, category, filename, lineno, file=None, line=None):
+        if category.__name__ == "UnknownCharacterWarning":  # (its module imports torch: matched by name)
+            click.echo(f"Warning: {message}", err=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return shown
+
+
 def usage_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a click callback so ``ValueError``/``FileNotFoundError`` exit 2 with one clear line."""
+    """Decorate a click callback so ``ValueError``/``FileNotFoundError`` exit 2 with one clear line,
+    and a tokenizer's unknown-character warning is one line on stderr."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -64,7 +80,9 @@ def usage_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             kwargs[name] = value = _from_stdin(name, value)
             _check_text(name, value)
         try:
-            return fn(*args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.showwarning = _one_line_warnings(warnings.showwarning)
+                return fn(*args, **kwargs)
         except (ValueError, FileNotFoundError) as exc:
             raise BadInput(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 

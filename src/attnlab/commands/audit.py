@@ -11,8 +11,9 @@ import dataclasses
 import click
 
 from attnlab._io import dumps_json
-from attnlab.audit.config import MODELS, from_options
+from attnlab.audit.config import MODELS
 from attnlab.audit.presets import PRESETS
+from attnlab.audit.spec import from_options
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import (
     POSITIVE,
@@ -38,8 +39,9 @@ _model = options(
         "hf_config",
         default=None,
         type=click.Path(),
-        help="A Hugging Face config.json (or its checkpoint directory): audit that exact architecture "
-        "(model_type gpt2, llama, mistral, qwen2 or bert) without its weights.",
+        help="A model's config, without its weights: a Hugging Face config.json or checkpoint directory "
+        "(model_type gpt2, llama, mistral, qwen2 or bert), an attnlab train run folder, a saved model, "
+        "or minilm.",
     ),
     click.option(
         "--model",
@@ -95,13 +97,13 @@ def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, 
         for k in (*sizes, "no_bias", "untie_head")
         if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE
     )
-    if hf_config is not None:  # the checkpoint's own config: attnlab's GPTConfig or BertConfig of it
-        from attnlab.models.hf import model_config_from_hf
+    if hf_config is not None:  # the model's own config (attnlab.models.load_config), weights unread
+        from attnlab.models.load import load_config
 
         if preset is not None or given:
             extra = ("--preset",) * (preset is not None) + given
             raise ValueError(f"--config fixes the model; leave out {', '.join(extra)}")
-        return model_config_from_hf(hf_config)
+        return load_config(hf_config)
     if no_bias:
         sizes["bias"] = False
     if untie_head:
@@ -165,7 +167,7 @@ def shapes(ctx, as_json, preset, **flags):
 
 def _with_attention(spec, attention: str, w):
     """``spec`` with the block's attention kind set (a block-sparse block takes the workload's window)."""
-    from attnlab.audit.config import model_spec
+    from attnlab.audit.spec import model_spec
 
     if attention == "block_sparse" and w.window is None:
         raise BadInput("--attention block_sparse needs --window W (the window whose empty tiles it skips)")
@@ -215,8 +217,8 @@ def _with_attention(spec, attention: str, w):
 @usage_errors
 def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, attention, **flags):
     """FLOPs term by term (MACs and FLOPs), memory, KV cache, growth with T."""
-    from attnlab.audit.config import model_spec
     from attnlab.audit.cost import audit_cost, render_cost
+    from attnlab.audit.spec import model_spec
 
     w = _workload(flags)
     spec = _spec(ctx, preset, as_json, **flags)
@@ -245,11 +247,11 @@ def cost(ctx, as_json, preset, training, bytes_per_value, measure, path, attenti
 def _config_bytes(ctx: click.Context, hf_config: str, given: int) -> tuple[int, str]:
     """Bytes per value for ``--config`` and where the number came from: ``--bytes`` when given, else
     the config's ``torch_dtype``, else float32's 4."""
-    from attnlab.models.hf.load import config_dtype_bytes
+    from attnlab.models.load import config_dtype
 
     if ctx.get_parameter_source("bytes_per_value") == click.core.ParameterSource.COMMANDLINE:
         return given, "--bytes"
-    found = config_dtype_bytes(hf_config)
+    found = config_dtype(hf_config)
     if found is None:
         return given, "the config names no torch_dtype: float32"
     return found[0], f"torch_dtype {found[1]} of the config"
@@ -290,9 +292,10 @@ def _config_bytes(ctx: click.Context, hf_config: str, given: int) -> tuple[int, 
 def peak(ctx, as_json, preset, seconds, tokens_per_s, seq, flops_per_token, dtype, **flags):
     """This machine's matmul FLOP/s in --dtype and the CPU features behind it; with --mfu,
     model-FLOPs utilisation."""
-    from attnlab.audit.config import Workload, model_spec
+    from attnlab.audit.config import Workload
     from attnlab.audit.cost import audit_cost
     from attnlab.audit.peak import measure_peak, mfu, render_peak
+    from attnlab.audit.spec import model_spec
 
     source = "given with --flops-per-token"
     if tokens_per_s is not None and flops_per_token is None:

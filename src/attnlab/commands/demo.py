@@ -29,19 +29,27 @@ from attnlab.commands._types import POSITIVE
 @usage_errors
 def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: bool) -> None:
     """Build OUT/index.html: the five lessons, the encoder-layer audit, the quick bottleneck
-    experiment with its plot, table and alignment heatmaps, and the attention explorer."""
+    experiment with its plot, table and alignment heatmaps, induction heads, a GPT trained on
+    Shakespeare with the decoding, induction and faithfulness experiments, and the attention
+    explorer."""
     import dataclasses
 
     from attnlab._io import check_out_path
     from attnlab.experiments.bottleneck import QUICK
     from attnlab.experiments.demo import build_demo, quick_settings
+    from attnlab.experiments.demo_lm import QUICK_LM
 
     check_out_path(out, "--out")  # before minutes of work
     settings, induction = quick_settings() if quick else (QUICK, None)
     if steps is not None:
         settings = dataclasses.replace(settings, steps=steps)
     result = build_demo(
-        out, settings=settings, progress=not quiet, explorer=not no_explorer, induction=induction
+        out,
+        settings=settings,
+        progress=not quiet,
+        explorer=not no_explorer,
+        induction=induction,
+        language_model=QUICK_LM if quick else None,
     )
     missing = {k: v for k, v in result["sections"].items() if isinstance(v, str)}
     for key, err in missing.items():

@@ -38,7 +38,7 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
     "model_name",
     default="minilm",
     show_default=True,
-    help="A named pretrained encoder (minilm) or a BERT checkpoint directory.",
+    help="An encoder: minilm, a BERT checkpoint directory, or a saved encoder with its tokenizer.json.",
 )
 @click.option(
     "--batch-size", "--batch", default=32, show_default=True, type=int, help="Sentences per forward pass."
@@ -148,11 +148,10 @@ def _embed_texts(
 ) -> None:
     """TEXT arguments: each embedding's norm and token count, and the cosine of every pair."""
     from attnlab.devices import resolve_device
-    from attnlab.models.pretrained import load_pretrained
     from attnlab.models.sentence import embed as embed_sentences
+    from attnlab.models.sentence import load_encoder
 
-    model, tokenizer = load_pretrained(model_name)
-    model = model.to(resolve_device(device))
+    model, tokenizer = load_encoder(model_name, resolve_device(device))
     stats: dict = {}
     vectors = embed_sentences(
         model, tokenizer, list(texts), batch_size=batch_size, dtype=dtype, stats=stats
@@ -204,9 +203,9 @@ def _explain(texts: tuple[str, ...], model_name: str, top: int, as_json: bool, h
     if top <= 0:
         raise BadInput(f"--top must be a positive integer, got {top}")
     from attnlab.interp.similarity import explain_similarity
-    from attnlab.models.pretrained import load_pretrained
+    from attnlab.models.sentence import load_encoder
 
-    model, tokenizer = load_pretrained(model_name)
+    model, tokenizer = load_encoder(model_name)
     pairs = explain_similarity(model, tokenizer, *texts)
     rows = pairs.top(top)
     if heatmap is not None:
@@ -280,11 +279,11 @@ def _embed_file(
     model_name, source, output, fmt, field, batch_size, dtype, chunk_size, resume, overwrite, quiet, as_json
 ):
     from attnlab.embed_stream import Interrupted, check_job, embed_file
-    from attnlab.models.pretrained import load_pretrained
+    from attnlab.models.sentence import load_encoder
     from attnlab.progress import progress
 
     total = check_job(source, output, fmt, field, resume, overwrite)  # bad input fails before the model loads
-    model, tokenizer = load_pretrained(model_name)
+    model, tokenizer = load_encoder(model_name)
     try:
         summary = embed_file(
             model,

@@ -1,7 +1,11 @@
 """``attnlab experiment bottleneck`` (fixed context vs attention, accuracy by source length),
 ``attnlab experiment extrapolation`` (positions trained at L, scored at L..8L),
 ``attnlab experiment induction`` (induction heads forming in small GPTs) and
-``attnlab experiment recall`` (MQAR: what windows, linear attention and SSMs trade)."""
+``attnlab experiment recall`` (MQAR: what windows, linear attention and SSMs trade); the claim
+experiments of :mod:`attnlab.commands.experiment_claims` (paths, residuals, gqa, relations, icl,
+scoring); on a GPT trained on Shakespeare: ``attnlab experiment decoding`` (greedy, beam search and sampling),
+``attnlab experiment induction --text`` and ``attnlab experiment faithfulness`` (attention against
+occlusion and gradient x input)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import POSITIVE, SEED, SuggestingGroup, choice
+from attnlab.commands.experiment_claims import claim_commands
 from attnlab.experiments.extrapolation import TRAINED as TRAINED_POSITIONS
 from attnlab.experiments.recall import QUICK as RECALL_QUICK
 from attnlab.experiments.recall import Settings as _RecallSettings
@@ -162,16 +167,44 @@ def extrapolation(
 @click.option(
     "--quick", is_flag=True, help="The two attention-only models, 1000 steps (about 2 minutes on 2 cores)."
 )
+@click.option(
+    "--text",
+    is_flag=True,
+    help="Study a GPT trained on Shakespeare instead (--run DIR, or the preset trained into OUT/model): "
+    "repeat probes, head scores, ablation.",
+)
 @click.option("--out", type=str, required=True, help="Folder for results.json, results.md and induction.png.")
 @click.option("--steps", type=int, default=None, help="Training steps per model (overrides the preset).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the weights and the data.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
+@click.option(
+    "--run",
+    "run_dir",
+    type=str,
+    default=None,
+    help="--text: the text run folder to study (trained there once when it holds no run; default OUT/model).",
+)
 @usage_errors
-def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, as_json: bool) -> None:
+def induction(
+    quick: bool,
+    text: bool,
+    out: str,
+    steps: int | None,
+    seed: int,
+    quiet: bool,
+    as_json: bool,
+    run_dir: str | None,
+) -> None:
     """Train 1- and 2-layer attention-only GPTs (and, without --quick, a 2-layer GPT with MLPs) on
     sequences with repeated random segments; log the loss on first occurrences and on repeats and
-    every head's previous-token and induction score; ablate the induction heads at the end."""
+    every head's previous-token and induction score; ablate the induction heads at the end.
+    With --text: the same questions put to a GPT trained on Shakespeare."""
+    if text or run_dir is not None:
+        if steps is not None:
+            raise ValueError("--steps applies to the synthetic models; with --text the model is a text run")
+        _text_induction(quick, run_dir, out, seed, quiet, as_json)
+        return
     from attnlab.experiments.induction import QUICK, Settings, run
 
     settings = QUICK if quick else Settings()
@@ -188,6 +221,27 @@ def induction(quick: bool, out: str, steps: int | None, seed: int, quiet: bool, 
         return
     click.echo("")
     click.echo(result.table())
+    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+
+
+def _text_induction(
+    quick: bool, run_dir: str | None, out: str, seed: int, quiet: bool, as_json: bool
+) -> None:
+    """``attnlab experiment induction --text``: :mod:`attnlab.experiments.text_induction`."""
+    from attnlab.experiments.text_induction import CLAIM, QUICK, Settings, run
+
+    settings = dataclasses.replace(QUICK if quick else Settings(), seed=seed)
+    log = (lambda *_: None) if as_json or quiet else click.echo
+    with _one_writer(out):
+        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
+    if as_json:
+        click.echo(dumps_json(result.to_json(), indent=2))
+        return
+    click.echo(f"\n{result.model['run']}: {result.heads_line()}\n")
+    click.echo(result.table())
+    click.echo("")
+    click.echo("The claim: " + CLAIM)
+    click.echo(result.summary())
     click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
 
 
@@ -227,3 +281,99 @@ def recall(quick: bool, out: str | None, steps: int | None, seed: int, quiet: bo
     click.echo(result.table())
     if result.files:
         click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+
+
+for _claim in claim_commands(_one_writer):  # the course material's claims, one command each
+    experiment.add_command(_claim)
+
+
+def _run_option(f):
+    """``--run DIR``: the text run the language-model experiments study (trained there once)."""
+    return click.option(
+        "--run",
+        "run_dir",
+        type=str,
+        default=None,
+        help="A text run folder (attnlab train --text) to study; one that holds no run yet gets the "
+        "preset trained into it first, then reused. Default: OUT/model, likewise.",
+    )(f)
+
+
+@experiment.command()
+@click.option("--quick", is_flag=True, help="The quick preset's model (about 25 s to train) and 16 prompts.")
+@_run_option
+@click.option("--out", type=str, required=True, help="Folder for results.json, results.md and decoding.png.")
+@click.option("--prompts", type=POSITIVE, default=None, help="Held-out prompts (default 48; --quick 16).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the sampling methods.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
+@usage_errors
+def decoding(
+    quick: bool, run_dir: str | None, out: str, prompts: int | None, seed: int, quiet: bool, as_json: bool
+) -> None:
+    """Continue held-out Shakespeare prompts with greedy, beam 4 and 8, top-k, top-p 0.9 and
+    temperature sampling; report the mean log-probability per token, distinct-1/2/3, repeated
+    4-grams and an example of each, against the course's claim that beam search is bland and
+    repetitive for open-ended text."""
+    from attnlab.experiments.decoding import QUICK, Settings, run
+
+    changes: dict = {"seed": seed}
+    if prompts is not None:
+        changes["prompts"] = prompts
+    settings = dataclasses.replace(QUICK if quick else Settings(), **changes)
+    log = (lambda *_: None) if as_json or quiet else click.echo
+    with _one_writer(out):
+        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
+    if as_json:
+        click.echo(dumps_json(result.to_json(), indent=2))
+        return
+    click.echo(
+        f"\n{result.model['run']}: {len(result.prompts)} held-out prompts of "
+        f"{settings.prompt_tokens} tokens, {result.new_tokens} new tokens each\n"
+    )
+    click.echo(result.table())
+    click.echo("")
+    click.echo("\n".join(result.examples()))
+    click.echo("")
+    click.echo("The claim: " + result.to_json()["claim"])
+    click.echo(result.summary())
+    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+
+
+@experiment.command()
+@click.option("--quick", is_flag=True, help="The quick preset's model (about 25 s to train) and 16 lines.")
+@_run_option
+@click.option(
+    "--out", type=str, required=True, help="Folder for results.json, results.md and faithfulness.png."
+)
+@click.option("--lines", type=POSITIVE, default=None, help="Held-out lines (default 64; --quick 16).")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
+@usage_errors
+def faithfulness(
+    quick: bool, run_dir: str | None, out: str, lines: int | None, quiet: bool, as_json: bool
+) -> None:
+    """For held-out Shakespeare lines, rank the input positions by the attention the last position
+    gives them (each layer, heads averaged), by occlusion (the token removed) and by gradient x
+    input; report Spearman's rho per layer against the course's claim that attention weights are
+    not faithful explanations."""
+    from attnlab.experiments.faithfulness import CLAIM, QUICK, Settings, run
+
+    settings = QUICK if quick else Settings()
+    if lines is not None:
+        settings = dataclasses.replace(settings, lines=lines)
+    log = (lambda *_: None) if as_json or quiet else click.echo
+    with _one_writer(out):
+        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
+    if as_json:
+        click.echo(dumps_json(result.to_json(), indent=2))
+        return
+    click.echo(
+        f"\n{result.model['run']}: {settings.lines} held-out lines of {result.model['context']} tokens; "
+        "rho: mean (± sd) over lines\n"
+    )
+    click.echo(result.table())
+    click.echo("")
+    click.echo("The claim: " + CLAIM)
+    click.echo(result.summary())
+    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")

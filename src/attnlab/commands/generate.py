@@ -1,6 +1,7 @@
-"""``attnlab generate DIR PROMPT``: continue a prompt with a Hugging Face decoder checkpoint (GPT-2,
-Llama, Mistral, Qwen2) or a GPT that ``attnlab train --text`` trained, streaming the text as each
-token is chosen; tokens/s at the end."""
+"""``attnlab generate DIR PROMPT``: continue a prompt with any decoder :func:`attnlab.models.load`
+reads (a Hugging Face checkpoint: GPT-2, Llama, Mistral, Qwen2; a GPT that ``attnlab train --text``
+trained; a saved GPT with its ``tokenizer.json``), streaming the text as each token is chosen;
+tokens/s at the end."""
 
 from __future__ import annotations
 
@@ -55,9 +56,11 @@ def _prompt_text(prompt: str) -> str:
 def generate(
     directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, as_json, quiet, device
 ) -> None:
-    """Continue PROMPT (text, a file, or - for stdin) with the checkpoint in DIR (config.json,
-    model.safetensors, tokenizer.json; or an attnlab train --text run folder), printing each piece
-    of text as it is produced."""
+    """Continue PROMPT (text, a file, or - for stdin) with the decoder in DIR (a Hugging Face
+    checkpoint with its tokenizer.json, an attnlab train --text run folder, or a saved GPT with a
+    tokenizer.json beside it), printing each piece of text as it is produced."""
+    from attnlab.devices import resolve_device
+    from attnlab.models import load
     from attnlab.models.hf.textgen import GenerationRequest, run_generation
     from attnlab.training.text_generate import is_text_run, run_text_generation
 
@@ -86,11 +89,14 @@ def generate(
             sys.stdout.flush()
 
     start = time.perf_counter()
-    if is_text_run(directory):
+    loaded = load(directory, device=resolve_device(device))
+    if loaded.origin == "run" and loaded.task is not None:
+        raise BadInput(f"{directory} was trained on the task {loaded.task['name']!r}: use attnlab translate")
+    if is_text_run(loaded):
         warn = None if quiet else (lambda line: click.echo(f"Warning: {line}", err=True))
-        result = run_text_generation(directory, request, on_text=show, warn=warn)
+        result = run_text_generation(loaded, request, on_text=show, warn=warn)
     else:
-        result = run_generation(directory, request, on_text=show)
+        result = run_generation(loaded, request, on_text=show)
     if as_json:
         click.echo(dumps_json(result, indent=2, ensure_ascii=False))
         return

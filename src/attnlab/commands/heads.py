@@ -1,5 +1,6 @@
 """``attnlab heads MODEL [--tokens repeat|TEXT] [--json]``: every head's previous-token, duplicate,
-induction, first-token and current-token score (:mod:`attnlab.interp`)."""
+induction, first-token and current-token score; ``attnlab prune MODEL``: heads removed least
+important first (:mod:`attnlab.interp`). MODEL is anything :func:`attnlab.models.load` reads."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import SEED, SHARE, Positive
+from attnlab.commands._types import SEED, SHARE, Positive, choice
 
 
 def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
@@ -21,13 +22,19 @@ def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
     return lines
 
 
+MODEL_HELP = (
+    "minilm, a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, BERT), or what attnlab train/save wrote"
+)
+
+
 @click.command("heads")
-@click.argument("model", default="minilm", metavar="minilm|DIR")
+@click.argument("model", default="minilm", metavar="MODEL")
 @click.option(
     "--tokens",
     default="repeat",
     show_default=True,
-    help="'repeat': random probes [BOS, r_1..r_L, r_1..r_L]; anything else is a text to run (or '-': stdin).",
+    help="'repeat': random probes [BOS, r_1..r_L, r_1..r_L] (no tokenizer needed); anything else is a "
+    "text to run, a FILE, or '-' for stdin.",
 )
 @click.option(
     "--length",
@@ -53,19 +60,32 @@ def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
     "--exclude-current", is_flag=True, help="Drop attention to the query's own position before scoring."
 )
 @click.option(
+    "--convention",
+    type=choice("attnlab.interp.detectors:CONVENTIONS"),
+    default="attnlab",
+    show_default=True,
+    help="Induction pattern: the attended key strictly before the query (attnlab), or TransformerLens's, "
+    "which also counts the query itself where a token repeats at once ('A A').",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print every score and the heads above the threshold as JSON."
 )
 @click.option("--quiet", is_flag=True, help="Only the heads above the threshold, no tables.")
 @usage_errors
 def heads(
-    model, tokens, length, batch, seed, threshold, exclude_first, exclude_current, as_json, quiet
+    model, tokens, length, batch, seed, threshold, exclude_first, exclude_current, convention, as_json, quiet
 ) -> None:
-    """Score every head of MODEL ('minilm' or a folder written by attnlab train) as a previous-token,
-    duplicate-token, induction, first-token (sink) and current-token head: the share of its attention
-    that falls where each pattern says (TransformerLens's 'mul' measure, Σ A⊙P / Σ A)."""
+    (
+        """Score every head of MODEL ("""
+        + MODEL_HELP
+        + """) as a previous-token, duplicate-token,
+    induction, first-token (sink) and current-token head: the share of its attention that falls where
+    each pattern says (TransformerLens's 'mul' measure, Σ A⊙P / Σ A)."""
+    )
+    from attnlab.commands.patch import read_text
     from attnlab.interp.scan import SHORT, scan_repeat, scan_text
 
-    excl = {"exclude_first": exclude_first, "exclude_current": exclude_current}
+    excl = {"exclude_first": exclude_first, "exclude_current": exclude_current, "convention": convention}
     if batch <= 0:
         raise BadInput(f"--batch must be a positive integer, got {batch}")
     if tokens == "repeat":
@@ -73,8 +93,7 @@ def heads(
     else:
         if length is not None:
             raise BadInput("--length applies to --tokens repeat only")
-        text = click.get_text_stream("stdin").read() if tokens == "-" else tokens
-        scans = scan_text(text.strip(), model, **excl)
+        scans = scan_text(read_text(tokens, "--tokens").strip(), model, **excl)
     if as_json:
         click.echo(dumps_json([s.to_json(threshold) for s in scans]))
         return
@@ -93,26 +112,70 @@ def heads(
 
 
 @click.command("prune")
-@click.argument("model", default="minilm", metavar="minilm")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random removal order.")
+@click.argument("model", default="minilm", metavar="MODEL")
+@click.option(
+    "--text",
+    default=None,
+    help="A decoder: rank and judge heads by the language-model loss on this text (a FILE, or - for "
+    "stdin; alternate windows rank and judge). Default: the repeated half of [BOS, r, r] probes.",
+)
+@click.option(
+    "--length",
+    type=Positive(100_000),
+    default=None,
+    help="L of the repeat probes (default: what fits, at most 20).",
+)
+@click.option(
+    "--batch", type=Positive(10_000), default=16, show_default=True, help="Repeat probes per batch."
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the random removal order and the probes."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the importance and both curves as JSON.")
 @usage_errors
-def prune(model: str, seed: int, as_json: bool) -> None:
-    """Remove MiniLM's heads least important first (Michel et al. 2019: |dL/d xi_h| of a head mask on
-    paraphrase pairs) or in a random order, physically from W^Q/W^K/W^V/W^O, and report agreement
-    with the unpruned model on held-out sentences at 0, 10, ..., 90% of the heads removed."""
-    if model != "minilm":
-        raise BadInput(f"prune supports minilm only, got {model!r}")
-    from attnlab.interp.minilm_pruning import HELD_OUT, minilm_pruning
-    from attnlab.models.pretrained import load_pretrained
+def prune(model: str, text, length, batch, seed: int, as_json: bool) -> None:
+    (
+        """Rank MODEL's heads ("""
+        + MODEL_HELP
+        + """) by Michel et al.'s importance (|dL/d xi_h| of a head mask),
+    remove them least important first or in a random order (their outputs zeroed: what removing them
+    from W^Q/W^K/W^V/W^O computes), and report at 0, 10, ..., 90% of the heads removed: MiniLM's
+    agreement with itself on held-out sentences (its paraphrase loss ranks), a decoder's loss."""
+    )
+    from attnlab.interp.minilm_pruning import prune_minilm
+    from attnlab.interp.prune import prune_decoder
 
-    net, tokenizer = load_pretrained("minilm")
-    result = minilm_pruning(net, tokenizer, random_seed=seed)
+    if model == "minilm":
+        if text is not None or length is not None:
+            raise BadInput(
+                "--text and --length apply to decoders; MiniLM is judged on its held-out sentences"
+            )
+        _minilm_table(prune_minilm(seed), as_json)
+        return
+    from attnlab.commands.patch import load_decoder, read_text
+
+    loaded = load_decoder(model, text=text is not None)
+    words = None if text is None else read_text(text, "--text")
+    result = prune_decoder(loaded, text=words, length=length, batch=batch, seed=seed)
+    if as_json:
+        click.echo(dumps_json({"model": loaded.label, **result}))
+        return
+    click.echo(f"{loaded.label}: {result['judged_on']}")
+    click.echo("(heads zeroed, as removing them from the weights computes; every layer keeps one head)\n")
+    click.echo(f"{'removed':>12}  {'parameters':>13}  {'loss, by importance':>19}  {'loss, random':>12}")
+    for a, b in zip(result["importance_order"], result["random_order"]):
+        removed = f"{a['removed']:>3} ({a['fraction']:>4.0%})"
+        click.echo(f"{removed}  {a['params']:>13,}  {a['loss']:>19.4f}  {b['loss']:>12.4f}")
+
+
+def _minilm_table(result: dict, as_json: bool) -> None:
+    from attnlab.interp.minilm_pruning import HELD_OUT
+
     if as_json:
         click.echo(dumps_json(result))
         return
     click.echo(f"MiniLM: agreement with the unpruned model on {len(HELD_OUT)} held-out sentences")
-    click.echo("(heads removed from the weights; every layer keeps at least one head)\n")
+    click.echo("(heads zeroed, as removing them from the weights computes; every layer keeps one head)\n")
     click.echo(
         f"{'removed':>12}  {'parameters':>11}  {'cos, by importance':>18}  {'top-1':>5}  "
         f"{'cos, random':>11}  {'top-1':>5}"

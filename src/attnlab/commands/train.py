@@ -63,7 +63,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     "--positions",
     type=POSITIVE,
     default=None,
-    help="gpt: positions the model has (default: --context for text, 256 for tasks).",
+    help="gpt, transformer: positions the model has (default: --context for text, 256 for tasks).",
 )
 @click.option(
     "--model",
@@ -112,7 +112,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--cell", type=choice("attnlab.models.rnn:CELLS"), default=None, help="RNN cell (default gru).")
 @click.option(
     "--attention",
-    type=choice("attnlab.training.models:attention_choices"),
+    type=choice("attnlab.models.registry:attention_choices"),
     default=None,
     help="attention-rnn: the score (default bahdanau); gpt: the block's attention kind (default sdpa).",
 )
@@ -155,6 +155,7 @@ def train(
     from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_resumable, load_trained
     from attnlab.training.distributed import init_from_env, train_distributed
+    from attnlab.training.ranks import same_everywhere
     from attnlab.training.trainer import train as run
 
     if nproc > 1 and device == "cuda":
@@ -166,11 +167,12 @@ def train(
     from attnlab.training.config import config_from_options
 
     given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
-    _text_options(opts, given, base, nproc)
+    _text_options(opts, given, base)
     config = config_from_options(opts, given, base)
+    rank, world = (0, 1) if nproc > 1 else init_from_env()  # torchrun sets WORLD_SIZE/RANK
     chosen_out = out is None
-    if chosen_out:
-        out = _default_out(_source_name(config), config.model)  # named in the last line: never thrown away
+    if chosen_out:  # named in the last line: never thrown away; under torchrun rank 0's choice
+        out = same_everywhere(_default_out(_source_name(config), config.model) if rank == 0 else None, world)
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
     log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
@@ -179,7 +181,6 @@ def train(
         _, state = load_trained(out)
         history, step = state["history"], state["step"]
     else:
-        rank, world = init_from_env()  # torchrun sets WORLD_SIZE/RANK
         result = run(
             config,
             out,
@@ -218,7 +219,7 @@ def _task_summary(config, step: int, out, history: list[dict], chosen_out: bool,
             f"{config.model} on {config.task}: step {step}, loss {final['loss']:.4f}, "
             f"validation token accuracy {final['val_token_acc']:.3f}, exact {final['val_exact']:.3f}"
         )
-    _saved(out, chosen_out, f"load with attnlab.models.load_model({out!r})")
+    _saved(out, chosen_out, f"load with attnlab.models.load({out!r})")
 
 
 def _source_name(config) -> str:
@@ -229,37 +230,12 @@ def _source_name(config) -> str:
     return "stdin" if source == "-" else Path(source).stem
 
 
-def _text_options(opts: dict, given: set[str], base, nproc: int) -> None:
-    """Complete ``opts``/``given`` for a text run: ``--text`` sets the task, a preset fills the options
-    the user left out, the model defaults to gpt and its positions to the context. Text options
-    without ``--text`` (and preset ones on a resume) are refused."""
-    from attnlab.training.text_presets import TEXT_PRESETS
+def _text_options(opts: dict, given: set[str], base) -> None:
+    """Complete ``opts``/``given`` for a text run (``--text`` sets the task, a preset fills the options
+    the user left out: :func:`attnlab.training.text_presets.complete_text_options`)."""
+    from attnlab.training.text_presets import complete_text_options
 
-    text_only = [n for n in ("tokenizer", "vocab_size", "context", "preset") if n in given]
-    is_text = "text_source" in given or (base is not None and base.task == TEXT_TASK)
-    if not is_text:
-        if text_only:
-            raise ValueError(f"--{text_only[0].replace('_', '-')} applies to a GPT on text (--text)")
-        return
-    if nproc > 1:
-        raise ValueError("a text run trains in one process (DDP on text is not supported yet); drop --nproc")
-    if "task" in given:
-        raise ValueError("--task and --text choose what to train on: give one of them")
-    if "text_source" in given and opts["text_source"] not in ("shakespeare", "-"):  # resumable from anywhere
-        opts["text_source"] = str(Path(opts["text_source"]).expanduser().resolve())
-    if base is not None:
-        if "preset" in given:
-            raise ValueError("--preset applies to a new run; a resumed run keeps its checkpoint's settings")
-        return
-    opts["task"] = TEXT_TASK
-    for name, value in TEXT_PRESETS.get(opts["preset"], {}).items():
-        if name not in given:
-            opts[name] = value
-            given.add(name)
-    if "model" not in given:
-        opts["model"] = "gpt"
-    if opts["positions"] is None and opts["model"] == "gpt":
-        opts["positions"] = opts["context"] or 64
+    complete_text_options(opts, given, base)
 
 
 def _text_summary(config, step: int, out, history: list[dict], chosen_out: bool, as_json: bool) -> None:
@@ -314,13 +290,24 @@ def _default_out(task: str | None, model: str | None) -> str:
     return str(candidate)
 
 
-def _task_of(state: dict, min_len: int | None, max_len: int | None):
+def _task_run(directory: str, device):
+    """What :func:`attnlab.models.load` reads in ``directory``, which must be a run on a task."""
+    from attnlab.models import load
+
+    loaded = load(directory, device=device)
+    if loaded.origin == "run" and loaded.text is not None:
+        raise ValueError("this run trained a GPT on text: continue text with attnlab generate DIR PROMPT")
+    if loaded.task is None:
+        raise ValueError(
+            f"{directory} is not a run of attnlab train on a task (it holds a {loaded.origin} model)"
+        )
+    return loaded
+
+
+def _task_of(spec: dict, min_len: int | None, max_len: int | None):
     from attnlab.tasks import get_task
 
-    spec = state["task"]
-    if spec["name"] == TEXT_TASK:
-        raise ValueError("this run trained a GPT on text: continue text with attnlab generate DIR PROMPT")
-    params = dict(spec["params"])
+    params = dict(spec.get("params", {}))
     if min_len is not None:
         params["min_len"] = min_len
     if max_len is not None:
@@ -366,15 +353,14 @@ def evaluate(
 ) -> None:
     """Score the model trained in DIRECTORY: token and exact-sequence accuracy, by source length."""
     from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict, score
 
     device = resolve_device(device)  # before loading: cuda asked for and absent is one line, exit 2
-    model, state = load_trained(directory)
-    model.to(device)
-    if task is not None and task != state["task"]["name"]:
-        raise ValueError(f"{directory} was trained on task {state['task']['name']!r}, not {task!r}")
-    t = _task_of(state, min_len, max_len)
+    loaded = _task_run(directory, device)
+    model = loaded.model
+    if task is not None and task != loaded.task["name"]:
+        raise ValueError(f"{directory} was trained on task {loaded.task['name']!r}, not {task!r}")
+    t = _task_of(loaded.task, min_len, max_len)
     examples = t.sample(split, n, seed=seed)
     preds = predict(model, t, [e.src for e in examples], decode=decode, beam_size=beam_size)
     total = score(preds, [e.tgt for e in examples])
@@ -391,7 +377,7 @@ def evaluate(
         )
         return
     click.echo(
-        f"{state['config']['model']} on {t.name} ({split}, {n} examples, {decode}): "
+        f"{loaded.kind} on {t.name} ({split}, {n} examples, {decode}): "
         f"token accuracy {total['token_acc']:.3f}, exact {total['exact']:.3f}"
     )
     click.echo(f"{'src len':>7}  {'n':>5}  {'token acc':>9}  {'exact':>6}")
@@ -411,13 +397,12 @@ def translate(
 ) -> None:
     """Run the model trained in DIRECTORY on TEXT (one or more inputs)."""
     from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_trained
     from attnlab.training.evaluate import predict
 
     device = resolve_device(device)
-    model, state = load_trained(directory)
-    model.to(device)
-    t = _task_of(state, None, None)
+    loaded = _task_run(directory, device)
+    model = loaded.model
+    t = _task_of(loaded.task, None, None)
     for s in text:
         t.tokenizer.check_text(s, t.name)
     if any(not s for s in text):

@@ -28,10 +28,12 @@ from typing import Any
 import torch
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.interp.read import attention_maps
+from attnlab.models.base import count_parameters
+from attnlab.models.registry import build_model
 from attnlab.tasks import BOS, EOS, Example, get_task
 from attnlab.training import TrainConfig, train
 from attnlab.training.evaluate import predict, score
-from attnlab.training.models import build_model, count_parameters
 
 
 @dataclass(frozen=True)
@@ -202,16 +204,14 @@ class ExperimentResult:
 
 
 def _alignment(model, tok, example: Example) -> tuple[Any, list[str], list[str]]:
-    """Teacher-forced attention of ``model`` on ``example``: ``(A [T, S], src labels, tgt labels)``;
-    a Transformer's last-layer cross-attention is averaged over heads."""
+    """Teacher-forced attention of ``model`` on ``example``: ``(A [T, S], src labels, tgt labels)``,
+    the last layer of its cross-attention averaged over heads (an RNN's alignment is one layer of
+    one head), read at its hook points."""
     src_ids = tok.encode(example.src) + [EOS]
     tgt_ids = [BOS] + tok.encode(example.tgt)
-    with torch.no_grad():
-        _, attn = model(torch.tensor([src_ids]), torch.tensor([tgt_ids]), return_attention=True)
-    if isinstance(attn, dict):
-        weights = attn["cross"][-1][0].mean(0)  # [h, T, S] -> [T, S]
-    else:
-        weights = attn[0]  # [T, S]
+    maps = attention_maps(model, torch.tensor([src_ids]), torch.tensor([tgt_ids]))
+    (cross,) = [m for m in maps if m.cross]
+    weights = cross.weights[-1, 0].mean(0)  # [L, 1, h, T, S] -> [T, S]
     # row t is the step that reads tgt_in[t] and predicts the t-th output symbol
     out_labels = [tok.token(i) for i in tok.encode(example.tgt) + [EOS]]
     return weights.numpy(), [tok.token(i) for i in src_ids], out_labels

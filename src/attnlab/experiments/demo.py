@@ -8,7 +8,9 @@ Sections, each guarded so a missing piece becomes a note instead of a crash:
 3. the quick bottleneck experiment (plot and table) and
 4. its alignment heatmaps;
 5. inside the heads: the induction curve of a two-layer attention-only GPT and MiniLM's head table;
-6. the attention explorer pages: MiniLM on the notes' sentence, and the trained Transformer's
+6. a language model: a GPT trained on Shakespeare, sampled, and the decoding, induction and
+   faithfulness experiments on it (:mod:`attnlab.experiments.demo_lm`);
+7. the attention explorer pages: MiniLM on the notes' sentence, and the trained Transformer's
    cross-attention on a reversal.
 
 The concept pages are written beside the report as HTML (``concepts/``, formulas as MathML), and each
@@ -206,7 +208,7 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         "alpha_ti, the weight output step t gives source position i, drawn as a matrix: rows are output "
         "steps (queries), columns source symbols (keys); each row sums to one.",
         "from attnlab.viz import heatmap\n"
-        "# weights [T_tgt, T_src] from model(src, tgt_in, return_attention=True)\n"
+        "# weights [T_tgt, T_src]: the hook point attention.weights, read with attnlab.nn.capture\n"
         "heatmap(weights, source_tokens, output_tokens)",
         heat_html or "<p>No attention model was trained.</p>",
         "For a reversal the mass should run along the anti-diagonal: the first output symbol attends to the "
@@ -222,7 +224,7 @@ EXPLORER_CONCEPTS = ("04-self-attention-qkv.md", "07-multi-head-attention.md")
 
 
 def _explorer_section(out: Path, state: dict) -> Section:
-    from attnlab.viz.explorer import Explorer, trained_views, write_explorer
+    from attnlab.viz.explorer import Explorer, model_views, write_explorer
 
     back = BACK
     links = [(concepts.href(n), f"concept page: {concepts.page_title(n)}") for n in EXPLORER_CONCEPTS]
@@ -249,7 +251,7 @@ def _explorer_section(out: Path, state: dict) -> Section:
             pred = predict(model, task, [src_text])[0]
             src = tok.encode(src_text) + [EOS]
             tgt = [BOS] + tok.encode(pred)
-            views = trained_views(model, src, [tok.token(i) for i in src], tgt, [tok.token(i) for i in tgt])
+            views = model_views(model, src, tok.tokens(src), tgt, tok.tokens(tgt))
             Explorer(
                 views,
                 model_label=f"Transformer trained on {task.name} (bottleneck experiment); output {pred!r}",
@@ -288,8 +290,19 @@ NEXT_STEPS = (
     ("Practice", "docs/practice.md", "your own NumPy attention and your drawing of the block, graded"),
     ("Week 1 code blocks", "attnlab lesson --list", "the five, run beside attnlab's"),
     ("Explorer", 'attnlab explore "your sentence"', "MiniLM's attention (or --model DIR) on your own text"),
+    (
+        "Serve",
+        "attnlab serve",
+        "a local page (127.0.0.1, port 8000): type any text, see every head, switch heads off",
+    ),
     ("Audit", "attnlab audit params --d-model 768 --heads 12 --d-ff 3072 --layers 12", "exact counts"),
     ("Train", "attnlab train --task dates --model transformer", "a small model in minutes, saved in runs/"),
+    (
+        "Claims, measured",
+        "attnlab experiment --help",
+        "paths, residuals, gqa, relations, icl, scoring: sentences the notes state in words, each measured",
+    ),
+    ("Shakespeare", "attnlab train --text shakespeare --preset nanogpt", "nanoGPT's CPU run, then generate"),
 )
 
 
@@ -341,7 +354,7 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         "heads",
         "Inside the heads: an induction head forms; MiniLM's previous-token head",
         "A head's score for a pattern P is the share of its attention that follows P: sum(A * P) / sum(A) "
-        "(TransformerLens's convention). Induction: P[i, j] = 1 where the token before j equals token i, "
+        "(TransformerLens's measure). Induction: P[i, j] = 1 where the token before j equals token i, j < i, "
         "the head that completes '... A B ... A -> B'. Trained on sequences with a repeated random segment, "
         "a two-layer attention-only GPT learns to copy the segment's continuation in a sudden phase "
         "change (Olsson et al. 2022).",
@@ -358,9 +371,17 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         f"induction heads' output sends the repeat loss from {r.loss_repeat:.2f} back to "
         f"{r.loss_repeat_all_ablated:.2f} nats (first occurrences: {r.loss_first:.2f}). MiniLM is "
         f"bidirectional: its previous-token head is clear, most of its heads park attention on [CLS], "
-        f"and duplicate/induction scores only count earlier copies. More: docs/heads.md.",
+        f"and duplicate/induction scores only count earlier copies. More: docs/heads.md; 'attnlab experiment "
+        f"icl --quick' measures in-context learning beside the induction score, 'attnlab experiment "
+        f"relations --quick' scores MiniLM's heads on verb -> subject and pronoun -> antecedent pairs.",
         concepts=("07-multi-head-attention.md",),
     )
+
+
+def _lm_section(out: Path, settings, progress: bool) -> Section:
+    from attnlab.experiments.demo_lm import DEMO_LM, language_model_section
+
+    return language_model_section(out, DEMO_LM if settings is None else settings, progress)
 
 
 def _task_for(settings):
@@ -391,6 +412,44 @@ def quick_settings():
     return bottleneck, dataclasses.replace(DEMO, steps=20, eval_every=10, eval_size=16)
 
 
+def _steps(
+    out: Path, settings, progress: bool, state: dict, induction, language_model, explorer: bool
+) -> list:
+    """The report's parts in order: ``(progress label, key, title, build)``, ``build() -> Section``."""
+    try:
+        lesson_builders = _lesson_sections()
+    except Exception as exc:
+        err = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        lesson_builders = [lambda err=err: Section("lessons", "Week 1 code blocks", error=err)]
+    steps = [
+        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Week 1 code block {i + 1}", b)
+        for i, b in enumerate(lesson_builders)
+    ]
+    steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
+    steps.append(("practice", "practice", "Practice", _practice_section))
+    steps.append(
+        (
+            "bottleneck experiment",
+            "bottleneck",
+            "The bottleneck experiment",
+            lambda: _experiment_sections(out, settings, progress, state),
+        )
+    )
+    steps.append(("heads", "heads", "Inside the heads", lambda: _heads_section(out, induction, progress)))
+    steps.append(
+        (
+            "language model",
+            "language-model",
+            "A language model",
+            lambda: _lm_section(out, language_model, progress),
+        )
+    )
+    if explorer:
+        steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
+    steps.append(("next steps", "next", "Where to go next", _next_steps_section))
+    return steps
+
+
 def build_demo(
     out_dir: str | Path,
     *,
@@ -399,8 +458,11 @@ def build_demo(
     explorer: bool = True,
     log=print,
     induction=None,
+    language_model=None,
 ) -> dict:
-    """Build ``out_dir/index.html``; returns ``{"index", "seconds", "sections": {key: seconds or error}}``."""
+    """Build ``out_dir/index.html``; returns ``{"index", "seconds", "sections": {key: seconds or error}}``.
+    ``language_model``: the sizes of that section (:class:`attnlab.experiments.demo_lm.DemoLM`; None:
+    the quick preset's model and the experiments' quick settings)."""
     from attnlab.experiments.bottleneck import QUICK
 
     settings = QUICK if settings is None else settings
@@ -423,29 +485,7 @@ def build_demo(
             s.seconds = time.perf_counter() - t0
             sections.append(s)
 
-    try:
-        lesson_builders = _lesson_sections()
-    except Exception as exc:
-        err = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        lesson_builders = [lambda err=err: Section("lessons", "Week 1 code blocks", error=err)]
-    steps = [
-        (f"lesson {i + 1}", f"lesson-{i + 1:02d}", f"Week 1 code block {i + 1}", b)
-        for i, b in enumerate(lesson_builders)
-    ]
-    steps.append(("audit", "audit", "Parameter and shape audit", _audit_section))
-    steps.append(("practice", "practice", "Practice", _practice_section))
-    steps.append(
-        (
-            "bottleneck experiment",
-            "bottleneck",
-            "The bottleneck experiment",
-            lambda: _experiment_sections(out, settings, progress, state),
-        )
-    )
-    steps.append(("heads", "heads", "Inside the heads", lambda: _heads_section(out, induction, progress)))
-    if explorer:
-        steps.append(("explorer", "explorer", "Attention explorer", lambda: _explorer_section(out, state)))
-    steps.append(("next steps", "next", "Where to go next", _next_steps_section))
+    steps = _steps(out, settings, progress, state, induction, language_model, explorer)
     bar = progress_bar(steps, desc="attnlab demo", unit="part", quiet=not progress)
     for label, key, title, build in bar:
         bar.set_postfix_str(label)

@@ -25,8 +25,10 @@ import torch.nn.functional as F
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.interp import repeated_tokens, score_heads, segment_batch
 from attnlab.interp.ablation import ablate_heads
+from attnlab.interp.read import attention
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.progress import progress
+from attnlab.viz.legends import place_legend, save_figure
 
 MODELS = {  # name -> (layers, ffn)
     "1-layer attention-only": (1, "none"),
@@ -106,8 +108,7 @@ def _losses(model: GPT, batch) -> tuple[float, float]:
 
 
 def _scores(model: GPT, probe: torch.Tensor) -> dict[str, torch.Tensor]:
-    with torch.no_grad():
-        _, weights = model(probe, return_attention=True)  # L x [B, h, T, T]
+    weights = attention(model, probe)  # [L, B, h, T, T]
     return score_heads(weights, probe, ("previous", "induction"), exclude_first=True)
 
 
@@ -278,8 +279,6 @@ def plot(runs: list[ModelRun], settings: Settings, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for i, r in enumerate(runs):

@@ -2,16 +2,20 @@
 token-pair decomposition of a sentence similarity.
 
 - :mod:`~attnlab.interp.detectors`: previous-token, duplicate, induction, first-token and
-  current-token scores of every head (TransformerLens's ``"mul"`` measure).
+  current-token scores of every head (TransformerLens's ``"mul"`` measure; the induction pattern in
+  attnlab's convention or TransformerLens's).
 - :mod:`~attnlab.interp.sequences`: ``[BOS, r, r]`` probes and training batches with repeated
   random segments.
-- :mod:`~attnlab.interp.scan`: every head of MiniLM or a trained GPT scored (``attnlab heads``),
-  and the explorer's head badges.
+- :mod:`~attnlab.interp.scan`: every head of any model :func:`attnlab.models.load` reads scored
+  (``attnlab heads``), and the explorer's head badges.
 - :mod:`~attnlab.interp.ablation`: zero/mean ablation of heads through W^O, Michel et al.'s importance.
 - :mod:`~attnlab.interp.prune`: heads removed from the weights, the importance-ordered pruning curve;
   :mod:`~attnlab.interp.minilm_pruning`: its MiniLM metric (``attnlab prune``).
 - :mod:`~attnlab.interp.lens`: the logit lens and the residual stream of a GPT.
 - :mod:`~attnlab.interp.similarity`: MiniLM's cosine split exactly into token-pair terms.
+- :mod:`~attnlab.interp.attribution`: direct logit attribution, the residual stream decomposed and
+  accumulated (any decoder); :mod:`~attnlab.interp.patching`: activation patching;
+  :mod:`~attnlab.interp.composition`: Q/K/V composition scores and path ablation.
 """
 
 from attnlab.interp.ablation import ablate_heads, attention_layers, head_importance

@@ -1,11 +1,11 @@
-"""Head ablation and Michel et al.'s head importance, on the weights of W^O.
+"""Head ablation by patching each head's output, and Michel et al.'s head importance on W^O.
 
-A layer's output is ``out = Σ_h z_h W^O_h + b^O`` (``z_h [B, T, d_k]`` the output of head h and
-``W^O_h [d_k, d_model]`` its block of rows of W^O). So
+A layer's output is ``out = Σ_h z_h W^O_h + b^O`` (``z_h [B, T, d_k]`` the output of head h, the
+hook point ``self_attn.z [B, T, h, d_k]`` of its layer, and ``W^O_h [d_k, d_model]`` its block of
+rows of W^O). So
 
-- zero-ablating head h (``z_h := 0``) is exactly zeroing ``W^O_h``;
-- mean-ablating it (``z_h := E[z_h]``, the mean over a dataset's positions) is zeroing ``W^O_h``
-  and adding ``E[z_h] W^O_h`` to ``b^O``;
+- zero-ablating head h sets ``z_h := 0`` (the same as zeroing ``W^O_h``);
+- mean-ablating it sets ``z_h := E[z_h]``, the mean over a dataset's positions;
 - a head mask ξ (Michel et al. 2019, ``out = Σ_h ξ_h z_h W^O_h + b^O``) is ``W^O_h := ξ_h W^O_h``,
   and at ξ = 1 its gradient is ``∂L/∂ξ_h = Σ W^O_h ⊙ ∂L/∂W^O_h`` — one backward pass gives every
   head's importance ``I_h = Σ_batches |∂L/∂ξ_h|``, normalised per layer (L2 over its heads).
@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 from torch import Tensor
 
+from attnlab.nn.hooks import patch
 from attnlab.nn.multihead import MultiHeadAttention
 
 
@@ -43,8 +44,16 @@ def _check_head(layers, layer: int, head: int) -> MultiHeadAttention:
     return attn
 
 
-def _cols(attn: MultiHeadAttention, head: int) -> slice:
-    return slice(head * attn.d_k, (head + 1) * attn.d_k)  # head h's columns of out_proj.weight
+def _set_heads(values: dict[int, Tensor | None]) -> Callable[[Tensor], Tensor]:
+    """A patch of ``z [B, T, h, d_k]`` that sets head ``j`` to ``values[j]`` (``[d_k]``, or 0 for None)."""
+
+    def fn(z: Tensor) -> Tensor:
+        z = z.clone()
+        for head, value in values.items():
+            z[:, :, head] = 0.0 if value is None else value.to(z.dtype)
+        return z
+
+    return fn
 
 
 @contextlib.contextmanager
@@ -53,32 +62,20 @@ def ablate_heads(
     heads: Iterable[tuple[int, int]],
     means: dict[tuple[int, int], Tensor] | None = None,
 ) -> Iterator[None]:
-    """Within the block, heads ``(layer, head)`` of ``model`` write nothing (zero ablation) or, with
-    ``means[(layer, head)] [d_k]`` (e.g. the head's mean output over a dataset), that constant
-    (mean ablation). Layers index :func:`attention_layers`. The weights are restored on exit."""
+    """Within the block, heads ``(layer, head)`` of ``model`` write nothing (zero ablation: ``z_h := 0``)
+    or, with ``means[(layer, head)] [d_k]`` (e.g. the head's mean output over a dataset), that
+    constant (mean ablation: ``z_h := E[z_h]``). Layers index :func:`attention_layers`; each
+    ablated layer's hook point ``z [B, T, h, d_k]`` is patched (:func:`attnlab.nn.patch`), and the
+    weights are never touched."""
     layers = attention_layers(model)
-    saved = []
-    try:
-        with torch.no_grad():
-            for layer, head in heads:
-                attn = _check_head(layers, layer, head)
-                w, b = attn.out_proj.weight, attn.out_proj.bias
-                saved.append((w, w.detach().clone(), b, None if b is None else b.detach().clone()))
-                block = w[:, _cols(attn, head)]  # [d_model, d_k]
-                if means is not None:
-                    if b is None:
-                        raise ValueError(
-                            f"mean ablation of layer {layer} needs a W^O bias to hold E[z_h] W^O_h"
-                        )
-                    b += block @ means[(layer, head)].to(block.dtype)  # [d_model]
-                block.zero_()
+    by_layer: dict[int, dict[int, Tensor | None]] = {}
+    for layer, head in heads:
+        _check_head(layers, layer, head)
+        by_layer.setdefault(layer, {})[head] = None if means is None else means[(layer, head)]
+    with contextlib.ExitStack() as stack:
+        for layer, values in by_layer.items():
+            stack.enter_context(patch(layers[layer][1], {"z": _set_heads(values)}))
         yield
-    finally:
-        with torch.no_grad():
-            for w, w0, b, b0 in reversed(saved):
-                w.copy_(w0)
-                if b is not None:
-                    b.copy_(b0)
 
 
 def head_importance(

@@ -16,6 +16,14 @@ first          P[i, 0] = 1                        (the first token: BOS / [CLS],
 current        P[i, i] = 1                        (attends to itself)
 =============  =============================================================================
 
+The induction pattern has two conventions (``convention=``). attnlab's (the default) asks for the
+attended key strictly before the query, ``j < i``. TransformerLens's (``"tl"``,
+``get_induction_head_detection_pattern``) allows ``j = i``: where a token repeats immediately
+("A A"), the query at the second A attends to *itself* and TransformerLens counts that as
+induction (the token before j = i is x_{i-1} = x_i), so a current-token head scores there too. On
+text without immediate repeats (the ``[BOS, r, r]`` probe with distinct r) the two agree exactly; on
+text with them they differ by up to 0.13 on real heads. The other patterns are the same in both.
+
 ``exclude_first`` zeroes column 0 of ``A`` and ``exclude_current`` its diagonal before the score,
 in both the numerator and the denominator (TransformerLens's ``exclude_bos`` and
 ``exclude_current_token``): a head that parks its spare attention on BOS is then judged by where
@@ -34,6 +42,7 @@ from torch import Tensor
 from attnlab._checks import choice
 
 DETECTORS = ("previous", "duplicate", "induction", "first", "current")
+CONVENTIONS = ("attnlab", "tl")  # induction: key strictly before the query, or TransformerLens's j <= i
 
 
 def _check_tokens(tokens: Tensor) -> Tensor:
@@ -43,13 +52,15 @@ def _check_tokens(tokens: Tensor) -> Tensor:
     return tokens
 
 
-def detection_pattern(name: str, tokens: Tensor) -> Tensor:
+def detection_pattern(name: str, tokens: Tensor, convention: str = "attnlab") -> Tensor:
     """The 0/1 pattern ``P [B, T, T]`` (float, rows = queries) of detector ``name`` for ``tokens [B, T]``.
 
-    previous: P[i, i-1]; duplicate: x_j = x_i, j < i; induction: x_{j-1} = x_i, 1 <= j < i;
-    first: P[i, 0]; current: P[i, i] (see the module docstring).
+    previous: P[i, i-1]; duplicate: x_j = x_i, j < i; induction: x_{j-1} = x_i, 1 <= j < i
+    (``convention="tl"``: 1 <= j <= i, TransformerLens's); first: P[i, 0]; current: P[i, i] (see
+    the module docstring).
     """
     choice("detector", name, DETECTORS)
+    choice("convention", convention, CONVENTIONS)
     tokens = _check_tokens(tokens)
     b, t = tokens.shape
     eye = torch.eye(t, device=tokens.device)  # [T, T]
@@ -67,6 +78,8 @@ def detection_pattern(name: str, tokens: Tensor) -> Tensor:
         return same * below
     shifted = torch.zeros_like(same)
     shifted[:, :, 1:] = same[:, :, :-1]  # [B, T, T]: entry (i, j) = [x_i == x_{j-1}]
+    if convention == "tl":
+        below = torch.tril(torch.ones(t, t, device=tokens.device))  # [T, T]: j <= i, the query itself too
     return shifted * below
 
 
@@ -77,12 +90,14 @@ def head_score(
     *,
     exclude_first: bool = False,
     exclude_current: bool = False,
+    convention: str = "attnlab",
 ) -> Tensor:
     """Per-head score Σ A⊙P / Σ A, averaged over the batch: ``weights [B, h, T, T]`` -> ``[h]``.
 
     ``tokens [B, T]`` are the sequences the weights come from (queries and keys are the same
-    positions). Raises ``ValueError`` when the exclusions leave no attention to score (e.g.
-    ``first`` with ``exclude_first``, or a one-token sequence with ``exclude_current``).
+    positions); ``convention`` is the induction pattern's (module doc). Raises ``ValueError`` when
+    the exclusions leave no attention to score (e.g. ``first`` with ``exclude_first``, or a
+    one-token sequence with ``exclude_current``).
     """
     tokens = _check_tokens(tokens)
     if not isinstance(weights, Tensor) or weights.ndim != 4 or weights.shape[-1] != weights.shape[-2]:
@@ -93,7 +108,7 @@ def head_score(
         raise ValueError(f"tokens has shape {list(tokens.shape)} but weights [B, h, T, T] has B={b}, T={t}")
     if detector == "first" and exclude_first:
         raise ValueError("the first-token score with exclude_first=True is 0/0: it scores nothing")
-    pattern = detection_pattern(detector, tokens).to(weights.dtype)[:, None]  # [B, 1, T, T]
+    pattern = detection_pattern(detector, tokens, convention).to(weights.dtype)[:, None]  # [B, 1, T, T]
     a = weights.detach()
     keep = torch.ones(t, t, dtype=a.dtype, device=a.device)  # [T, T]: entries of A that count
     if exclude_first:
@@ -117,17 +132,14 @@ def score_heads(
     *,
     exclude_first: bool = False,
     exclude_current: bool = False,
+    convention: str = "attnlab",
 ) -> dict[str, Tensor]:
     """Every detector on every layer: ``attentions`` (L tensors ``[B, h, T, T]``) -> name -> ``[L, h]``."""
     if not len(attentions):
         raise ValueError("attentions is empty: no layer to score")
+    kw = dict(exclude_first=exclude_first, exclude_current=exclude_current, convention=convention)
     return {
-        name: torch.stack(
-            [
-                head_score(w, tokens, name, exclude_first=exclude_first, exclude_current=exclude_current)
-                for w in attentions
-            ]
-        )  # [L, h]
+        name: torch.stack([head_score(w, tokens, name, **kw) for w in attentions])  # [L, h]
         for name in detectors
     }
 

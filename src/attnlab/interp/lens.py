@@ -16,6 +16,8 @@ import dataclasses
 import torch
 from torch import Tensor
 
+from attnlab.nn.hooks import capture
+
 
 @dataclasses.dataclass
 class ResidualStream:
@@ -34,38 +36,25 @@ class ResidualStream:
         }
 
 
+# the hook points the residual stream is read at (names equal module paths; see attnlab.nn.hooks)
+STREAM_POINTS = ("embed", "blocks.*.resid_post", "blocks.*.self_attn.out", "blocks.*.ffn.out")
+
+
 def residual_stream(model, ids: Tensor) -> ResidualStream:
-    """Run ``model`` (a GPT, eval mode) on ``ids [B, T]``, keeping h_0..h_L and every sub-block's write."""
+    """Run ``model`` (a GPT, eval mode) once on ``ids [B, T]``, capturing h_0 (``embed``), each block's
+    output h_l (``blocks.{l}.resid_post``) and its two writes, a_l (``blocks.{l}.self_attn.out``) and
+    m_l (``blocks.{l}.ffn.out``; zeros for an attention-only block): every ``[B, T, d]``."""
     if getattr(model, "kind", None) != "gpt":
         raise ValueError(f"the residual stream view needs a GPT (decoder-only), got {type(model).__name__}")
     if model.training:
         raise ValueError("put the model in eval mode first (dropout would make the writes random)")
-    writes: list[Tensor] = []
-
-    def keep(name: str, tensor: Tensor) -> None:
-        if name == "out":
-            writes.append(tensor)  # [B, T, d]: the attention sub-block's write a_l
-
-    c = model.config
-    from attnlab.models.transformer import check_ids
-
-    check_ids("ids", ids, c.vocab_size, c.max_len)
-    resid, attn, mlp = [], [], []
-    with torch.no_grad():
-        x = model._hidden_in(ids, 0)  # [B, T, d]
-        resid.append(x)
-        for block in model.blocks:
-            y = block(x, is_causal=True)  # [B, T, d]: the model's own path, so h_L is exactly its own
-            block.self_attn.trace = keep  # again, on the explicit path, to read the attention write
-            try:
-                block(x, is_causal=True)
-            finally:
-                block.self_attn.trace = None
-            a = writes.pop()
-            attn.append(a)
-            mlp.append(y - x - a)  # m_l = h_l - h_{l-1} - a_l
-            resid.append(y)
-            x = y
+    points = [p for p in STREAM_POINTS if not (p.endswith("ffn.out") and model.config.ffn == "none")]
+    with torch.no_grad(), capture(model, points) as cache:
+        model(ids)
+    n = len(model.blocks)
+    resid = [cache["embed"]] + [cache[f"blocks.{i}.resid_post"] for i in range(n)]
+    attn = [cache[f"blocks.{i}.self_attn.out"] for i in range(n)]
+    mlp = [cache.get(f"blocks.{i}.ffn.out", torch.zeros_like(a)) for i, a in enumerate(attn)]
     return ResidualStream(resid, attn, mlp)
 
 

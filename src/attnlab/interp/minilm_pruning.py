@@ -12,7 +12,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from attnlab.interp.ablation import head_importance
+from attnlab.interp.prune import pruning_curve, removal_order
+from attnlab.models.load import load
 from attnlab.models.sentence import pool
+from attnlab.tasks.tokenize import wrap
 
 CALIBRATION = [
     ("A man is playing a guitar.", "Someone plays the guitar."),
@@ -62,16 +66,12 @@ HELD_OUT = [
 
 
 def _encode(model, tokenizer, sentences: list[str]) -> torch.Tensor:
-    """Mean-pooled, L2-normalised embeddings ``[N, d]`` through ``model.forward`` (which a pruned
-    model runs like any other), padded batch."""
-    enc = tokenizer.encode_batch(sentences)
-    t = max(len(e.ids) for e in enc)
-    ids = torch.zeros(len(enc), t, dtype=torch.long)  # [N, T]
-    mask = torch.zeros(len(enc), t, dtype=torch.long)  # [N, T]
-    for i, e in enumerate(enc):
-        ids[i, : len(e.ids)] = torch.tensor(e.ids)
-        mask[i, : len(e.ids)] = 1
-    hidden = model(ids, attention_mask=mask)["last_hidden_state"]  # [N, T, d]
+    """Mean-pooled, L2-normalised embeddings ``[N, d]`` through ``model.forward`` (which a pruned or
+    masked model runs like any other), one padded batch (``tokenizer``: any attnlab tokenizer, or a
+    ``tokenizers.Tokenizer``)."""
+    batch = wrap(tokenizer)(sentences)  # input_ids, attention_mask [N, T]
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    hidden = model(ids, attention_mask=mask).last_hidden_state  # [N, T, d]
     return F.normalize(pool(hidden, mask, "mean"), dim=-1)  # [N, d]
 
 
@@ -111,9 +111,6 @@ def minilm_pruning(model, tokenizer, *, random_seed: int = 0) -> dict:
     Returns ``{"importance": [L][h], "importance_order": rows, "random_order": rows}``; each row:
     ``fraction``, ``removed``, ``params``, ``mean_cosine``, ``top1_agreement``.
     """
-    from attnlab.interp.ablation import head_importance
-    from attnlab.interp.prune import pruning_curve, removal_order
-
     model.eval()
     importance = head_importance(model, lambda m, pairs: ranking_loss(m, tokenizer, pairs), [CALIBRATION])
     with torch.no_grad():
@@ -128,3 +125,9 @@ def minilm_pruning(model, tokenizer, *, random_seed: int = 0) -> dict:
         "importance_order": pruning_curve(model, removal_order(importance), metric),
         "random_order": pruning_curve(model, removal_order(importance, random_seed=random_seed), metric),
     }
+
+
+def prune_minilm(random_seed: int = 0) -> dict:
+    """:func:`minilm_pruning` of MiniLM as :func:`attnlab.models.load` gives it."""
+    model, tokenizer = load("minilm")
+    return minilm_pruning(model, tokenizer, random_seed=random_seed)

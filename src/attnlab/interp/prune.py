@@ -7,18 +7,29 @@ head is ``4 d_model d_k`` weights and ``3 d_k`` biases (W^O's bias stays). A lay
 head: removing all of them is refused (the layer would only add its W^O bias).
 
 :func:`pruning_curve` removes heads least important first (Michel et al. 2019) or in a random
-order, and evaluates a metric at 0, 10, ..., 90% of the heads removed.
+order, and evaluates a metric at 0, 10, ..., 90% of the heads removed. It zeroes the removed heads'
+outputs through the hook points (``{layer}.z``, :func:`mask_heads`) — the same outputs as removal,
+proven — so it works on every model, GQA included (a key/value head serves several query heads and
+cannot be cut with one of them), and counts the parameters removal would leave
+(:func:`params_after`: a query head's W^Q rows and W^O columns, plus its key/value head's W^K and
+W^V rows once every query head it serves is gone). :func:`decoder_pruning` runs it on a decoder
+with a language-model loss (on text, or on the repeated half of ``[BOS, r, r]`` probes).
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
-from attnlab.interp.ablation import _check_head, attention_layers
+from attnlab.interp.ablation import _check_head, attention_layers, head_importance
+from attnlab.interp.attribution import logits_of
+from attnlab.interp.composition import repeat_loss
+from attnlab.interp.scan import probe_bos
+from attnlab.interp.sequences import repeated_tokens
+from attnlab.nn.hooks import patch
 
 
 def _keep_rows(linear: nn.Linear, rows: torch.Tensor) -> nn.Linear:
@@ -90,25 +101,134 @@ def removal_order(importance: torch.Tensor, *, random_seed: int | None = None) -
     return out
 
 
+@contextlib.contextmanager
+def mask_heads(model: nn.Module, heads: Sequence[tuple[int, int]]) -> Iterator[None]:
+    """Within the block, heads ``(layer, head)`` (indices of :func:`attention_layers`) output zero:
+    their slice of the point ``{layer}.z [B, T, h, d_k]`` is zeroed (``ablate_heads``' outputs, through
+    :func:`attnlab.nn.patch` instead of the weights)."""
+    layers = attention_layers(model)
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        _check_head(layers, layer, head)
+        by_layer.setdefault(layer, []).append(head)
+
+    def zero(drop: list[int]):
+        index = torch.tensor(drop)
+        return lambda z: z.index_fill(2, index.to(z.device), 0.0)  # z [B, T, h, d_k]
+
+    with patch(model, {f"{layers[layer][0]}.z": zero(drop) for layer, drop in by_layer.items()}):
+        yield
+
+
+def params_after(model: nn.Module, heads: Sequence[tuple[int, int]]) -> int:
+    """The parameter count of ``model`` with ``heads`` removed: each query head's ``d_k`` rows of W^Q
+    and of W^O (``2 d_model d_k`` weights, and its ``d_k`` query biases), each key/value head whose
+    query heads are all removed its rows of W^K and W^V (``2 d_model d_k``, and ``2 d_k`` biases)."""
+    layers = attention_layers(model)
+    total = sum(p.numel() for p in model.parameters())
+    by_layer: dict[int, set[int]] = {}
+    for layer, head in heads:
+        _check_head(layers, layer, head)
+        by_layer.setdefault(layer, set()).add(head)
+    for layer, drop in by_layer.items():
+        attn = layers[layer][1]
+        d, d_k, bias = attn.d_model, attn.d_k, attn.q_proj.bias is not None
+        total -= len(drop) * (2 * d * d_k + bias * d_k)
+        group = attn.num_heads // attn.num_kv_heads
+        gone_kv = sum(
+            all(h in drop for h in range(g * group, (g + 1) * group)) for g in range(attn.num_kv_heads)
+        )
+        total -= gone_kv * (2 * attn.kv_dim * d_k + 2 * bias * d_k)
+    return total
+
+
 def pruning_curve(
     model: nn.Module,
     order: Sequence[tuple[int, int]],
     metric: Callable[[nn.Module], dict],
     fractions: Sequence[float] = tuple(i / 10 for i in range(10)),
 ) -> list[dict]:
-    """``metric(pruned copy)`` with the first ``round(f * total heads)`` heads of ``order`` removed,
-    for each fraction f; each row also gives ``fraction``, ``removed`` and ``params``."""
+    """``metric(model)`` with the first ``round(f * total heads)`` heads of ``order`` masked
+    (:func:`mask_heads`: the outputs of their removal), for each fraction f; each row also gives
+    ``fraction``, ``removed`` and ``params`` (:func:`params_after`)."""
     total = sum(a.num_heads for _, a in attention_layers(model))
     rows = []
     for f in fractions:
         n = min(round(f * total), len(order))
-        pruned = prune_heads(copy.deepcopy(model), order[:n])
-        rows.append(
-            {
-                "fraction": f,
-                "removed": n,
-                "params": sum(p.numel() for p in pruned.parameters()),
-                **metric(pruned),
-            }
-        )
+        with mask_heads(model, order[:n]):
+            values = metric(model)
+        rows.append({"fraction": f, "removed": n, "params": params_after(model, order[:n]), **values})
     return rows
+
+
+def decoder_pruning(
+    model: nn.Module, calibration: Sequence, held_out: Sequence, loss, *, random_seed: int = 0
+) -> dict:
+    """Michel et al.'s importance of a decoder's heads under ``loss(model, batch)`` (a scalar tensor)
+    on the ``calibration`` batches, and the mean loss on the ``held_out`` batches with 0..90% of the
+    heads removed, least important first and in a seeded random order.
+
+    Returns ``{"importance": [L][h], "importance_order": rows, "random_order": rows}``; each row:
+    ``fraction``, ``removed``, ``params``, ``loss``.
+    """
+    model.eval()
+    importance = head_importance(model, loss, calibration)
+
+    def metric(m) -> dict:
+        with torch.no_grad():
+            return {"loss": sum(float(loss(m, b)) for b in held_out) / len(held_out)}
+
+    return {
+        "importance": [[round(v, 4) for v in row] for row in importance.tolist()],
+        "importance_order": pruning_curve(model, removal_order(importance), metric),
+        "random_order": pruning_curve(model, removal_order(importance, random_seed=random_seed), metric),
+    }
+
+
+def lm_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of a decoder on ``ids [B, T]`` (every position but the last)."""
+    logits = logits_of(model(ids[:, :-1]))  # [B, T-1, V]
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:])
+
+
+def repeat_probe_loss(model: nn.Module, probe: torch.Tensor) -> torch.Tensor:
+    """:func:`attnlab.interp.composition.repeat_loss` of ``model`` on probes ``[B, 1 + 2L]``."""
+    return repeat_loss(logits_of(model(probe)), probe)
+
+
+def text_windows(ids: Sequence[int], max_len: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """A text's ids cut into windows of ``min(max_len, len / 2)`` tokens, alternately calibration and
+    held-out: ``(calibration, held_out)``, lists of ``[1, W]``. At least 16 tokens."""
+    if len(ids) < 16:
+        raise ValueError(f"the text is {len(ids)} tokens; pruning by its loss needs at least 16")
+    width = min(max_len, len(ids) // 2)
+    windows = [torch.tensor([ids[i : i + width]]) for i in range(0, len(ids) - width + 1, width)]
+    return windows[0::2], windows[1::2]
+
+
+def prune_decoder(
+    loaded, *, text: str | None = None, length: int | None = None, batch: int = 16, seed: int = 0
+) -> dict:
+    """:func:`decoder_pruning` of a loaded decoder (:func:`attnlab.models.load`): by the language-model
+    loss on ``text`` (:func:`text_windows`), or by :func:`repeat_probe_loss` on ``batch`` probes of
+    length ``length`` (ranked on seed ``seed``, judged on ``seed + 1``). Adds ``judged_on``, a line."""
+    model, c = loaded.model, loaded.model.config
+    if text is not None:
+        ids = loaded.tokenizer.encode(text)
+        calibration, held_out = text_windows(ids, c.max_len)
+        judged = (
+            f"the language-model loss on the text ({len(ids)} tokens in windows of {held_out[0].shape[1]}"
+        )
+        judged += f": {len(calibration)} rank the heads, {len(held_out)} judge the pruned model)"
+        result = decoder_pruning(model, calibration, held_out, lm_loss, random_seed=seed)
+    else:
+        length = min(20, (c.max_len - 1) // 2) if length is None else length
+        if length < 2 or 1 + 2 * length > c.max_len:
+            raise ValueError(f"probes of length {length} need 2 <= L and 1 + 2 L <= {c.max_len} positions")
+        bos = probe_bos(loaded)
+        calibration = [repeated_tokens(batch, length, c.vocab_size, bos=bos, seed=seed)]  # [B, 1 + 2L]
+        held_out = [repeated_tokens(batch, length, c.vocab_size, bos=bos, seed=seed + 1)]
+        judged = f"the loss on the repeated half of {batch} [BOS, r, r] probes of L = {length} (ranked on one"
+        judged += " seed, judged on another)"
+        result = decoder_pruning(model, calibration, held_out, repeat_probe_loss, random_seed=seed)
+    return {"judged_on": judged, **result}

@@ -1,24 +1,35 @@
-"""Score every head of a model: MiniLM or a folder written by ``attnlab train`` (a GPT, or the
-encoder / decoder self-attention of a Transformer), on a ``[BOS, r, r]`` probe or on a text.
+"""Score every head of a model: any model :func:`attnlab.models.load` reads (MiniLM, a Hugging Face
+GPT-2, Llama, Mistral or Qwen2 folder, a run or model written by attnlab), on a ``[BOS, r, r]``
+probe or on a text. A decoder's weights are read through the hook points
+(``blocks.*.self_attn.weights``, :func:`attnlab.nn.capture`); an encoder-decoder run's views
+through :func:`attnlab.viz.attention_views`.
 
-The patterns depend on token *equality* only, so a text's tokens are scored through their strings
-(two positions match when their token texts are equal). Which scores mean what:
+The patterns depend on token *equality* only, so a text's tokens are scored through their ids (a
+decoder) or their strings (the explorer's views: two positions match when their token texts are
+equal). Which scores mean what:
 
 - causal self-attention (GPT, a decoder): every detector applies;
 - bidirectional self-attention (MiniLM, an encoder): ``previous``, ``current`` and ``first``
   ([CLS]) apply as they are; ``duplicate`` and ``induction`` count earlier copies only, while the
   head may as well attend to later ones — a bidirectional head's score there is a lower bound.
+
+The repeat probe needs no tokenizer (its tokens are random ids, shown as numbers when the model
+has none); a text needs the model's tokenizer (a task alphabet, a text run's or a Hugging Face
+``tokenizer.json``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import torch
 
+from attnlab.interp.badges import SHORT, badges, ids_of  # noqa: F401  (SHORT, badges: read from here too)
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
+from attnlab.models.load import Loaded, load
+from attnlab.nn.hooks import capture
+from attnlab.tasks import BOS
 
 FIRST_WORDPIECE = 1000  # MiniLM's vocabulary: ids below are [PAD], [unused*], [CLS], [SEP], [MASK], ...
 APPLIES = {
@@ -39,6 +50,7 @@ class HeadScan:
     scores: dict[str, list[list[float]]]
     exclude_first: bool
     exclude_current: bool
+    convention: str = "attnlab"
 
     @property
     def applies(self) -> str:
@@ -64,8 +76,8 @@ def _ids_of(tokens: list[str]) -> torch.Tensor:
     return torch.tensor([[index.setdefault(t, len(index)) for t in tokens]])
 
 
-def _scan(label, view, kind, weights, ids, tokens, exclude_first, exclude_current) -> HeadScan:
-    excl = {"exclude_first": exclude_first, "exclude_current": exclude_current}
+def _scan(label, view, kind, weights, ids, tokens, exclude_first, exclude_current, convention) -> HeadScan:
+    excl = {"exclude_first": exclude_first, "exclude_current": exclude_current, "convention": convention}
     names = [n for n in DETECTORS if not (n == "first" and exclude_first)]  # first with exclude_first: 0/0
     scores = score_heads(weights, ids, names, **excl)
     return HeadScan(
@@ -76,16 +88,70 @@ def _scan(label, view, kind, weights, ids, tokens, exclude_first, exclude_curren
         {n: [[round(float(v), 4) for v in row] for row in s] for n, s in scores.items()},
         exclude_first,
         exclude_current,
+        convention,
     )
 
 
+# the self-attention weights of each model kind whose heads are scored through the hook points
+WEIGHTS = {"gpt": "blocks.*.self_attn.weights", "bert": "layers.*.self_attn.weights"}  # L x [B, h, T, T]
+VIEWS = {"gpt": ("decoder causal self-attention", "causal"), "bert": ("encoder self-attention", "self")}
+
+
+def _weights(model, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's self-attention weights ``[B, h, T, T]`` of ``model`` on ``ids [B, T]``."""
+    with torch.no_grad(), capture(model, [WEIGHTS[model.kind]]) as cache:
+        model(ids)
+    return list(cache.values())  # in layer order
+
+
+def _loaded(model):
+    return model if isinstance(model, Loaded) else load(model)
+
+
 def scan_text(
-    text: str, model: str | Path = "minilm", *, exclude_first: bool = False, exclude_current: bool = False
+    text: str,
+    model="minilm",
+    *,
+    exclude_first: bool = False,
+    exclude_current: bool = False,
+    convention: str = "attnlab",
 ) -> list[HeadScan]:
-    """Every self-attention view of ``model`` on ``text`` (:func:`attnlab.viz.attention_views`)."""
+    """Every self-attention view of ``model`` (a source for :func:`attnlab.models.load`, or what it
+    returned) on ``text``: a decoder's through its tokenizer and hook points, the rest through
+    :func:`attnlab.viz.attention_views`."""
+    excl = (exclude_first, exclude_current, convention)
+    loaded = _loaded(model)
+    if loaded.kind not in WEIGHTS:
+        return _scan_views(text, loaded.source, *excl)
+    tok = loaded.tokenizer
+    if tok is None:
+        raise ValueError(
+            f"{loaded.source} has no tokenizer (no tokenizer.json): "
+            "score it on --tokens repeat, which needs none"
+        )
+    ids = torch.tensor([tok.encode(text)])  # [1, T]
+    if ids.shape[1] == 0 or ids.shape[1] > loaded.model.config.max_len:
+        raise ValueError(
+            f"the text is {ids.shape[1]} tokens; the model reads 1 to {loaded.model.config.max_len}"
+        )
+    view, kind = VIEWS[loaded.kind]
+    return [_scan(loaded.label, view, kind, _weights(loaded.model, ids), ids, _tokens(loaded, ids), *excl)]
+
+
+def _tokens(loaded, ids: torch.Tensor) -> list[str]:
+    """Display text of ``ids [B, T]``'s first row: BERT's word pieces as they are (``##ing``), other
+    tokenizers' decoded ids, the ids themselves without a tokenizer."""
+    row, tok = ids[0].tolist(), loaded.tokenizer
+    if tok is None:
+        return [str(i) for i in row]
+    return [tok.backend.id_to_token(i) for i in row] if loaded.kind == "bert" else tok.tokens(row)
+
+
+def _scan_views(text: str, source, exclude_first, exclude_current, convention) -> list[HeadScan]:
+    # viz sits above interp: the explorer's views (encoder-decoder runs) are imported where used
     from attnlab.viz.explorer import attention_views
 
-    views, label = attention_views(text, model)
+    views, label = attention_views(text, source)
     out = []
     for v in views:
         if v.kind == "cross":
@@ -93,66 +159,63 @@ def scan_text(
         weights = [torch.from_numpy(w)[None] for w in v.weights]  # L x [1, h, T, T]
         tokens = list(v.query_tokens)
         ids = _ids_of(tokens)  # [1, T]
-        out.append(_scan(label, v.name, v.kind, weights, ids, tokens, exclude_first, exclude_current))
+        out.append(
+            _scan(label, v.name, v.kind, weights, ids, tokens, exclude_first, exclude_current, convention)
+        )
     return out
 
 
+def probe_bos(loaded) -> int:
+    """The probe's first token: the task's BOS, a text run's line break, the tokenizer's leading
+    special token (what it puts before any text), its end-of-text/padding token, else id 0."""
+    if loaded.task is not None:
+        return BOS
+    tok = loaded.tokenizer
+    if loaded.text is not None and tok is not None and tok.encode("\n"):
+        return tok.encode("\n")[0]  # text has no BOS: a speech starts after a line break
+    if tok is None:
+        return 0
+    lead = tok.encode("")
+    return lead[0] if lead else tok.pad_id
+
+
 def scan_repeat(
-    model: str | Path = "minilm",
+    model="minilm",
     *,
     length: int | None = None,
     batch: int = 8,
     seed: int = 0,
     exclude_first: bool = False,
     exclude_current: bool = False,
+    convention: str = "attnlab",
 ) -> list[HeadScan]:
     """Scores on ``batch`` probes ``[BOS, r_1..r_L, r_1..r_L]`` of distinct random tokens.
 
-    MiniLM: BOS = [CLS], r from the ordinary word pieces, ``L`` default 20. A GPT folder: BOS = the
-    task's BOS id, r from the whole vocabulary, ``L`` default ``min(20, (max_len - 1) // 2)``;
-    ``1 + 2 L`` must fit the model's context.
+    MiniLM (a BERT): BOS = [CLS], r from the ordinary word pieces, ``L`` default 20. A decoder (any
+    :func:`attnlab.models.load` source): BOS from :func:`probe_bos`, r from the whole vocabulary,
+    ``L`` default ``min(20, (max_len - 1) // 2)``; ``1 + 2 L`` must fit the model's context.
     """
-    if str(model) == "minilm":
-        from attnlab.models.pretrained import load_pretrained
-
-        net, tokenizer = load_pretrained("minilm")
-        cls = tokenizer.token_to_id("[CLS]")
-        length = 20 if length is None else length
-        _fits(length, net.config.max_len)
-        ids = repeated_tokens(batch, length, net.config.vocab_size - FIRST_WORDPIECE + 1, seed=seed)
-        ids = torch.where(ids == 0, torch.full_like(ids, cls), ids + FIRST_WORDPIECE - 1)  # [B, 1 + 2L]
-        with torch.no_grad():
-            weights = net(ids, output_attentions=True)["attentions"]  # L x [B, h, T, T]
-        tokens = [tokenizer.id_to_token(i) for i in ids[0].tolist()]
-        label = f"MiniLM (all-MiniLM-L6-v2), {len(weights)} layers x {weights[0].shape[1]} heads"
-        view = "encoder self-attention"
-        return [_scan(label, view, "self", weights, ids, tokens, exclude_first, exclude_current)]
-    from attnlab.tasks import BOS, get_task
-    from attnlab.training.checkpoint import load_trained
-
-    directory = Path(model)
-    if not directory.is_dir():
+    loaded = _loaded(model)
+    net, tok = loaded.model, loaded.tokenizer
+    if loaded.kind not in WEIGHTS:
         raise ValueError(
-            f"model must be 'minilm' or a folder written by attnlab train; {directory} is not one"
-        )
-    net, state = load_trained(directory)
-    if net.kind != "gpt":
-        raise ValueError(
-            f"--tokens repeat needs a GPT (one causal sequence); {directory} holds a {net.kind!r}"
+            f"--tokens repeat needs a decoder (one causal sequence) or MiniLM; {loaded.source} holds a "
+            f"{loaded.kind!r}: score it on a text"
         )
     vocab, max_len = net.config.vocab_size, net.config.max_len
-    length = min(20, (max_len - 1) // 2) if length is None else length
-    _fits(length, max_len)
-    ids = repeated_tokens(batch, length, vocab, bos=BOS, seed=seed)  # [B, 1 + 2L]
-    net.eval()
-    with torch.no_grad():
-        _, weights = net(ids, return_attention=True)  # L x [B, h, T, T]
-    spec = state.get("task") or {}
-    tok = get_task(spec["name"], **spec.get("params", {})).tokenizer if "name" in spec else None
-    tokens = [tok.token(i) if tok is not None else str(i) for i in ids[0].tolist()]
-    label = f"gpt ({directory.name}), {len(weights)} layers x {weights[0].shape[1]} heads"
-    view = "decoder causal self-attention"
-    return [_scan(label, view, "causal", weights, ids, tokens, exclude_first, exclude_current)]
+    if loaded.kind == "bert":
+        cls = tok.backend.token_to_id("[CLS]")
+        length = 20 if length is None else length
+        _fits(length, max_len)
+        ids = repeated_tokens(batch, length, vocab - FIRST_WORDPIECE + 1, seed=seed)
+        ids = torch.where(ids == 0, torch.full_like(ids, cls), ids + FIRST_WORDPIECE - 1)  # [B, 1 + 2L]
+    else:
+        length = min(20, (max_len - 1) // 2, vocab - 1) if length is None else length
+        _fits(length, max_len)
+        ids = repeated_tokens(batch, length, vocab, bos=probe_bos(loaded), seed=seed)  # [B, 1 + 2L]
+    view, kind = VIEWS[loaded.kind]
+    excl = (exclude_first, exclude_current, convention)
+    return [_scan(loaded.label, view, kind, _weights(net, ids), ids, _tokens(loaded, ids), *excl)]
 
 
 def _fits(length: int, max_len: int) -> None:
@@ -163,29 +226,3 @@ def _fits(length: int, max_len: int) -> None:
             f"--tokens repeat of length {length} needs 1 + 2*{length} = {1 + 2 * length} positions, "
             f"more than the model's context of {max_len}"
         )
-
-
-BADGE_THRESHOLD = 0.4
-SHORT = {
-    "previous": "prev",
-    "duplicate": "dup",
-    "induction": "induction",
-    "first": "first",
-    "current": "current",
-}
-
-
-def badges(weights, tokens: list[str], threshold: float = BADGE_THRESHOLD) -> list[list[str]]:
-    """Per layer and head, the detector scores above ``threshold`` as short labels, best first
-    (``"prev 0.93"``, ``"induction 0.71"``; ``""`` when none): ``weights [L, h, T, T]`` (NumPy or
-    torch) of one sequence of ``tokens``, scored through token equality."""
-    w = torch.as_tensor(weights, dtype=torch.float64)  # [L, h, T, T]
-    scores = score_heads([layer[None] for layer in w], _ids_of(list(tokens)))  # name -> [L, h]
-    out = []
-    for layer in range(w.shape[0]):
-        row = []
-        for head in range(w.shape[1]):
-            found = sorted(((float(s[layer, head]), n) for n, s in scores.items()), reverse=True)
-            row.append(" · ".join(f"{SHORT[n]} {v:.2f}" for v, n in found if v > threshold))
-        out.append(row)
-    return out

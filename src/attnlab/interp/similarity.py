@@ -76,7 +76,7 @@ def explain_similarity(model, tokenizer, text_a: str, text_b: str) -> PairTerms:
                     raise ValueError(f"{name} must be a non-empty string, got {text!r}")
                 enc = tokenizer.encode(text)
                 ids = torch.tensor([enc.ids], device=next(model.parameters()).device)  # [1, n]
-                vectors.append(model(ids)["last_hidden_state"][0])  # [n, d]
+                vectors.append(model(ids).last_hidden_state[0])  # [n, d]
                 tokens.append(list(enc.tokens))
     finally:
         model.train(was_training)

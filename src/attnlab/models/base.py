@@ -3,7 +3,10 @@
 
 A model class subclasses :class:`SavableModel`, sets ``kind`` (the name written into
 ``config.json``) and ``config_class`` (a frozen dataclass subclassing :class:`ModelConfig`), and
-builds itself from ``__init__(self, config)``. :func:`load_model` reads any saved model.
+builds itself from ``__init__(self, config)``. A family that ``attnlab train`` can train also sets
+``OPTIONS`` (the training options it takes, with their defaults) and :meth:`SavableModel.from_options`
+(how they map onto its config). The class registers itself under ``kind`` when it is defined;
+:mod:`attnlab.models.registry` imports every family, and its ``load_model`` reads any saved model.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from torch import nn
 
 from attnlab._checks import choice, memory_bytes, positive_int, probability
 from attnlab._io import atomic_write_bytes, atomic_write_json, read_json
+from attnlab.nn.nonfinite import detect_from_env
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -125,6 +129,34 @@ class SavableModel(nn.Module):
 
     kind: ClassVar[str] = ""
     config_class: ClassVar[type[ModelConfig]] = ModelConfig
+    # the options `attnlab train` may set (``--d-model`` -> "d_model") and their defaults; None: a
+    # family attnlab does not train (BERT is loaded, never trained here)
+    OPTIONS: ClassVar[dict[str, Any] | None] = None
+    # one causal sequence (``forward(ids)``, decoding from a prompt) rather than source -> target
+    DECODER_ONLY: ClassVar[bool] = False
+
+    @classmethod
+    def options(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` completed with :attr:`OPTIONS`' defaults (a None value means "the default");
+        an option the family does not take is a ``ValueError`` naming it."""
+        if cls.OPTIONS is None:
+            raise ValueError(f"model {cls.kind!r} is not trained by attnlab train")
+        unknown = sorted(set(given) - set(cls.OPTIONS))
+        if unknown:
+            raise ValueError(f"model {cls.kind!r} has no option(s) {unknown}; options: {sorted(cls.OPTIONS)}")
+        return {**cls.OPTIONS, **{k: v for k, v in given.items() if v is not None}}
+
+    @classmethod
+    def from_options(cls, vocab_size: int, **options: Any) -> ModelConfig:
+        """The config of a model with one vocabulary of ``vocab_size`` ids (source and target
+        alike) and the training ``options`` (every key of :attr:`OPTIONS`, completed)."""
+        raise NotImplementedError(f"{cls.__name__} does not say how training options map onto its config")
+
+    @classmethod
+    def build(cls, vocab_size: int, options: dict[str, Any]) -> SavableModel:
+        """A freshly initialised model (torch's global RNG) from training ``options``; checked at
+        every hook point when ``ATTNLAB_DETECT_NONFINITE`` is set (:mod:`attnlab.nn.nonfinite`)."""
+        return detect_from_env(cls(cls.from_options(vocab_size, **cls.options(options))))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -175,17 +207,19 @@ class SavableModel(nn.Module):
                         break
         check_state_dict(model, state, str(directory / WEIGHTS_FILE))
         model.load_state_dict(state)
-        from attnlab.nn.nonfinite import detect_from_env
-
         return detect_from_env(model.to(map_location))  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
 
 
 def check_sizes(config, source) -> None:
     """Refuse, with a ``ValueError`` naming ``source`` and the field, a config whose sizes no model
     has: more than 10,000 layers (a loop over 10^12 layers would run for ever before allocating
-    anything) or any other integer field above 2^31 - 1. Pure arithmetic: nothing is built."""
+    anything) or any other integer field above 2^31 - 1 (a nested block's fields too). Pure
+    arithmetic: nothing is built."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            check_sizes(value, source)
+            continue
         most = 10_000 if "layers" in f.name else 2**31 - 1
         if isinstance(value, int) and not isinstance(value, bool) and value > most:
             raise ValueError(f"{source}: {f.name}={value:,} is beyond any model (at most {most:,})")
@@ -233,16 +267,11 @@ def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
     return kind, data.get("config", {})
 
 
-def load_model(directory: str | Path, map_location: str = "cpu") -> SavableModel:
-    """Load any saved attnlab model (the class is named in ``config.json``)."""
-    import attnlab.models  # noqa: F401  (registers every model class)
-
-    if (Path(directory) / "latest.json").is_file():
-        # a training run: load its newest checkpoint, verified, never the convenience copy (which a
-        # kill while it was being replaced could have left stale)
-        from attnlab.training.checkpoint import checkpoint_dir, sync_top_level, verify
-
-        path = checkpoint_dir(directory)
-        sync_top_level(directory, path, verify(path)["files"])
-        directory = path
-    return SavableModel.load(directory, map_location)
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, tied tensors counted once."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total

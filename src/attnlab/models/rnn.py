@@ -17,8 +17,8 @@ look back at all of them at every step:
   attention without input feeding, so teacher forcing runs over all target steps at once).
 
 Both follow the seq2seq protocol of attnlab.models: ``forward(src [B, S], tgt_in [B, T]) -> logits
-[B, T, V]`` (teacher forcing: the decoder is fed the gold previous tokens), ``return_attention=True``
-adds the alignment matrix ``[B, T, S]`` (AttentionRNN), and ``start(src) -> state``,
+[B, T, V]`` (teacher forcing: the decoder is fed the gold previous tokens; the alignment matrix
+``[B, T, S]`` of AttentionRNN is its hook point ``attention.weights``), and ``start(src) -> state``,
 ``step(tokens [B], state) -> (logits [B, V], state)``, ``reorder(state, index)`` for
 attnlab.decoding. Sources are right-padded with ``pad_id``; the encoder packs them
 (``pack_padded_sequence``), so padding changes neither c nor the annotations' alignment weights.
@@ -35,6 +35,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
 from attnlab.nn.attention import AdditiveAttention, LuongAttention
+from attnlab.nn.hooks import HookPoints
 
 CELLS = ("gru", "lstm")
 ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat")
@@ -143,6 +144,11 @@ class _RNNSeq2Seq(SavableModel):
 
     config: RNNConfig
 
+    @classmethod
+    def from_options(cls, vocab_size: int, **o) -> RNNConfig:
+        """Every training option is a field of the config under its own name."""
+        return cls.config_class(vocab_size, vocab_size, **o)
+
     def _rnn(self, d_in: int, d_hidden: int, bidirectional: bool = False) -> nn.Module:
         c = self.config
         cls = nn.GRU if c.cell == "gru" else nn.LSTM
@@ -210,6 +216,7 @@ class Seq2SeqRNN(_RNNSeq2Seq):
 
     kind = "seq2seq-rnn"
     config_class = RNNConfig
+    OPTIONS = {"emb": 32, "hidden": 64, "layers": 1, "cell": "gru", "dropout": 0.0}
 
     def __init__(self, config: RNNConfig) -> None:
         super().__init__()
@@ -241,13 +248,11 @@ class Seq2SeqRNN(_RNNSeq2Seq):
         states, _ = self.decoder(x, context)  # [B, T, H]
         return self.out(self.drop(states))  # [B, T, V]
 
-    def forward(self, src: Tensor, tgt_in: Tensor, return_attention: bool = False):
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: ``src [B, S]``, ``tgt_in [B, T]`` (gold previous tokens) -> logits ``[B, T, V]``.
 
-        With ``return_attention=True`` returns ``(logits, None)``: this model has no attention,
-        its decoder sees the source only through c."""
-        logits = self.decode(self.encode(src), tgt_in)
-        return (logits, None) if return_attention else logits
+        This model has no attention (and no hook points): its decoder sees the source only through c."""
+        return self.decode(self.encode(src), tgt_in)
 
     def start(self, src: Tensor) -> RNNDecodeState:
         """Encode ``src [B, S]``; the state holds s_0 = c and c itself."""
@@ -264,11 +269,20 @@ class Seq2SeqRNN(_RNNSeq2Seq):
         return logits, dataclasses.replace(state, hidden=hidden)
 
 
-class AttentionRNN(_RNNSeq2Seq):
-    """Bidirectional encoder + decoder with Bahdanau or Luong attention over all annotations."""
+class AttentionRNN(HookPoints, _RNNSeq2Seq):
+    """Bidirectional encoder + decoder with Bahdanau or Luong attention over all annotations.
+
+    Hook point ``attention.weights``: the alignment ``alpha [B, T, S]`` of a teacher-forced forward
+    (row t: output step t's weights over the source positions; rows sum to 1, zero on padding). It
+    is recorded once the decoder has run (a Bahdanau decoder uses row t at step t), so
+    :func:`~attnlab.nn.capture` reads it and a :func:`~attnlab.nn.patch` of it changes no logit.
+    """
+
+    POINTS = {"attention.weights": "[B, T, S]"}
 
     kind = "attention-rnn"
     config_class = AttentionRNNConfig
+    OPTIONS = {**Seq2SeqRNN.OPTIONS, "attention": "bahdanau"}
 
     def __init__(self, config: AttentionRNNConfig) -> None:
         super().__init__()
@@ -328,10 +342,9 @@ class AttentionRNN(_RNNSeq2Seq):
         ctx, w = self.attention.attend(states, state.annotations, state.keys, state.src_mask)
         return torch.tanh(self.combine(torch.cat([ctx, states], dim=-1))), w  # [B, T, H]
 
-    def forward(self, src: Tensor, tgt_in: Tensor, return_attention: bool = False):
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: ``src [B, S]``, ``tgt_in [B, T]`` (gold previous tokens) -> logits ``[B, T, V]``;
-        with ``return_attention=True`` also the alignment matrix ``alpha [B, T, S]`` (rows sum to 1,
-        zero on source padding)."""
+        the alignment ``alpha [B, T, S]`` goes to the hook point ``attention.weights``."""
         state = self.start(src)
         self._check_tgt(tgt_in, 2, src.shape[0])
         y = self.drop(self.tgt_embed(tgt_in))  # [B, T, emb]
@@ -342,12 +355,15 @@ class AttentionRNN(_RNNSeq2Seq):
                 feats.append(f)
                 weights.append(w)
             logits = self.out(self.drop(torch.stack(feats, dim=1)))  # [B, T, V]
-            attn = torch.stack(weights, dim=1) if weights else y.new_zeros(y.shape[0], 0, src.shape[1])
+            if self._hooks is not None:  # the rows are stacked only for a reader
+                attn = torch.stack(weights, dim=1) if weights else y.new_zeros(y.shape[0], 0, src.shape[1])
+                self._at("attention.weights", attn)  # [B, T, S]
         else:
             states, _ = self.decoder(y, state.hidden)  # [B, T, H]
             h_tilde, attn = self._luong_output(states, state)  # [B, T, H], [B, T, S]
             logits = self.out(self.drop(h_tilde))  # [B, T, V]
-        return (logits, attn) if return_attention else logits
+            self._at("attention.weights", attn)  # [B, T, S]
+        return logits
 
     def step(self, tokens: Tensor, state: RNNDecodeState) -> tuple[Tensor, RNNDecodeState]:
         """One decoder step: previous tokens ``[B]`` -> ``(logits [B, V], new state)``."""

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab.models.bert import BertEncoder, check_id_tensor
+from attnlab.models.load import load
 from attnlab.models.precision import PackedLayer, check_dtype, prepare_layers, warn_if_slow
 
 # Packed rows are padded to a multiple of ROWS: oneDNN builds (and caches, up to 1,024 entries) one
@@ -155,6 +156,24 @@ def packed_layers(model: BertEncoder, dtype: str = "float32") -> list[PackedLaye
     if dtype not in cached or cached[dtype][0] != stamp:
         cached[dtype] = (stamp, prepare_layers(model.layers, dtype))
     return cached[dtype][1]
+
+
+def load_encoder(source: str = "minilm", device: str | torch.device = "cpu"):
+    """``(encoder, tokenizer)`` for :func:`embed`: the model ``source`` names (anything
+    :func:`attnlab.models.load` reads: ``minilm``, a BERT checkpoint folder, a saved encoder with its
+    ``tokenizer.json``) and its ``tokenizers`` tokenizer, cutting sentences at the checkpoint's
+    sentence-embedding length. A decoder, or a model without a tokenizer, is a one-line ``ValueError``."""
+    loaded = load(source, device=device)
+    if not isinstance(loaded.model, BertEncoder):
+        raise ValueError(
+            f"{source} holds a {loaded.kind} model; embed needs an encoder (minilm or a BERT folder)"
+        )
+    backend = getattr(loaded.tokenizer, "backend", None)
+    if backend is None:
+        raise ValueError(f"{source} has no tokenizer.json beside the model; embed reads text with it")
+    c = loaded.model.config
+    backend.enable_truncation(max_length=c.max_seq_length or c.max_len)
+    return loaded.model, backend
 
 
 def embed(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -53,8 +54,9 @@ def check_ids(name: str, ids: torch.Tensor, vocab: int, max_len: int, ndim: int 
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(ModelConfig):
-    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model). ``norm`` is the
-    norm's place (``post`` | ``pre``); :attr:`block` is the layers' :class:`~attnlab.nn.BlockConfig`."""
+    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model). ``norm_place`` is
+    the norm's place (``post`` | ``pre``, :class:`~attnlab.nn.BlockConfig`'s name; a ``config.json``
+    that calls it ``norm`` still loads); :attr:`block` is the layers' BlockConfig."""
 
     src_vocab: int
     tgt_vocab: int
@@ -64,7 +66,7 @@ class TransformerConfig(ModelConfig):
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
     max_len: int = 512
-    norm: str = "post"
+    norm_place: str = "post"
     activation: str = "relu"
     dropout: float = 0.1
     share_embeddings: bool = False
@@ -86,7 +88,7 @@ class TransformerConfig(ModelConfig):
             raise ValueError(
                 f"TransformerConfig.d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
             )
-        check_choice(self, "norm", NORM_PLACES)
+        check_choice(self, "norm_place", NORM_PLACES)
         check_choice(self, "activation", ACTIVATIONS)
         check_probability(self, "dropout")
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
@@ -97,14 +99,21 @@ class TransformerConfig(ModelConfig):
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
             raise ValueError(f"TransformerConfig.pad_id={self.pad_id!r} must be an id of both vocabularies")
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
+        """Inverse of ``to_dict``; ``norm`` (the name before it was ``norm_place``) is read as it."""
+        if isinstance(data, dict) and "norm" in data and "norm_place" not in data:
+            data = {("norm_place" if k == "norm" else k): v for k, v in data.items()}
+        return super().from_dict(data)
+
     @property
     def block(self) -> BlockConfig:
-        """The :class:`~attnlab.nn.BlockConfig` of every layer (``norm`` here is the norm's place)."""
+        """The :class:`~attnlab.nn.BlockConfig` of every layer."""
         return BlockConfig(
             self.d_model,
             self.num_heads,
             self.d_ff,
-            norm_place=self.norm,
+            norm_place=self.norm_place,
             activation=self.activation,
             dropout=self.dropout,
             positions="sinusoidal",
@@ -136,6 +145,21 @@ class Transformer(HookPoints, SavableModel):
 
     kind = "transformer"
     config_class = TransformerConfig
+    OPTIONS = {"d_model": 64, "heads": 4, "d_ff": None, "layers": 2, "dropout": 0.0, "max_len": 256}
+
+    @classmethod
+    def from_options(cls, vocab_size: int, **o) -> TransformerConfig:
+        return TransformerConfig(
+            vocab_size,
+            vocab_size,
+            d_model=o["d_model"],
+            num_heads=o["heads"],
+            d_ff=o["d_ff"] or 4 * o["d_model"],
+            num_encoder_layers=o["layers"],
+            num_decoder_layers=o["layers"],
+            dropout=o["dropout"],
+            max_len=o["max_len"],
+        )
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -165,49 +189,36 @@ class Transformer(HookPoints, SavableModel):
         real = src != self.config.pad_id  # [B, S]
         return None if bool(real.all()) else real[:, None, :]  # [B, 1, S] or None (no padding)
 
-    def encode(self, src: torch.Tensor, need_weights: bool = False):
-        """``src [B, S]`` -> ``(memory [B, S, d], src key mask [B, 1, S] or None)`` (and the encoder's
-        self-attention weights, a list of ``[B, h, S, S]``, with ``need_weights``)."""
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``src [B, S]`` -> ``(memory [B, S, d], src key mask [B, 1, S] or None)``."""
         c = self.config
         check_ids("src", src, c.src_vocab, c.max_len)
         mask = self._src_mask(src)
         x = self._at("src_embed", self._embed(self.src_embed, src))  # [B, S, d]
-        out = self.encoder(x, mask, need_weights=need_weights)
-        if need_weights:
-            return out[0], mask, out[1]
-        return out, mask
+        return self.encoder(x, mask), mask  # [B, S, d]
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: the decoder reads the gold previous tokens ``tgt_in`` all at once.
 
         Args:
             src: ``[B, S]`` source ids (PAD-padded on the right). tgt_in: ``[B, T]`` decoder inputs
                 (BOS y_1 .. y_{T-1}).
-            return_attention: also return ``{"encoder_self": [B, h, S, S] per layer,
-                "decoder_self": [B, h, T, T] per layer, "cross": [B, h, T, S] per layer}``.
         Returns:
-            ``logits [B, T, V_tgt]`` (or ``(logits, attention)``).
+            ``logits [B, T, V_tgt]``. The attention weights are hook points: encoder self-attention
+            ``encoder.layers.{i}.self_attn.weights [B, h, S, S]``, decoder self-attention
+            ``decoder.layers.{i}.self_attn.weights [B, h, T, T]``, cross-attention
+            ``decoder.layers.{i}.cross_attn.weights [B, h, T, S]`` (read with :func:`attnlab.nn.capture`).
         """
         c = self.config
         check_ids("tgt_in", tgt_in, c.tgt_vocab, c.max_len)
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in has batch {tgt_in.shape[0]} but src has batch {src.shape[0]}")
-        enc = self.encode(src, need_weights=return_attention)
-        memory, mem_mask = enc[0], enc[1]
+        memory, mem_mask = self.encode(src)
         # target PADs need no mask: they sit to the right of the real tokens, where the causal mask
         # already hides them from every real position (and the loss ignores the PAD positions)
         y = self._at("tgt_embed", self._embed(self.tgt_embed, tgt_in))  # [B, T, d]
-        out = self.decoder(
-            y,
-            memory,
-            memory_mask=mem_mask,
-            is_causal=True,
-            need_weights=return_attention,
-        )
-        if not return_attention:
-            return self.generator(out)  # [B, T, V_tgt]
-        y, self_ws, cross_ws = out
-        return self.generator(y), {"encoder_self": enc[2], "decoder_self": self_ws, "cross": cross_ws}
+        y = self.decoder(y, memory, memory_mask=mem_mask, is_causal=True)  # [B, T, d]
+        return self.generator(y)  # [B, T, V_tgt]
 
     # ------------------------------------------------------------------------------ decoding protocol
     def start(self, src: torch.Tensor) -> TransformerState:

@@ -2,11 +2,15 @@
 
 Each hookable module declares its points once, as the class constant ``POINTS`` (name -> shape),
 and passes every such tensor through ``self._at(name, t)`` in ``forward``. A model's points are
-named by where they sit: ``embed``, ``layers.2.resid_pre``, ``layers.2.attn.weights``,
-``layers.2.mlp.hidden``, ``final_norm``; ``model.hook_points()`` lists them with their shapes.
+named by where they sit: ``embed``, ``blocks.2.resid_pre``, ``blocks.2.self_attn.weights``,
+``blocks.2.ffn.hidden``, ``final_norm``; ``model.hook_points()`` lists them with their shapes.
 
 - :func:`capture` records the points asked for (glob patterns allowed) and nothing else;
 - :func:`patch` replaces a point's value with a function of it (ablation, activation patching).
+
+Both accept TransformerLens's names as aliases (``blocks.0.attn.hook_pattern``:
+:mod:`attnlab.nn._tl_names`). Every norm has a point ``scale [B, T, 1]`` (1/sigma or 1/RMS:
+``blocks.0.norm1.scale``, ``final_norm.scale``), for analyses that hold it fixed.
 
 Nothing is hooked by default, and then ``_at`` returns its tensor at once: no copy, no extra
 kernel. Capturing or patching ``scores``/``weights`` runs that one attention layer on its explicit
@@ -23,12 +27,14 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
+from attnlab.nn import _tl_names as tl_names
+
 Hook = Callable[[Tensor], Tensor | None]  # returns a replacement, or None to keep the value
 
 
 class HookPoints:
     """Mixin for modules with named points: ``POINTS`` (name -> shape), ``_at`` and
-    ``_hook_children`` (the hookable submodules by name, e.g. ``{"attn": self.self_attn}``)."""
+    ``_hook_children`` (the hookable submodules by name, e.g. ``{"self_attn": self.self_attn}``)."""
 
     POINTS: ClassVar[dict[str, str]] = {}
     _hooks: dict[str, list[Hook]] | None = None  # per instance only while something is hooked
@@ -87,20 +93,25 @@ def remove_hook(module: HookPoints, point: str, fn: Hook) -> None:
 
 def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookPoints, str]]:
     """``(full name, module, point)`` of every point matching one of ``patterns`` (``fnmatch`` globs:
-    ``layers.*.resid_post``, a ``[B, T, d_model]`` point). A pattern that matches nothing is a
-    ``ValueError`` naming close matches."""
+    ``blocks.*.resid_post``, a ``[B, T, d_model]`` point; TransformerLens's names are aliases,
+    :mod:`attnlab.nn._tl_names`). A pattern that matches nothing is a ``ValueError`` naming close
+    matches."""
     if not isinstance(model, HookPoints):
         raise ValueError(f"model must be an attnlab module with hook points, got {type(model).__name__}")
     if isinstance(patterns, str):
         patterns = [patterns]
     points = dict(_walk(model))
+    layers = tl_names.layer_prefix(points)
     found: dict[str, tuple[HookPoints, str]] = {}
-    for pattern in patterns:
+    for given in patterns:
+        pattern = tl_names.translate(given, layers)
         hits = [name for name in points if fnmatch.fnmatchcase(name, pattern)]
         if not hits:
             close = difflib.get_close_matches(pattern, list(points), n=3, cutoff=0.6)
             hint = f"did you mean {close}?" if close else f"{type(model).__name__}.hook_points() lists them"
-            raise ValueError(f"no hook point matches {pattern!r}; {hint}")
+            hint = tl_names.no_twin(given) or hint
+            alias = f" (the TransformerLens alias of {pattern!r})" if pattern != given else ""
+            raise ValueError(f"no hook point matches {given!r}{alias}; {hint}")
         found.update((name, points[name]) for name in hits)
     return [(name, module, point) for name, (module, point) in found.items()]
 
@@ -109,14 +120,17 @@ def resolve(model: HookPoints, patterns: Iterable[str]) -> list[tuple[str, HookP
 def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> Iterator[dict[str, Tensor]]:
     """Record the points ``names`` (globs allowed) of every forward inside the ``with`` block.
 
-    ``with capture(model, ["layers.2.attn.weights", "layers.*.resid_post"]) as cache:`` then
-    ``cache["layers.2.attn.weights"]`` is ``[B, h, T_q, T_k]``. Only the points asked for are kept
-    (the last forward's value of each), detached from the graph unless ``detach=False``.
+    ``with capture(model, ["blocks.2.self_attn.weights", "blocks.*.resid_post"]) as cache:`` then
+    ``cache["blocks.2.self_attn.weights"]`` is ``[B, h, T_q, T_k]``. Only the points asked for are kept
+    (the last forward's value of each), detached from the graph unless ``detach=False``. The keys
+    are attnlab's names; a TransformerLens alias reads as its twin (``cache["blocks.2.attn.hook_pattern"]``).
     """
-    cache: dict[str, Tensor] = {}
+    cache = tl_names.Cache()
     added = []
     try:
-        for name, module, point in resolve(model, names):
+        found = resolve(model, names)
+        cache.layers = tl_names.layer_prefix(name for name, _, _ in found)
+        for name, module, point in found:
 
             def record(t: Tensor, name: str = name) -> None:
                 cache[name] = t.detach() if detach else t
@@ -132,8 +146,8 @@ def capture(model: HookPoints, names: Iterable[str], *, detach: bool = True) -> 
 @contextmanager
 def patch(model: HookPoints, replacements: dict[str, Hook]) -> Iterator[None]:
     """Replace points' values inside the ``with`` block: ``{name or glob: fn}``, ``fn(t) -> t'``
-    (same shape; return None to keep ``t``). E.g. zero head 3's output in layer 0:
-    ``patch(model, {"layers.0.attn.z": lambda z: z.index_fill(2, torch.tensor([3]), 0.0)})``."""
+    (same shape; return None to keep ``t``). E.g. zero the output of head 0.3 (head 3 of layer 0):
+    ``patch(model, {"blocks.0.self_attn.z": lambda z: z.index_fill(2, torch.tensor([3]), 0.0)})``."""
     added = []
     try:
         for pattern, fn in replacements.items():

@@ -15,9 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab._checks import positive_float
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
+from attnlab.nn.linear import LinearAttentionState
 from attnlab.nn.multihead import KVCache, MultiHeadAttention
+from attnlab.nn.rolling_cache import RollingKVCache
+from attnlab.nn.state_space import SelectiveSSM, SSMState
 
 ACTIVATIONS = {
     "relu": F.relu,
@@ -58,23 +62,48 @@ def _scaled_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _check_eps(owner: str, eps) -> float:
-    from attnlab._checks import positive_float
 
     return positive_float(f"{owner}.eps", eps)
 
 
-class RMSNorm(nn.RMSNorm):
+# The norms' one hook point: the factor each row is multiplied by, 1/sigma (LayerNorm) or 1/RMS
+# (RMSNorm), so an analysis can hold it fixed ("frozen"): N(x) = (x - mu) * scale * g + b is then
+# linear in x. (TransformerLens's hook_scale is sigma itself, the reciprocal.)
+NORM_POINTS = {"scale": "[B, T, 1]"}
+
+
+def _scale_hooked(norm, x: torch.Tensor, centre: bool) -> torch.Tensor:
+    """The norm written out so that its ``scale`` point can be read or replaced: ``x [..., d]`` ->
+    ``(x - mu) * scale * g (+ b)`` with ``scale = 1 / sqrt(var + eps)`` (``mu = 0``, mean of squares
+    for RMS), rows beyond 2^32 rescaled exactly as in the fused path."""
+    xs, s = _scaled_rows(x)  # [..., d], [..., 1]
+    if centre:
+        xs = xs - xs.mean(dim=-1, keepdim=True)  # [..., d]
+    scale = torch.rsqrt(xs.pow(2).mean(dim=-1, keepdim=True) + norm.eps / (s * s)) / s  # [..., 1]
+    scale = norm._at("scale", scale.to(x.dtype))
+    y = (xs * s).to(x.dtype) * scale  # [..., d]
+    if norm.weight is not None:
+        y = y * norm.weight
+    return y if getattr(norm, "bias", None) is None else y + norm.bias
+
+
+class RMSNorm(HookPoints, nn.RMSNorm):
     """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g over the last axis, ``[..., d] -> [..., d]`` (Zhang &
     Sennrich 2019: no mean subtraction, no bias; Llama's norm). PyTorch's ``nn.RMSNorm`` with its
     gain ``weight [d]``; the twin of :func:`attnlab.ref.rms_norm`. ``eps`` must be a finite number
     > 0. Inputs beyond 2^32 are normalised as ``x/s / sqrt(mean((x/s)^2) + eps/s^2)`` with ``s`` a
-    power of two per row (exact), so 1e30 gives the same numbers as 1 (the fused kernel gives 0)."""
+    power of two per row (exact), so 1e30 gives the same numbers as 1 (the fused kernel gives 0).
+    Hook point ``scale [B, T, 1]``: 1 / sqrt(mean(x^2) + eps) (the fused kernel runs unless hooked)."""
+
+    POINTS = NORM_POINTS
 
     def __init__(self, d: int, eps: float = 1e-6):
         super().__init__(d, eps=_check_eps("RMSNorm", eps))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [..., d] -> [..., d]``."""
+        if self._hooks is not None:
+            return _scale_hooked(self, x, centre=False)
         if not _needs_scaling(x):
             return super().forward(x)
         xs, s = _scaled_rows(x)  # [..., d], [..., 1]
@@ -83,16 +112,21 @@ class RMSNorm(nn.RMSNorm):
         return y if self.weight is None else y * self.weight
 
 
-class LayerNorm(nn.LayerNorm):
+class LayerNorm(HookPoints, nn.LayerNorm):
     """LN(x) = (x - mu) / sqrt(var + eps) * g + b over the last axis, ``[..., d] -> [..., d]``:
     PyTorch's ``nn.LayerNorm`` (``eps`` a finite number > 0), with inputs beyond 2^32 normalised
-    on ``x / s`` per row as :class:`RMSNorm` does (the twin of :func:`attnlab.ref.layer_norm`)."""
+    on ``x / s`` per row as :class:`RMSNorm` does (the twin of :func:`attnlab.ref.layer_norm`).
+    Hook point ``scale [B, T, 1]``: 1 / sqrt(var + eps) (the fused kernel runs unless hooked)."""
+
+    POINTS = NORM_POINTS
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True):
         super().__init__(d, eps=_check_eps("LayerNorm", eps), bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [..., d] -> [..., d]``."""
+        if self._hooks is not None:
+            return _scale_hooked(self, x, centre=True)
         if not _needs_scaling(x):
             return super().forward(x)
         xs, s = _scaled_rows(x)  # [..., d], [..., 1]
@@ -159,8 +193,6 @@ def make_mixer(config: BlockConfig) -> nn.Module:
     ``attention="ssm"``, else :class:`MultiHeadAttention` (every softmax kind, block-sparse, linear).
     Both map ``x [B, T, d_model]`` to ``(out [B, T, d_model], weights or None)``."""
     if config.attention == "ssm":
-        from attnlab.nn.state_space import SelectiveSSM
-
         return SelectiveSSM(config)
     return MultiHeadAttention(config)
 
@@ -171,16 +203,10 @@ def make_cache(config: BlockConfig):
     recurrent state for ``linear`` (``S [B, h, d_k, d_k]``, ``z [B, h, d_k]``) and ``ssm`` (conv
     tail ``[B, 3, d]``, ``h [B, d, n]``), every key and value (``[B, h_kv, T, d_k]``) otherwise."""
     if config.attention == "ssm":
-        from attnlab.nn.state_space import SSMState
-
         return SSMState()
     if config.attention == "linear":
-        from attnlab.nn.linear import LinearAttentionState
-
         return LinearAttentionState()
     if config.window is not None:
-        from attnlab.nn.rolling_cache import RollingKVCache
-
         return RollingKVCache(config.window)
     return KVCache()
 
@@ -206,7 +232,8 @@ class EncoderLayer(HookPoints, nn.Module):
     post: U = N_1(X + MHA(X)), Y = N_2(U + FFN(U));  pre: U = X + MHA(N_1(X)), Y = U + FFN(N_2(U)).
     Built from a :class:`~attnlab.nn.BlockConfig`. Submodules ``self_attn``, ``ffn``, ``norm1``,
     ``norm2`` (``ffn`` and ``norm2`` are None for ``ffn="none"``). Hook points: ``resid_pre``,
-    ``resid_mid``, ``resid_post`` and those of ``attn`` (:class:`MultiHeadAttention`) and ``mlp``.
+    ``resid_mid``, ``resid_post`` and those of ``self_attn`` (:class:`MultiHeadAttention`: its
+    ``weights [B, h, T, T]``, ...) and ``ffn``.
     """
 
     POINTS = RESIDUAL_POINTS
@@ -231,29 +258,27 @@ class EncoderLayer(HookPoints, nn.Module):
         mask: torch.Tensor | None = None,
         *,
         is_causal: bool = False,
-        need_weights: bool = False,
         empty_rows: str = "error",
-    ):
-        """``x [B, T, d_model] -> [B, T, d_model]``; with ``need_weights`` also the self-attention
-        weights ``[B, h, T, T]``. ``mask``: bool, broadcastable to ``[B, T, T]`` (True = may attend);
-        ``empty_rows`` as :meth:`MultiHeadAttention.forward`'s."""
+    ) -> torch.Tensor:
+        """``x [B, T, d_model] -> [B, T, d_model]``. ``mask``: bool, broadcastable to ``[B, T, T]``
+        (True = may attend); ``empty_rows`` as :meth:`MultiHeadAttention.forward`'s. The weights
+        ``[B, h, T, T]`` are the hook point ``self_attn.weights``."""
         x = self._at("resid_pre", x)
-        kw = dict(mask=mask, is_causal=is_causal, need_weights=need_weights, empty_rows=empty_rows)
+        kw = dict(mask=mask, is_causal=is_causal, empty_rows=empty_rows)
         if self.norm_first:
-            a, w = self.self_attn(self.norm1(x), **kw)
+            a, _ = self.self_attn(self.norm1(x), **kw)
             x = self._at("resid_mid", x + self.dropout1(a))
             if self.ffn is not None:
                 x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            a, w = self.self_attn(x, **kw)
+            a, _ = self.self_attn(x, **kw)
             x = self._at("resid_mid", self.norm1(x + self.dropout1(a)))
             if self.ffn is not None:
                 x = self.norm2(x + self.dropout2(self.ffn(x)))
-        x = self._at("resid_post", x)
-        return (x, w) if need_weights else x
+        return self._at("resid_post", x)
 
     def _hook_children(self) -> dict:
-        return {"attn": self.self_attn, "mlp": self.ffn}
+        return {"norm1": self.norm1, "self_attn": self.self_attn, "norm2": self.norm2, "ffn": self.ffn}
 
 
 class DecoderLayer(HookPoints, nn.Module):
@@ -266,7 +291,7 @@ class DecoderLayer(HookPoints, nn.Module):
     ``cross_attn`` and ``norm2`` are ``None``; with ``ffn="none"`` ``ffn`` and ``norm3`` are.
     ``memory_dim``: width of the memory (default ``d_model``). Hook points: ``resid_pre``,
     ``resid_mid`` (after self-attention), ``resid_cross`` (after cross-attention, if any),
-    ``resid_post`` and those of ``attn``, ``cross_attn`` and ``mlp``.
+    ``resid_post`` and those of ``self_attn``, ``cross_attn`` and ``ffn``.
     """
 
     POINTS = {
@@ -308,9 +333,8 @@ class DecoderLayer(HookPoints, nn.Module):
         is_causal: bool = False,
         cache: KVCache | None = None,
         memory_cache: KVCache | None = None,
-        need_weights: bool = False,
         empty_rows: str = "error",
-    ):
+    ) -> torch.Tensor:
         """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]``.
 
         Args:
@@ -319,37 +343,33 @@ class DecoderLayer(HookPoints, nn.Module):
             is_causal: lower-right causal self-attention (correct with a cache).
             cache: the self-attention :class:`KVCache`; memory_cache: a static cache for the
                 cross-attention's K/V of the memory (then ``memory`` may be None after the first step).
-            need_weights: also return ``self_weights [B, h, T, T_k]`` and ``cross_weights [B, h, T, S]``.
             empty_rows: as :meth:`MultiHeadAttention.forward`'s (for both attentions).
         Returns:
-            ``z`` or, with ``need_weights``, ``(z, self_weights, cross_weights)``.
+            ``z [B, T, d_model]``. The weights are the hook points ``self_attn.weights [B, h, T, T_k]``
+            and ``cross_attn.weights [B, h, T, S]``.
         """
         has_cross = self.cross_attn is not None
         if has_cross and memory is None and (memory_cache is None or memory_cache.length == 0):
             raise ValueError("this decoder layer has cross-attention: pass memory [B, S, d_model]")
-        cross_w = None
-        kw = dict(need_weights=need_weights, empty_rows=empty_rows)
+        kw = dict(empty_rows=empty_rows)
         y = self._at("resid_pre", y)
         if self.norm_first:
-            a, self_w = self.self_attn(self.norm1(y), mask=self_mask, is_causal=is_causal, cache=cache, **kw)
+            a, _ = self.self_attn(self.norm1(y), mask=self_mask, is_causal=is_causal, cache=cache, **kw)
             y = self._at("resid_mid", y + self.dropout1(a))
             if has_cross:
-                c, cross_w = self.cross_attn(
-                    self.norm2(y), memory, mask=memory_mask, cache=memory_cache, **kw
-                )
+                c, _ = self.cross_attn(self.norm2(y), memory, mask=memory_mask, cache=memory_cache, **kw)
                 y = self._at("resid_cross", y + self.dropout2(c))
             if self.ffn is not None:
                 y = y + self.dropout3(self.ffn(self.norm3(y)))
         else:
-            a, self_w = self.self_attn(y, mask=self_mask, is_causal=is_causal, cache=cache, **kw)
+            a, _ = self.self_attn(y, mask=self_mask, is_causal=is_causal, cache=cache, **kw)
             y = self._at("resid_mid", self.norm1(y + self.dropout1(a)))
             if has_cross:
-                c, cross_w = self.cross_attn(y, memory, mask=memory_mask, cache=memory_cache, **kw)
+                c, _ = self.cross_attn(y, memory, mask=memory_mask, cache=memory_cache, **kw)
                 y = self._at("resid_cross", self.norm2(y + self.dropout2(c)))
             if self.ffn is not None:
                 y = self.norm3(y + self.dropout3(self.ffn(y)))
-        y = self._at("resid_post", y)
-        return (y, self_w, cross_w) if need_weights else y
+        return self._at("resid_post", y)
 
     def _points(self) -> dict[str, str]:
         if self.cross_attn is None:
@@ -357,7 +377,14 @@ class DecoderLayer(HookPoints, nn.Module):
         return self.POINTS
 
     def _hook_children(self) -> dict:
-        return {"attn": self.self_attn, "cross_attn": self.cross_attn, "mlp": self.ffn}
+        return {
+            "norm1": self.norm1,
+            "self_attn": self.self_attn,
+            "norm2": self.norm2,
+            "cross_attn": self.cross_attn,
+            "norm3": self.norm3,
+            "ffn": self.ffn,
+        }
 
 
 class _Stack(HookPoints, nn.Module):
@@ -376,7 +403,7 @@ class _Stack(HookPoints, nn.Module):
         self.norm = make_norm(config) if final_norm else None
 
     def _hook_children(self) -> dict:
-        return {f"layers.{i}": layer for i, layer in enumerate(self.layers)}
+        return {**{f"layers.{i}": layer for i, layer in enumerate(self.layers)}, "norm": self.norm}
 
 
 class Encoder(_Stack):
@@ -387,18 +414,11 @@ class Encoder(_Stack):
 
     layer_class = EncoderLayer
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, need_weights: bool = False):
-        """``x [B, S, d_model] -> [B, S, d_model]`` (and a list of ``[B, h, S, S]`` with ``need_weights``)."""
-        weights = []
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x [B, S, d_model] -> [B, S, d_model]``; ``mask`` bool broadcastable to ``[B, S, S]``."""
         for layer in self.layers:
-            if need_weights:
-                x, w = layer(x, mask, need_weights=True)
-                weights.append(w)
-            else:
-                x = layer(x, mask)
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if need_weights else x
+            x = layer(x, mask)  # [B, S, d]
+        return x if self.norm is None else self.norm(x)
 
 
 class Decoder(_Stack):
@@ -417,13 +437,11 @@ class Decoder(_Stack):
         is_causal: bool = False,
         caches: list[KVCache] | None = None,
         memory_caches: list[KVCache] | None = None,
-        need_weights: bool = False,
-    ):
-        """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]``; with ``need_weights``
-        also lists of self ``[B, h, T, T_k]`` and cross ``[B, h, T, S]`` weights, one per layer."""
-        self_ws, cross_ws = [], []
+    ) -> torch.Tensor:
+        """``y [B, T, d_model]``, ``memory [B, S, d_model]`` -> ``[B, T, d_model]`` (masks and caches as
+        :meth:`DecoderLayer.forward`'s, one cache per layer)."""
         for i, layer in enumerate(self.layers):
-            out = layer(
+            y = layer(
                 y,
                 memory,
                 self_mask=self_mask,
@@ -431,17 +449,8 @@ class Decoder(_Stack):
                 is_causal=is_causal,
                 cache=None if caches is None else caches[i],
                 memory_cache=None if memory_caches is None else memory_caches[i],
-                need_weights=need_weights,
-            )
-            if need_weights:
-                y, sw, cw = out
-                self_ws.append(sw)
-                cross_ws.append(cw)
-            else:
-                y = out
-        if self.norm is not None:
-            y = self.norm(y)
-        return (y, self_ws, cross_ws) if need_weights else y
+            )  # [B, T, d]
+        return y if self.norm is None else self.norm(y)
 
 
 class EncoderDecoder(HookPoints, nn.Module):

@@ -29,9 +29,17 @@ from torch import nn
 
 from attnlab._checks import EMPTY_ROWS, choice, empty_row_error, positive_int
 from attnlab.nn.config import BlockConfig
+from attnlab.nn.flash import flash_attention
 from attnlab.nn.hooks import HookPoints, add_hook, remove_hook
+from attnlab.nn.linear import (
+    LinearAttentionState,
+    causal_linear_attention_with_state,
+    elu_feature_map,
+    linear_attention,
+)
 from attnlab.nn.masks import causal_mask, sliding_window_mask
 from attnlab.nn.positions import alibi_bias, apply_rope, rope_cos_sin
+from attnlab.nn.sparse import block_sparse_attention
 
 Trace = Callable[[str, torch.Tensor], None]
 
@@ -337,15 +345,11 @@ class MultiHeadAttention(HookPoints, nn.Module):
         p = self.dropout if self.training else 0.0
         gqa = self.num_kv_heads != self.num_heads
         if self._block_sparse(mask, q.shape[-2], False):  # the window, skipping empty tiles
-            from attnlab.nn.sparse import block_sparse_attention
-
             group = self.num_heads // self.num_kv_heads
             k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
             v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
             return block_sparse_attention(q, k, v, causal=True, window=self.window)
         if self.attention == "flash":
-            from attnlab.nn.flash import flash_attention
-
             if gqa:
                 group = self.num_heads // self.num_kv_heads
                 k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
@@ -390,12 +394,6 @@ class MultiHeadAttention(HookPoints, nn.Module):
         (O(T)); otherwise the quadratic form ``A = (phi(Q) phi(K)^T * M) / row sums``, ``Z = A V``,
         whose ``A`` are the weights (points ``scores`` = phi(Q) phi(K)^T before the mask, ``weights``).
         """
-        from attnlab.nn.linear import (
-            LinearAttentionState,
-            causal_linear_attention_with_state,
-            elu_feature_map,
-            linear_attention,
-        )
 
         if self.num_kv_heads != self.num_heads:
             group = self.num_heads // self.num_kv_heads

@@ -6,7 +6,7 @@ inside ``with detect_nonfinite(model):`` (or with ``ATTNLAB_DETECT_NONFINITE=1``
 environment, which every model attnlab builds or loads honours) and the first point, in forward
 order, whose tensor holds a NaN or an infinity raises :class:`NonFiniteError` naming it::
 
-    non-finite value first at layers.1.attn.scores (3 of 512 entries are inf)
+    non-finite value first at blocks.1.self_attn.scores (3 of 512 entries are inf)
 
 Models with hook points (``model.hook_points()``: GPT, the Transformer, BERT, every layer) are
 checked at each point; any other module (the RNN models) at each submodule's output. Nothing is
@@ -94,7 +94,7 @@ def _install(model: nn.Module) -> Callable[[], None]:
 @contextmanager
 def detect_nonfinite(model: nn.Module) -> Iterator[None]:
     """Inside the ``with`` block, every forward of ``model`` checks each hook point's tensor (in its
-    declared shape, e.g. ``layers.1.attn.scores [B, h, T_q, T_k]``) in forward order, and raises
+    declared shape, e.g. ``blocks.1.self_attn.scores [B, h, T_q, T_k]``) in forward order, and raises
     :class:`NonFiniteError` at the first holding a NaN or an infinity, naming the point and how many
     of its entries are which. Checking ``scores`` or ``weights`` runs attention on its explicit path
     (the fused kernel never forms them)."""

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from attnlab._checks import choice, non_negative_int, positive_int
+from attnlab._checks import choice, memory_bytes, non_negative_int, positive_int
 from attnlab.nn.config import ROPE_LAYOUTS
 from attnlab.nn.rope_scaling import rope_frequencies
 
@@ -33,7 +33,6 @@ def _check_table(what: str, n_elements: int, itemsize: int) -> None:
     """Refuse, before allocating, a table of ``n_elements`` taking ``itemsize`` bytes each (with its
     temporaries) beyond half of this machine's memory: a ``ValueError`` naming ``what`` and the GiB.
     Nothing is refused on the ``meta`` device, where a model is only counted."""
-    from attnlab._checks import memory_bytes
 
     if torch.get_default_device().type == "meta":
         return

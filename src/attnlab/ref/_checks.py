@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._checks import non_negative_float, positive_float, positive_int
+from attnlab._checks import memory_bytes, non_negative_float, positive_float, positive_int
 
 __all__ = [
     "as_float",
@@ -83,7 +83,6 @@ def result_dtype(*arrays: np.ndarray) -> np.dtype:
 def check_fits(what: str, n_elements: int, itemsize: int = 8) -> None:
     """Refuse, before allocating, an array that would take more than half of this machine's memory:
     ``ValueError`` naming ``what`` and the GiB it would need (never a raw ``MemoryError``)."""
-    from attnlab._checks import memory_bytes
 
     need = int(n_elements) * itemsize
     have = memory_bytes()

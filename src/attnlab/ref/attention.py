@@ -54,6 +54,10 @@ def masked_softmax(scores: np.ndarray, mask=None, *, empty_rows: str = "error") 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, empty_rows: str = "error"):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V.
 
+    In the Week 19 course page's einsum form, with heads ``[B, h, T, d_k]``:
+    ``scores = einsum('bhqd,bhkd->bhqk', Q, K) / sqrt(d_k)``, ``weights = softmax(scores + M)``,
+    ``out = einsum('bhqk,bhkd->bhqd', weights, V)`` (docs/reference.md checks the two forms agree).
+
     Args:
         q: queries ``[..., T_q, d_k]``.
         k: keys ``[..., T_k, d_k]`` (leading dims broadcast with ``q``).

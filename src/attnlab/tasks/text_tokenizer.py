@@ -1,5 +1,5 @@
 """Tokenizers for free text, both saved as a Hugging Face ``tokenizer.json`` (read back with
-:func:`attnlab.models.hf.load_hf_tokenizer` or ``tokenizers.Tokenizer.from_file``):
+:func:`attnlab.tasks.tokenize.from_file` or ``tokenizers.Tokenizer.from_file``):
 
 - ``char``: one id per character, ids in code-point order (a ``BPE`` model with no merges, so the
   ``tokenizers`` library reads it; decoding concatenates). A character outside the vocabulary is an

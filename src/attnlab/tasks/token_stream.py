@@ -23,27 +23,53 @@ def id_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
 
+class TokenWriter:
+    """Token ids appended to ``path`` piece by piece, written under a temporary name and renamed when
+    the ``with`` block ends without an error (an interrupted or failed write leaves no file).
+
+    Args:
+        path: the token file. vocab_size: ids lie in ``[0, vocab_size)`` (decides the dtype).
+    """
+
+    def __init__(self, path: str | Path, vocab_size: int):
+        self.path, self.vocab_size = Path(path), vocab_size
+        self.dtype = id_dtype(vocab_size)
+        self.tmp = self.path.with_name(self.path.name + ".partial")
+        self.count = 0
+
+    def __enter__(self) -> TokenWriter:
+        self.file = open(self.tmp, "wb")
+        return self
+
+    def add(self, ids) -> None:
+        """Append ``ids [n]``; an id outside ``[0, vocab_size)`` is a ``ValueError``."""
+        ids = np.asarray(ids, dtype=np.int64)  # [n]
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ValueError(f"token id {int(ids.max())} is outside the vocabulary of {self.vocab_size}")
+        self.file.write(ids.astype(self.dtype).tobytes())
+        self.count += int(ids.size)
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+        self.file.close()
+        if kind is None:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
 def write_tokens(
     pieces: Iterable[str], encode: Callable[[str], list[int]], path: str | Path, vocab_size: int
 ) -> int:
-    """Tokenize ``pieces`` of text one at a time and append their ids to ``path`` (written under a
-    temporary name and renamed when complete, so an interrupted write leaves no half file).
-    Returns the number of tokens written; an id outside ``[0, vocab_size)`` is a ``ValueError``."""
-    path = Path(path)
-    dtype = id_dtype(vocab_size)
-    tmp = path.with_name(path.name + ".partial")
-    total = 0
-    with open(tmp, "wb") as f:
+    """Tokenize ``pieces`` of text one at a time and append their ids to ``path`` (a
+    :class:`TokenWriter`). Returns the number of tokens written; an id outside ``[0, vocab_size)`` is
+    a ``ValueError``."""
+    with TokenWriter(path, vocab_size) as out:
         for piece in pieces:
-            ids = np.asarray(encode(piece), dtype=np.int64)  # [n]
-            if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-                raise ValueError(f"token id {int(ids.max())} is outside the vocabulary of {vocab_size}")
-            f.write(ids.astype(dtype).tobytes())
-            total += int(ids.size)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return total
+            out.add(encode(piece))
+    return out.count
 
 
 class TokenStream:

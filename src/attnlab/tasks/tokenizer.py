@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from attnlab.tasks.tokenize import Tokenizer
+
 PAD, BOS, EOS, UNK, SEP = 0, 1, 2, 3, 4
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>", "<sep>")
 
 
-class CharTokenizer:
-    """Maps single-character symbols to ids and back.
+class CharTokenizer(Tokenizer):
+    """Maps single-character symbols to ids and back (the :class:`~attnlab.tasks.tokenize.Tokenizer`
+    interface: ``encode`` warns naming any character outside the alphabet, which becomes ``UNK``).
 
     Args:
         symbols: the alphabet, one character each, no repeats (e.g. ``"abcdefghij"``).
     """
 
-    pad_id, bos_id, eos_id, unk_id, sep_id = PAD, BOS, EOS, UNK, SEP
+    pad_id, bos_id, eos_id, unk_id, sep_id = PAD, BOS, EOS, UNK, SEP  # type: ignore[assignment]
 
     def __init__(self, symbols: Sequence[str]):
         symbols = list(symbols)
@@ -37,9 +40,9 @@ class CharTokenizer:
         """Number of ids: the 5 specials plus one per symbol."""
         return len(self._to_tok)
 
-    def encode(self, text: str) -> list[int]:
-        """One id per character; characters outside the alphabet become ``UNK``."""
-        return [self._to_id.get(ch, UNK) for ch in text]
+    def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """One id per character (``UNK`` outside the alphabet), each standing for its own character."""
+        return [self._to_id.get(ch, UNK) for ch in text], [(i, i + 1) for i in range(len(text))]
 
     def check_text(self, text: str, task: str = "task") -> str:
         """``text`` unchanged if every character is in the alphabet, else a ``ValueError`` naming the

@@ -9,18 +9,19 @@ Layout of an output folder ``DIR``::
         rng.safetensors                    torch's CPU generator state
         state.json                         step, TrainConfig, task, history, optimizer param groups,
                                            and the sha256 of every file above
-    DIR/config.json, DIR/model.safetensors the latest model, for ``attnlab.models.load_model(DIR)``
+    DIR/config.json, DIR/model.safetensors a copy of the latest model (a saved model anyone can read);
+                                           ``attnlab.models.load(DIR)`` reads the verified checkpoint
 
 A checkpoint is built in a fresh ``DIR/.ckpt-tmp-*`` folder, fsynced, renamed to ``ckpt-NNNNNN``,
 and only then does ``latest.json`` (replaced atomically with ``os.replace``) point at it; older
 checkpoint folders are deleted after that. A process killed at any instant therefore leaves
-``latest.json`` naming a complete, verified checkpoint (or no checkpoint at all).
+``latest.json`` naming a complete, verified checkpoint (or no checkpoint at all). Reading a run
+(the pointer, verification) is :mod:`attnlab._runs`, below the models, so that loading never writes.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,13 +31,20 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from attnlab._io import atomic_write_json, file_sha256, read_json
-from attnlab.models.base import load_model, load_state
+from attnlab._io import atomic_write_bytes, atomic_write_json, file_sha256
+from attnlab._runs import (
+    CKPT_NAME,
+    FORMAT,
+    POINTER,
+    STATE,
+    checkpoint_dir,
+    complete_checkpoints,
+    read_pointer,
+    verify,
+)
+from attnlab.models.base import load_state
+from attnlab.models.registry import load_model
 from attnlab.training.config import TrainConfig
-
-POINTER = "latest.json"
-STATE = "state.json"
-FORMAT = 1
 
 
 @dataclass
@@ -94,81 +102,9 @@ def _optimizer_join(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> d
     return {"state": state, "param_groups": groups}
 
 
-REQUIRED_FILES = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.safetensors")
-_CKPT_NAME = re.compile(r"^ckpt-\d{6}$")
-
-
-def _read_pointer(out: Path) -> tuple[str, int] | None:
-    """``(checkpoint folder name, step)`` from ``latest.json``; None when absent. The name must be a
-    ``ckpt-NNNNNN`` folder of ``out`` itself: a pointer to another run (``../other/ckpt-000003``) or
-    an absolute path is refused, so a resume can never continue someone else's config here."""
-    pointer = out / POINTER
-    if not pointer.is_file():
-        return None
-    data = read_json(pointer)  # not JSON, a list, 100,000-deep nesting: one line naming the file
-    if "checkpoint" not in data or "step" not in data:
-        raise ValueError(f"{pointer} is corrupt (not a checkpoint pointer)")
-    name, step = data["checkpoint"], data["step"]
-    if not isinstance(name, str) or not _CKPT_NAME.match(name):
-        raise ValueError(f"{pointer} names {name!r}; a pointer may only name a ckpt-NNNNNN folder beside it")
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0 or name != f"ckpt-{step:06d}":
-        raise ValueError(f"{pointer} is corrupt: step {step!r} does not match {name!r}")
-    return name, step
-
-
-def verify(path: Path) -> dict[str, Any]:
-    """Read ``path/state.json`` and check every file of the checkpoint against its sha256.
-
-    Returns the state dict. Raises ``ValueError`` naming the file and the problem: unreadable or
-    malformed JSON, another format, a ``files`` table that is empty or lacks a required file (which
-    would switch verification off), or any file missing or not matching its hash.
-    """
-    state_path = path / STATE
-    if not state_path.is_file():
-        raise ValueError(f"{path} is not a complete checkpoint (no {STATE})")
-    state = read_json(state_path, kind=None)
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise ValueError(f"{state_path} is not an attnlab checkpoint of format {FORMAT}")
-    files = state.get("files")
-    if not isinstance(files, dict) or not files:
-        raise ValueError(f"{state_path} lists no file hashes; refusing an unverifiable checkpoint")
-    missing = [n for n in REQUIRED_FILES if n not in files]
-    if missing:
-        raise ValueError(f"{state_path} has no hash for {missing}; refusing an unverifiable checkpoint")
-    for name, digest in files.items():
-        if not isinstance(name, str) or "/" in name or name.startswith("."):
-            raise ValueError(f"{state_path} lists {name!r}, which is not a file of the checkpoint")
-        f = path / name
-        if not f.is_file() or file_sha256(f) != digest:
-            raise ValueError(f"checkpoint file {f} is missing or corrupt (sha256 mismatch)")
-    for key, kind in (
-        ("step", int),
-        ("config", dict),
-        ("task", dict),
-        ("history", list),
-        ("optimizer", dict),
-    ):
-        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
-            raise ValueError(f"{state_path}: {key!r} is missing or not a {kind.__name__}")
-    return state
-
-
-def _complete_checkpoints(out: Path) -> list[Path]:
-    """``ckpt-NNNNNN`` folders of ``out`` that verify, newest first."""
-    found = []
-    for p in sorted(out.glob("ckpt-*"), reverse=True):
-        if p.is_dir() and _CKPT_NAME.match(p.name):
-            try:
-                verify(p)
-            except ValueError:
-                continue
-            found.append(p)
-    return found
-
-
 def latest_step(out_dir: str | Path) -> int | None:
     """Step of the checkpoint ``latest.json`` points at, or None when there is none."""
-    found = _read_pointer(Path(out_dir))
+    found = read_pointer(Path(out_dir))
     return None if found is None else found[1]
 
 
@@ -176,9 +112,9 @@ def recover_pointer(out_dir: str | Path) -> int | None:
     """A run killed after its checkpoint folder was complete but before ``latest.json`` was written
     has no pointer: point it at the newest verified checkpoint. Returns that step (None: none)."""
     out = Path(out_dir)
-    if not out.is_dir() or _read_pointer(out) is not None:
+    if not out.is_dir() or read_pointer(out) is not None:
         return None
-    done = _complete_checkpoints(out)
+    done = complete_checkpoints(out)
     if not done:
         return None
     step = int(done[0].name.split("-")[1])
@@ -196,8 +132,6 @@ def sync_top_level(out_dir: str | Path, path: Path, files: dict[str, str]) -> bo
         if not (out / n).is_file() or file_sha256(out / n) != files.get(n)
     ]
     for name in stale:
-        from attnlab._io import atomic_write_bytes
-
         try:
             atomic_write_bytes(out / name, (path / name).read_bytes())
         except OSError:  # a read-only copy: loading still uses the verified checkpoint
@@ -259,26 +193,6 @@ def save_checkpoint(
     return final
 
 
-def checkpoint_dir(out_dir: str | Path) -> Path:
-    """The folder ``latest.json`` points at; ``ValueError`` if the pointer is missing or dangling."""
-    out = Path(out_dir)
-    if not out.is_dir():
-        raise ValueError(f"{out} holds no checkpoint (no such folder)")
-    found = _read_pointer(out)
-    if found is None:
-        done = _complete_checkpoints(out)
-        hint = (
-            f"; {done[0].name} verifies: `attnlab train --out {out} --resume` continues from it"
-            if done
-            else ""
-        )
-        raise ValueError(f"{out} holds no checkpoint (no {POINTER}){hint}")
-    path = out / found[0]
-    if not (path / STATE).is_file():
-        raise ValueError(f"{out / POINTER} points at {found[0]!r}, which is not a complete checkpoint")
-    return path
-
-
 def load_checkpoint(out_dir: str | Path) -> Checkpoint:
     """Read and verify the latest checkpoint in ``out_dir``. Anything missing, unreadable or not
     matching its recorded sha256 raises ``ValueError``; only a stale top-level model copy is rewritten
@@ -315,7 +229,7 @@ def resume_point(out_dir: str | Path) -> tuple[Path, str | None] | None:
     out = Path(out_dir)
     if not out.is_dir():
         raise ValueError(f"{out} holds no checkpoint (no such folder)")
-    found = _read_pointer(out)
+    found = read_pointer(out)
     failed: list[tuple[str, str]] = []  # (folder, why it does not verify)
     if found is not None:
         try:
@@ -323,7 +237,7 @@ def resume_point(out_dir: str | Path) -> tuple[Path, str | None] | None:
             return out / found[0], None
         except ValueError as exc:
             failed.append((found[0], str(exc)))
-    folders = [p for p in sorted(out.glob("ckpt-*"), reverse=True) if _CKPT_NAME.match(p.name) and p.is_dir()]
+    folders = [p for p in sorted(out.glob("ckpt-*"), reverse=True) if CKPT_NAME.match(p.name) and p.is_dir()]
     for path in folders:
         if found is not None and path.name == found[0]:
             continue
@@ -359,10 +273,10 @@ def point_at(out_dir: str | Path, path: Path) -> None:
 
 def load_trained(out_dir: str | Path) -> tuple[torch.nn.Module, dict[str, Any]]:
     """``(model in eval mode, state.json dict)`` of the latest checkpoint in a training folder,
-    every file verified against its sha256 first (``evaluate``, ``translate``, ``explore`` use it)."""
+    every file verified against its sha256 first. Reading never writes: a stale top-level copy is
+    left for the next training step to replace (:func:`load_checkpoint` does, on resuming)."""
     path = checkpoint_dir(out_dir)
     state = verify(path)
-    sync_top_level(out_dir, path, state["files"])
     model = load_model(path)
     model.eval()
     return model, state

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnlab._checks import non_negative_float, positive_float, positive_int, probability
+from attnlab.models.registry import TRAINABLE, model_class
 from attnlab.training.schedule import SCHEDULES
 
-MODEL_KINDS = ("seq2seq-rnn", "attention-rnn", "transformer", "gpt")
+MODEL_KINDS = TRAINABLE  # every family that names its training OPTIONS (attnlab.models.registry)
 TEXT_TASK = "text"  # the task of a GPT trained on text (attnlab.training.text_data)
 DECODERS = ("greedy", "beam")
 # fields that may change between a run and its resumption without changing the result's meaning
@@ -35,8 +36,8 @@ class TrainConfig:
 
     Attributes:
         task, task_params: the built-in task and its parameters (``attnlab.tasks.get_task``).
-        model, model_params: model kind (one of ``MODEL_KINDS``) and size options
-            (see :func:`attnlab.training.models.build_model`).
+        model, model_params: model kind (one of ``MODEL_KINDS``) and size options (the class's
+            ``OPTIONS``, e.g. :attr:`attnlab.models.GPT.OPTIONS`).
         steps: optimisation steps in total; batch_size: global batch (all DDP ranks together).
         lr, schedule, warmup: peak learning rate, ``cosine``/``noam``/``constant``, warm-up steps.
         label_smoothing: epsilon_ls of the cross-entropy; clip: max global grad norm (0 = off);
@@ -155,18 +156,19 @@ OPTION_ROUTES = {
     "task": ("train", "task"),
     "model": ("train", "model"),
 }
-MODEL_OPTIONS = {
-    "seq2seq-rnn": {"hidden", "emb", "layers", "cell", "dropout"},
-    "attention-rnn": {"hidden", "emb", "layers", "cell", "attention", "dropout"},
-    "transformer": {"d_model", "heads", "d_ff", "layers", "dropout"},
-    "gpt": {"d_model", "heads", "d_ff", "layers", "attention", "window", "dropout", "positions"},
-}
+
+
+def model_options(model: str) -> set[str]:
+    """The ``attnlab train`` options that set a parameter of ``model`` (those :data:`OPTION_ROUTES`
+    sends to a key of the class's ``OPTIONS``)."""
+    takes = model_class(model).OPTIONS or {}
+    return {name for name, (where, key) in OPTION_ROUTES.items() if where == "model" and key in takes}
 
 
 def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = None) -> TrainConfig:
     """A :class:`TrainConfig` from ``attnlab train``'s options (``opts``: option name -> value; ``given``:
     the names the user set). Each option goes where :data:`OPTION_ROUTES` says: the task's
-    parameters, the model's (only the ones :data:`MODEL_OPTIONS` lists for that model; setting
+    parameters, the model's (only the ones :func:`model_options` gives for that model; setting
     another is an error) or a TrainConfig field. With ``base`` (resuming) only the given options
     override the checkpoint's values."""
 
@@ -180,7 +182,7 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
             if where == "task" and value is not None:  # (a text run's --text, --context, ...)
                 fields["task_params"][key] = value
             elif where == "model" and value is not None:
-                if name not in MODEL_OPTIONS.get(model, set()):
+                if model not in MODEL_KINDS or name not in model_options(model):
                     if name in given:
                         raise ValueError(f"--{name.replace('_', '-')} does not apply to model {model!r}")
                     continue

@@ -12,6 +12,7 @@ Under ``torchrun`` (``WORLD_SIZE``/``RANK`` in the environment) use :func:`init_
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -22,7 +23,8 @@ import torch.multiprocessing as mp
 from safetensors.torch import save_file
 
 from attnlab.training.config import TrainConfig
-from attnlab.training.trainer import preflight, train
+from attnlab.training.rundir import remove_unused
+from attnlab.training.trainer import check_distributed, preflight, train
 
 
 def _worker(
@@ -37,16 +39,19 @@ def _worker(
 ) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        result = train(
-            config,
-            out_dir,
-            resume=resume,
-            progress=progress and rank == 0,
-            rank=rank,
-            world=world,
-            desc=f"train {config.model} on {config.task} ({world} processes)",
-            threads=1,
-        )
+        try:
+            result = train(
+                config,
+                out_dir,
+                resume=resume,
+                progress=progress and rank == 0,
+                rank=rank,
+                world=world,
+                threads=1,
+            )
+        except ValueError as exc:  # bad input found by a worker (a text file): one line in the parent
+            _error_file(init_file, rank).write_text(str(exc).splitlines()[0] if str(exc) else "ValueError")
+            raise SystemExit(2) from None
         if replica_dir is not None:  # for checking that the replicas agree; each rank writes its own
             state = {k: v.contiguous() for k, v in result.model.state_dict().items()}
             seen, unique = set(), {}
@@ -80,23 +85,32 @@ def train_distributed(
         raise ValueError(f"nproc must be a positive integer, got {nproc!r}")
     if config.batch_size < nproc:
         raise ValueError(f"batch size {config.batch_size} is smaller than nproc={nproc}")
+    check_distributed(config, out_dir, nproc)
+    new_folder = out_dir is not None and not Path(out_dir).exists()
     preflight(config, out_dir, resume, log=log)
     with tempfile.TemporaryDirectory(prefix="attnlab-ddp-") as tmp:
         init_file = str(Path(tmp) / "rendezvous")
-        mp.spawn(
-            _worker,
-            nprocs=nproc,
-            join=True,
-            args=(
-                nproc,
-                config,
-                None if out_dir is None else str(out_dir),
-                resume,
-                progress,
-                init_file,
-                None if replica_dir is None else str(replica_dir),
-            ),
-        )
+        args = (nproc, config, None if out_dir is None else str(out_dir), resume, progress, init_file)
+        # when one worker stops on bad input, torch logs that it terminates the others: not news
+        quiet = logging.getLogger("torch.multiprocessing.spawn")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            mp.spawn(_worker, nprocs=nproc, join=True, args=(*args, replica_dir and str(replica_dir)))
+        except (mp.ProcessRaisedException, mp.ProcessExitedException):
+            if new_folder:  # a start that failed leaves no folder behind
+                remove_unused(Path(out_dir))
+            said = [f for f in (_error_file(init_file, r) for r in range(nproc)) if f.is_file()]
+            if said:
+                raise ValueError(said[0].read_text()) from None
+            raise
+        finally:
+            quiet.setLevel(level)
+
+
+def _error_file(init_file: str, rank: int) -> Path:
+    """Where rank ``rank`` leaves the one-line message of the ``ValueError`` that stopped it."""
+    return Path(init_file).with_name(f"error-{rank}.txt")
 
 
 def init_from_env() -> tuple[int, int]:

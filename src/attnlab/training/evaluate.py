@@ -68,7 +68,7 @@ def predict(
         for lo in range(0, len(sources), batch_size):
             chunk = list(sources[lo : lo + batch_size])
             max_len = max(task.max_target_len(s) for s in chunk) + 1 + slack  # + EOS
-            if getattr(model, "kind", "") == "gpt":
+            if getattr(model, "DECODER_ONLY", False):
                 rows = _gpt_greedy(model, [gpt_prompt(s, tok) for s in chunk], max_len)
             else:
                 src = pad_rows([tok.encode(s) + [EOS] for s in chunk]).to(_device(model))  # [B, S]

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from attnlab import _io
+from attnlab._io import atomic_write_json
 
 MARKER = "attnlab-run.json"
 LOCK = ".attnlab.lock"
@@ -79,8 +80,6 @@ def claim(path: Path) -> None:
     refuse_foreign(path)
     path.mkdir(parents=True, exist_ok=True)
     if not is_attnlab_run(path):
-        from attnlab._io import atomic_write_json
-
         atomic_write_json(path / MARKER, {"attnlab": "training run folder", "format": 1})
 
 
@@ -110,6 +109,16 @@ def clear_run(path: Path) -> None:
             shutil.rmtree(p)
         elif (p.name in OWN_FILES and p.name != MARKER) or p.name in TEXT_FILES:
             p.unlink()
+
+
+def remove_unused(path: Path) -> None:
+    """Delete the run folder ``path`` when it holds nothing but the marker, the lock and what
+    interrupted writes leave (a start that failed before its first checkpoint)."""
+    if not path.is_dir() or not is_attnlab_run(path):
+        return
+    clean_leftovers(path)
+    if all(p.name in (MARKER, LOCK) for p in path.iterdir()):
+        shutil.rmtree(path)
 
 
 def _alive(pid: int) -> bool:
@@ -171,6 +180,7 @@ __all__ = [
     "disk_error",
     "foreign_files",
     "refuse_foreign",
+    "remove_unused",
     "is_attnlab_run",
     "writer_lock",
 ]

@@ -10,6 +10,11 @@ Files written beside the checkpoints (:data:`FILES`)::
     DIR/val-chars.bin     uint16: how many characters of the held-out text each val token completes
     DIR/text.json         source, split, tokenizer, counts and the sha256 of each file above
 
+The text is read and tokenized piece by piece, never whole (a corpus larger than memory streams
+through): into a staging folder first (:func:`stage_corpus`), so that a text that is empty, binary,
+not UTF-8 or shorter than a context is refused before the run folder is touched, then moved into the
+run folder (:func:`install_corpus`).
+
 The batch at step ``s`` is ``batch_size`` windows whose starts are drawn by a generator seeded with
 ``(seed, s)``: a function of the step only, so a resumed run draws exactly the windows an
 uninterrupted one would. Under DDP rank ``r`` of ``W`` takes rows ``r, r+W, ...``.
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._io import atomic_write_json, file_sha256
-from attnlab.tasks.text_source import TextCorpus, read_corpus
+from attnlab.tasks.text_source import TextSource, open_source
 from attnlab.tasks.text_tokenizer import (
     TEXT_TOKENIZERS,
     bpe_tokenizer,
@@ -42,14 +47,13 @@ from attnlab.tasks.text_tokenizer import (
     char_vocabulary,
     encode_chars,
 )
-from attnlab.tasks.token_stream import TokenStream, write_tokens
+from attnlab.tasks.token_stream import TokenStream, TokenWriter
 from attnlab.training.config import TEXT_TASK
 from attnlab.training.rundir import TEXT_FILES
 
 FILES = TEXT_FILES  # the names rundir knows as a run folder's own (cleared by --overwrite)
 TOKENIZER, TRAIN, VAL, VAL_CHARS, META = FILES
 FORMAT = 1
-PIECE_CHARS = 1 << 20  # text is tokenized in pieces of about 1M characters, cut after a line break
 EVAL_BATCH = 32  # windows per forward pass when measuring the held-out loss
 
 
@@ -73,98 +77,78 @@ def text_params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
-    """``text`` cut into pieces of about ``size`` characters, each ending after a line break when one
-    is near (BPE never merges across a line break, so the cut changes no token)."""
-    out, start = [], 0
-    while start < len(text):
-        end = min(start + size, len(text))
-        if end < len(text):
-            newline = text.rfind("\n", start, end)
-            end = newline + 1 if newline > start else end
-        out.append(text[start:end])
-        start = end
-    return out
-
-
-@dataclass
-class EncodedCorpus:
-    """A corpus tokenized in memory, before anything is written: the tokenizer, the ids of the
-    training text ``[N_train]`` and of the held-out text ``[N_val]``, and ``val_chars [N_val]`` (the
-    characters each val token completes)."""
-
-    corpus: TextCorpus
-    tokenizer: Any
-    vocab_size: int
-    train_ids: np.ndarray
-    val_ids: np.ndarray
-    val_chars: np.ndarray
-
-
-def _encode(tokenizer, vocab: dict[str, int] | None, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids [N], chars [N])`` of ``text``: ids, and how many characters each token completes (a
-    byte-level token that ends inside a character completes none; the one that ends it, one)."""
+def _encode(tokenizer, vocab: dict[str, int] | None, piece: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids [n], chars [n])`` of one piece of text: ids, and how many characters each token
+    completes (a byte-level token that ends inside a character completes none; the one that ends
+    it, one)."""
     if vocab is not None:  # character-level: a table lookup, one character per token
-        ids = encode_chars(text, vocab)
+        ids = encode_chars(piece, vocab)
         return ids, np.ones_like(ids)
-    ids, chars, cut = [], [], pieces(text)
-    for enc, piece in zip(tokenizer.encode_batch(cut), cut):
-        ends = np.array([e for _, e in enc.offsets], dtype=np.int64)  # [n] character end offsets
-        ids.append(np.asarray(enc.ids, dtype=np.int64))
-        chars.append(np.diff(np.maximum.accumulate(ends), prepend=0))
-        if ends.size and ends.max() != len(piece):
-            raise ValueError("the tokenizer's offsets do not cover the text")  # pragma: no cover
-    return np.concatenate(ids), np.concatenate(chars)
+    enc = tokenizer.encode(piece)
+    ends = np.array([e for _, e in enc.offsets], dtype=np.int64)  # [n] character end offsets
+    if ends.size and ends.max() != len(piece):
+        raise ValueError("the tokenizer's offsets do not cover the text")  # pragma: no cover
+    return np.asarray(enc.ids, dtype=np.int64), np.diff(np.maximum.accumulate(ends), prepend=0)
 
 
-def encode_corpus(params: dict[str, Any]) -> EncodedCorpus:
-    """Read ``params["source"]``, build the tokenizer (char: the characters of the whole text, as
-    nanoGPT does; bpe: learnt from the training text only) and tokenize both splits in memory.
-    Raises ``ValueError`` when either split holds fewer than ``context + 1`` tokens."""
-    p = text_params(params)
-    corpus = read_corpus(p["source"])
+def _tokenizer(source: TextSource, p: dict[str, Any]):
+    """``(tokenizer, {char: id} or None)``: char, the characters of the whole text (as nanoGPT
+    does); bpe, learnt from the training text only, read piece by piece."""
     if p["tokenizer"] == "char":
-        tokenizer = char_tokenizer(corpus.train + corpus.val)
-        vocab = char_vocabulary(tokenizer)
-    else:
-        tokenizer, vocab = bpe_tokenizer(pieces(corpus.train), p["vocab_size"]), None
-    train_ids, _ = _encode(tokenizer, vocab, corpus.train)
-    val_ids, val_chars = _encode(tokenizer, vocab, corpus.val)
-    for name, ids in (("training", train_ids), ("held-out", val_ids)):
-        if len(ids) < p["context"] + 1:
+        tokenizer = char_tokenizer("".join(source.alphabet))
+        return tokenizer, char_vocabulary(tokenizer)
+    return bpe_tokenizer(source.train_pieces(), p["vocab_size"]), None
+
+
+def stage_corpus(params: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Read ``params["source"]`` piece by piece (:func:`attnlab.tasks.text_source.open_source`; never
+    whole), build the tokenizer and write the token files of :data:`FILES` (all but ``text.json``)
+    into ``folder``, a staging folder that :func:`install_corpus` moves into the run folder. Returns
+    the metadata for ``text.json``. Raises ``ValueError`` for a text that is empty, binary, not
+    UTF-8, or whose training or held-out part holds fewer than ``context + 1`` tokens."""
+    p, folder = text_params(params), Path(folder)
+    source = open_source(p["source"], spool=folder)
+    tokenizer, vocab = _tokenizer(source, p)
+    vocab_size = tokenizer.get_vocab_size()
+    with (
+        TokenWriter(folder / TRAIN, vocab_size) as train,
+        TokenWriter(folder / VAL, vocab_size) as val,
+        TokenWriter(folder / VAL_CHARS, 2**16) as val_chars,
+    ):
+        for split, piece in source.parts():
+            ids, chars = _encode(tokenizer, vocab, piece)
+            (train if split == "train" else val).add(ids)
+            if split == "val":
+                val_chars.add(chars)  # a token covering more than 65,535 characters is refused here
+    if source.path is not None and source.path.parent == folder:  # standard input's copy: done with
+        source.path.unlink()
+    for name, n in (("training", train.count), ("held-out", val.count)):
+        if n < p["context"] + 1:
             raise ValueError(
-                f"--text {p['source']}: the {name} text is {len(ids):,} tokens, shorter than one "
+                f"--text {p['source']}: the {name} text is {n:,} tokens, shorter than one "
                 f"context of {p['context']} + 1 (use a longer text or a smaller --context)"
             )
-    return EncodedCorpus(corpus, tokenizer, tokenizer.get_vocab_size(), train_ids, val_ids, val_chars)
-
-
-def write_corpus(out: Path, enc: EncodedCorpus, params: dict[str, Any]) -> dict[str, Any]:
-    """Write :data:`FILES` into the run folder ``out`` (each atomically, ``text.json`` last);
-    returns the metadata written to ``text.json``."""
-    out = Path(out)
-    tok_tmp = out / f".{TOKENIZER}.partial"
-    enc.tokenizer.save(str(tok_tmp))
-    tok_tmp.replace(out / TOKENIZER)
-    write_tokens([enc.train_ids], lambda a: a, out / TRAIN, enc.vocab_size)
-    write_tokens([enc.val_ids], lambda a: a, out / VAL, enc.vocab_size)
-    if enc.val_chars.size and enc.val_chars.max() >= 2**16:
-        raise ValueError("a token covers more than 65,535 characters")  # pragma: no cover
-    write_tokens([enc.val_chars], lambda a: a, out / VAL_CHARS, 2**16)
-    meta = {
+    tokenizer.save(str(folder / TOKENIZER))
+    return {
         "format": FORMAT,
-        "params": text_params(params),
-        "source": enc.corpus.source,
-        "holdout": enc.corpus.holdout,
-        "vocab_size": enc.vocab_size,
-        "train_tokens": int(enc.train_ids.size),
-        "val_tokens": int(enc.val_ids.size),
-        "train_chars": len(enc.corpus.train),
-        "val_chars": len(enc.corpus.val),
-        "files": {name: file_sha256(out / name) for name in (TOKENIZER, TRAIN, VAL, VAL_CHARS)},
+        "params": p,
+        "source": source.source,
+        "holdout": source.holdout,
+        "vocab_size": vocab_size,
+        "train_tokens": train.count,
+        "val_tokens": val.count,
+        "train_chars": source.train_chars,
+        "val_chars": source.val_chars,
+        "files": {name: file_sha256(folder / name) for name in (TOKENIZER, TRAIN, VAL, VAL_CHARS)},
     }
-    atomic_write_json(out / META, meta)
-    return meta
+
+
+def install_corpus(staged: Path, out: Path, meta: dict[str, Any]) -> None:
+    """Move the token files :func:`stage_corpus` wrote in ``staged`` into the run folder ``out`` (a
+    rename on one file system, a copy across two) and write ``text.json`` last."""
+    for name in (TOKENIZER, TRAIN, VAL, VAL_CHARS):
+        shutil.move(str(Path(staged) / name), str(Path(out) / name))
+    atomic_write_json(Path(out) / META, meta)
 
 
 def read_meta(out: Path) -> dict[str, Any]:

@@ -19,39 +19,27 @@ from pathlib import Path
 import torch
 
 from attnlab.decoding import beam_search, filter_logits
-from attnlab.models.hf.load import load_hf_tokenizer
-from attnlab.models.hf.textgen import GenerationRequest, _TextStream
-from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters, unknown_characters
-from attnlab.training.checkpoint import load_trained
+from attnlab.devices import resolve_device
+from attnlab.models.hf.textgen import GenerationRequest, _TextStream, decoder_of, prompt_ids
+from attnlab.models.load import Loaded, load
 from attnlab.training.text_data import read_meta
 
 
-def is_text_run(directory: str | Path) -> bool:
-    """Whether ``directory`` is a run folder of a GPT trained on text (it holds ``text.json``)."""
-    return (Path(directory) / "text.json").is_file() and (Path(directory) / "latest.json").is_file()
+def is_text_run(source: Loaded | str | Path) -> bool:
+    """Whether ``source`` (a loaded model or a folder) is a run of a GPT trained on text (its folder
+    holds ``text.json`` beside ``latest.json``)."""
+    if isinstance(source, Loaded):
+        return source.origin == "run" and source.text is not None
+    return (Path(source) / "text.json").is_file() and (Path(source) / "latest.json").is_file()
 
 
 def load_text_run(directory: str | Path):
-    """``(model in eval mode, tokenizer, text.json)`` of a text run, every file verified."""
-    meta = read_meta(Path(directory))
-    model, _ = load_trained(directory)
-    return model, load_hf_tokenizer(directory, vocab_size=model.config.vocab_size), meta
-
-
-def encode_prompt(tokenizer, text: str) -> list[int]:
-    """The prompt's ids; a character-level tokenizer refuses characters it lacks, naming them."""
-    vocab = char_vocabulary(tokenizer)
-    if vocab is not None:
-        unknown = unknown_characters(text, vocab)
-        if unknown:
-            raise ValueError(
-                f"the prompt has characters outside the model's vocabulary of {len(vocab)}: "
-                f"{describe_characters(unknown)}"
-            )
-    ids = tokenizer.encode(text).ids
-    if not ids:
-        raise ValueError("the prompt is empty: it encodes to no tokens")
-    return ids
+    """``(model in eval mode, tokenizer, text.json)`` of a text run, every file verified
+    (:func:`attnlab.models.load`); a folder that is not a text run is a ``ValueError``."""
+    read_meta(Path(directory))  # a text run's own checks, with its messages
+    loaded = load(directory)
+    model, tokenizer = decoder_of(loaded)
+    return model, tokenizer, loaded.text
 
 
 @torch.no_grad()
@@ -88,13 +76,14 @@ def slide(
 
 
 def run_text_generation(
-    directory: str | Path,
+    source: str | Path | Loaded,
     request: GenerationRequest,
     on_text: Callable[[str], None] | None = None,
     warn: Callable[[str], None] | None = None,
     threads: int | None = 1,
 ) -> dict:
-    """Continue ``request.prompt`` with the text run in ``directory``; ``on_text(piece)`` receives the
+    """Continue ``request.prompt`` with the text run ``source`` (its folder, or what
+    :func:`attnlab.models.load` returned for it); ``on_text(piece)`` receives the
     text as it comes. Returns the same dict as :func:`attnlab.models.hf.textgen.run_generation`
     (``cache`` is None: the cache is dropped once the context slides).
 
@@ -105,18 +94,19 @@ def run_text_generation(
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _generate(directory, request, on_text, warn)
+        return _generate(source, request, on_text, warn)
     finally:
         torch.set_num_threads(previous)
 
 
-def _generate(directory, request: GenerationRequest, on_text, warn) -> dict:
-    from attnlab.devices import resolve_device
-
+def _generate(source, request: GenerationRequest, on_text, warn) -> dict:
     device = resolve_device(request.device)
-    model, tokenizer, _ = load_text_run(directory)
+    if isinstance(source, Loaded):
+        model, tokenizer = decoder_of(source)
+    else:
+        model, tokenizer, _ = load_text_run(source)
     model.to(device)
-    ids = encode_prompt(tokenizer, request.prompt)
+    ids = prompt_ids(tokenizer, request.prompt)
     limit = model.config.max_len
     if request.beam is not None and len(ids) + request.max_new > limit:
         raise ValueError(

@@ -29,8 +29,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnlab.models.base import check_fits, count_parameters
+from attnlab.models.registry import build_model, model_class
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
+from attnlab.tasks.text_source import STDIN
 from attnlab.training import rundir
 from attnlab.training.checkpoint import (
     latest_step,
@@ -43,15 +46,16 @@ from attnlab.training.checkpoint import (
 from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
-from attnlab.training.models import build_model, count_parameters, resolve_params
+from attnlab.training.gemm import onednn_linears, use_onednn
+from attnlab.training.ranks import lead_first
 from attnlab.training.schedule import learning_rate
 from attnlab.training.text_data import (
     TEXT_TASK,
     TextData,
-    encode_corpus,
+    install_corpus,
     read_meta,
+    stage_corpus,
     text_params,
-    write_corpus,
 )
 
 
@@ -112,16 +116,8 @@ def prepare(config: TrainConfig) -> Task | None:
         _check_text_options(config)
         return None
     task = get_task(config.task, **config.task_params)
-    resolve_params(config.model, config.model_params)
     # the model's size, counted on the meta device: d_model 10^6 or max_len 10^9 is refused here
-    from attnlab.models.base import check_fits
-    from attnlab.training.models import build_config, model_class
-
-    check_fits(
-        model_class(config.model),
-        build_config(config.model, task.tokenizer.vocab_size, config.model_params),
-        "the model options",
-    )
+    _check_fits(config, task.tokenizer.vocab_size)
     if config.batch_size > config.train_size:
         raise ValueError(
             f"batch size {config.batch_size} is larger than the training set ({config.train_size} examples)"
@@ -130,22 +126,24 @@ def prepare(config: TrainConfig) -> Task | None:
 
 
 def _check_text_options(config: TrainConfig) -> None:
-    """A text run trains a GPT whose positions hold one context window."""
-    if config.model != "gpt":
+    """A text run trains a GPT (a decoder-only family) whose positions hold one context window."""
+    if not model_class(config.model).DECODER_ONLY:
         raise ValueError(
             f"a text run trains a GPT (--model gpt); model {config.model!r} reads source/target pairs"
         )
     p = text_params(config.task_params)
-    positions = resolve_params(config.model, config.model_params)["max_len"]
+    positions = model_class(config.model).options(config.model_params)["max_len"]
     if p["context"] > positions:
         raise ValueError(
             f"--context {p['context']} is longer than the model's {positions} positions (--positions)"
         )
-    from attnlab.models.base import check_fits
-    from attnlab.training.models import build_config, model_class
+    _check_fits(config, p["vocab_size"] or 1024)  # a char vocabulary's size is not known yet
 
-    vocab = p["vocab_size"] or 1024  # a char vocabulary is the text's characters: its size is not known yet
-    check_fits(model_class("gpt"), build_config("gpt", vocab, config.model_params), "the model options")
+
+def _check_fits(config: TrainConfig, vocab_size: int) -> None:
+    """Refuse model options no machine here can build (an unknown option, or a model too big)."""
+    cls = model_class(config.model)
+    check_fits(cls, cls.from_options(vocab_size, **cls.options(config.model_params)), "the model options")
 
 
 def preflight(
@@ -232,44 +230,75 @@ def train(
 
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
-    encoded, scratch = None, contextlib.nullcontext()
-    if config.task == TEXT_TASK:  # every check of the text before the run folder is touched
-        if world > 1:
-            raise ValueError("a text run trains in one process (DDP on text is not supported yet)")
+    check_distributed(config, out_dir, world)
+    use_onednn()  # a bad ATTNLAB_TRAIN_GEMM is named before anything is written
+    previous_threads = torch.get_num_threads()
+    try:
+        with contextlib.ExitStack() as held:  # the folder's lock and a text run's temporary folders
+            with lead_first(rank, world):  # rank 0 prepares the folder; the others then read it
+                ckpt, source = _prepare(config, out_dir, resume, overwrite, rank, log, held)
+            if threads is not None:
+                torch.set_num_threads(threads)
+            return _run(
+                config,
+                out_dir,
+                ckpt,
+                source,
+                progress=progress,
+                rank=rank,
+                world=world,
+                desc=desc,
+                until=config.steps if until is None else min(until, config.steps),
+                device=device,
+            )
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def check_distributed(config: TrainConfig, out_dir, world: int) -> None:
+    """A text run over ``world > 1`` processes needs a run folder (the ranks share its token files)
+    and a file or Shakespeare (standard input reaches one process only)."""
+    if config.task != TEXT_TASK or world <= 1:
+        return
+    if out_dir is None:
+        raise ValueError("a text run over several processes needs --out: they share its token files")
+    if text_params(config.task_params)["source"] == STDIN:
+        raise ValueError(
+            "--text - (standard input) reaches one process only; give a file to train with several"
+        )
+
+
+def _prepare(config: TrainConfig, out_dir, resume: bool, overwrite: bool, rank: int, log, held):
+    """``(checkpoint to resume or None, the run's data)``. Rank 0 of a fresh text run first reads and
+    tokenizes the text into a staging folder (every check of the text before the run folder is
+    touched), then takes the folder's lock (kept in ``held`` for the run), runs :func:`preflight`
+    and moves the token files in. A text run without ``out_dir`` lives in a temporary folder."""
+    lead, staged, folder = rank == 0, None, out_dir
+    if config.task == TEXT_TASK:
         prepare(config)  # the options first: a bad --context is refused before reading any text
-        if not _has_checkpoint(out_dir, resume):  # a fresh start reads and tokenizes the text
-            encoded = encode_corpus(config.task_params)
+        if lead and not _has_checkpoint(out_dir, resume):
+            tmp = held.enter_context(tempfile.TemporaryDirectory(prefix=".attnlab-text-", dir=_near(out_dir)))
+            staged = (Path(tmp), stage_corpus(config.task_params, Path(tmp)))
         if out_dir is None:
-            scratch = tempfile.TemporaryDirectory(prefix="attnlab-text-")
-    lock = contextlib.nullcontext()
-    if out_dir is not None and rank == 0:
+            folder = held.enter_context(tempfile.TemporaryDirectory(prefix="attnlab-text-"))
+    if out_dir is not None and lead:
         # one writer per folder, and the lock is taken before anything in the folder is touched
         out = rundir.check_out_path(out_dir)
         rundir.refuse_foreign(out)
-        lock = rundir.writer_lock(out, "training run")
-    previous_threads = torch.get_num_threads()
-    try:
-        with lock:
-            ckpt = preflight(config, out_dir, resume, overwrite, log=log if rank == 0 else None)
-            if threads is not None:
-                torch.set_num_threads(threads)
-            with scratch as tmp:
-                say = log if rank == 0 else None
-                source = _source(config, out_dir if tmp is None else tmp, encoded, ckpt, rank, say)
-                return _run(
-                    config,
-                    out_dir,
-                    ckpt,
-                    source,
-                    progress=progress,
-                    rank=rank,
-                    world=world,
-                    desc=desc,
-                    until=config.steps if until is None else min(until, config.steps),
-                    device=device,
-                )
-    finally:
-        torch.set_num_threads(previous_threads)
+        held.enter_context(rundir.writer_lock(out, "training run"))
+    ckpt = preflight(config, out_dir, resume, overwrite, log=log if lead else None)
+    return ckpt, _source(config, folder, staged, log if lead else None)
+
+
+def _near(out_dir) -> str | None:
+    """Where a text run stages its token files: the nearest existing folder above ``out_dir`` (the
+    same file system, so moving them in is a rename), or the system's temporary folder."""
+    if out_dir is None:
+        return None
+    parent = Path(out_dir).resolve().parent
+    while not parent.is_dir():
+        parent = parent.parent
+    return str(parent)
 
 
 def _has_checkpoint(out_dir, resume: bool) -> bool:
@@ -290,7 +319,7 @@ class _TaskSource:
     def __init__(self, config: TrainConfig):
         self.task = get_task(config.task, **config.task_params)
         self.config, self.vocab_size = config, self.task.tokenizer.vocab_size
-        self.data, self.val = _data(config, self.task, config.model == "gpt")
+        self.data, self.val = _data(config, self.task, model_class(config.model).DECODER_ONLY)
 
     def batch(self, step: int, rank: int, world: int):
         return self.data.batch(step, rank, world)
@@ -310,15 +339,16 @@ class _TaskSource:
         )
 
 
-def _source(config: TrainConfig, folder, encoded, ckpt, rank: int, log=None):
-    """The run's data: a task's examples, or a text run's token files (written by rank 0 when the
-    run starts at step 0, verified against ``text.json`` when it resumes; ``log`` hears what was
-    written and what is held out)."""
+def _source(config: TrainConfig, folder, staged, log=None):
+    """The run's data: a task's examples, or a text run's token files (``staged``: ``(staging
+    folder, metadata)`` when this rank has just written them, moved into ``folder`` now; else
+    verified against ``text.json``; ``log`` hears what was written and what is held out)."""
     if config.task != TEXT_TASK:
         return _TaskSource(config)
     folder = Path(folder)
-    if encoded is not None and rank == 0:
-        meta = write_corpus(folder, encoded, config.task_params)
+    if staged is not None:
+        install_corpus(staged[0], folder, staged[1])
+        meta = staged[1]
         if log:
             log(
                 f"text: {meta['train_chars']:,} characters -> {meta['train_tokens']:,} training tokens "
@@ -342,6 +372,7 @@ class _Loop:
     history: list[dict[str, Any]]
     recent: list[tuple[float, float]]
     device: str
+    onednn: bool = False  # the linear layers on oneDNN's GEMM (attnlab.training.gemm)
 
 
 def _restore(config: TrainConfig, vocab_size: int, ckpt, device: str) -> _Loop:
@@ -351,31 +382,58 @@ def _restore(config: TrainConfig, vocab_size: int, ckpt, device: str) -> _Loop:
     if ckpt is not None:
         model.load_state_dict(ckpt.model.state_dict())
     model.to(device)  # parameters keep their identity: the optimizer below holds the moved ones
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = make_optimizer(model, config)
+    onednn = str(device) == "cpu" and use_onednn()
     if ckpt is None:
-        return _Loop(model, optimizer, 0, [], [], device)
+        return _Loop(model, optimizer, 0, [], [], device, onednn)
     optimizer.load_state_dict(ckpt.optimizer_state)  # its state follows the parameters' device
     torch.set_rng_state(ckpt.rng_state)
     recent = [tuple(r) for r in ckpt.recent]  # the loss window, so a resumed run reports the same
-    return _Loop(model, optimizer, ckpt.step, ckpt.history, recent, device)
+    return _Loop(model, optimizer, ckpt.step, ckpt.history, recent, device, onednn)
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW (``config.lr``, ``config.weight_decay``) with PyTorch's fused kernel: one call updates
+    every parameter (the default loops over them in Python, about ten operations each). The same
+    update rule and state, so a checkpoint of either loads into the other."""
+    kw = dict(lr=config.lr, weight_decay=config.weight_decay)
+    try:
+        return torch.optim.AdamW(model.parameters(), fused=True, **kw)
+    except RuntimeError:  # pragma: no cover - a device or dtype without the fused kernel
+        return torch.optim.AdamW(model.parameters(), **kw)
 
 
 def _train_step(
-    loop: _Loop, net, config: TrainConfig, batch, lr: float, decoder_only: bool, ignore_index: int = PAD
+    loop: _Loop,
+    net,
+    config: TrainConfig,
+    batch,
+    lr: float,
+    decoder_only: bool,
+    ignore_index: int = PAD,
+    world: int = 1,
 ) -> int:
     """One optimisation step at learning rate ``lr`` on ``batch`` (tensors ``[B, ...]``); appends
-    ``(loss, token accuracy)`` to the loss window and returns the number of target tokens."""
+    ``(loss, token accuracy)`` of the global batch to the loss window and returns its number of
+    target tokens (under DDP the ranks' sums, so the recorded loss is the one process's at the same
+    global batch, not rank 0's share of it)."""
     for g in loop.optimizer.param_groups:
         g["lr"] = lr
     batch = tuple(t.to(loop.device) for t in batch)
-    loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing, ignore_index)
+    with onednn_linears(loop.onednn):
+        loss, correct, count = batch_loss(net, batch, decoder_only, config.label_smoothing, ignore_index)
     loop.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if config.clip > 0:
         torch.nn.utils.clip_grad_norm_(loop.model.parameters(), config.clip)
     loop.optimizer.step()
     loop.step += 1
-    loop.recent = (loop.recent + [(float(loss.detach()), correct / max(count, 1))])[-20:]
+    value = float(loss.detach())
+    if world > 1:  # [nats summed, correct, tokens] over the ranks: one small all-reduce
+        sums = torch.tensor([value * count, correct, count], dtype=torch.float64, device=loop.device)
+        torch.distributed.all_reduce(sums)
+        value, correct, count = float(sums[0] / sums[2].clamp(min=1)), int(sums[1]), int(sums[2])
+    loop.recent = (loop.recent + [(value, correct / max(count, 1))])[-20:]
     return count
 
 
@@ -444,18 +502,19 @@ def _run(
     until: int,
     device: str = "cpu",
 ) -> TrainResult:
-    decoder_only = config.model == "gpt"
+    decoder_only = model_class(config.model).DECODER_ONLY
     loop = _restore(config, source.vocab_size, ckpt, device)
     n_params = count_parameters(loop.model)
     net = torch.nn.parallel.DistributedDataParallel(loop.model) if world > 1 else loop.model
-    d_model = int(resolve_params(config.model, config.model_params).get("d_model", 512))
+    d_model = int(model_class(config.model).options(config.model_params).get("d_model", 512))
     lead = rank == 0
     bar = progress_bar(
         total=config.steps,
         initial=loop.step,
         quiet=not (progress and lead),
         unit="step",
-        desc=desc or f"train {config.model} on {_what(config)}",
+        desc=desc
+        or f"train {config.model} on {_what(config)}" + (f" ({world} processes)" if world > 1 else ""),
     )
     loop.model.train()
     t0, tokens_seen = time.perf_counter(), 0
@@ -471,7 +530,7 @@ def _run(
         )
         torch.manual_seed(step_seed(config.seed, step, rank))  # seeds every device's generator
         batch = source.batch(step, rank, world)
-        tokens_seen += _train_step(loop, net, config, batch, lr, decoder_only, source.ignore_index) * world
+        tokens_seen += _train_step(loop, net, config, batch, lr, decoder_only, source.ignore_index, world)
         elapsed = time.perf_counter() - t0
         record = _record(loop, lr, tokens_seen, elapsed)
         bar.update(1)

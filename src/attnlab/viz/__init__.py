@@ -8,6 +8,7 @@
   :func:`render_html` -- one self-contained HTML page per sentence and model.
 * :func:`logit_lens_figure`, :func:`residual_norms_figure` -- the logit lens and the residual
   stream's writes (:mod:`attnlab.interp.lens`).
+* :func:`grids_figure` -- signed grids side by side: activation patching, attribution per head.
 
 Names are imported on first use, so the explorer does not pay for matplotlib and the figures do not
 pay for the model code.
@@ -36,6 +37,7 @@ _EXPORTS = {
     "accuracy_vs_length": "attnlab.viz.positions",
     "logit_lens_figure": "attnlab.viz.lens",
     "residual_norms_figure": "attnlab.viz.lens",
+    "grids_figure": "attnlab.viz.grids",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,8 +1,10 @@
 """The attention explorer: one self-contained HTML page for the weights softmax(Q K^T / sqrt(d_k) + M).
 
-A model's attention is gathered into :class:`AttentionView` objects, each holding the weights
-``A [L, h, T_q, T_k]`` of one kind of attention (encoder self-attention, decoder causal
-self-attention or encoder-decoder cross-attention) with the query and key token texts. The page is
+A model (any source :func:`attnlab.models.load` reads) is run once and its attention read at its
+hook points (:mod:`attnlab.interp.read`) into :class:`AttentionView` objects, each holding the
+weights ``A [L, h, T_q, T_k]`` of one stack of layers (encoder self-attention, decoder causal
+self-attention or encoder-decoder cross-attention) with the query and key token texts and each
+layer's module path; a head is written ``layer.head`` from 0, as the CLI writes it. The page is
 built from ONE template with its JS and CSS (``viz/explorer/``) inlined, the weights embedded as
 JSON data (never markup), and a strict Content-Security-Policy: no network, no foreign script.
 
@@ -22,8 +24,16 @@ import re
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from attnlab._io import atomic_write_bytes
+from attnlab.devices import resolve_device
+from attnlab.interp.badges import badges
+from attnlab.interp.read import attention_maps, cross_stacks
+from attnlab.models.load import load
+from attnlab.tasks import BOS, EOS, SEP, get_task
+from attnlab.tasks.tokenize import HFTokenizer
+from attnlab.training.evaluate import predict
 
 ASSETS = Path(__file__).with_name("explorer")
 KINDS = ("self", "causal", "cross")
@@ -48,6 +58,9 @@ class AttentionView:
         kind: ``"self"``, ``"causal"`` or ``"cross"`` (chooses the one-line explanation).
         query_tokens: ``T_q`` texts (rows / left column). key_tokens: ``T_k`` texts (columns / right).
         weights: ``[L, h, T_q, T_k]``; each row sums to one over the keys.
+        layer_names: the ``L`` layers' names, their module paths (``"blocks.0"``, ...); default
+            ``"layer 0"``, ``"layer 1"``, ... A head is written ``layer.head``, both counted from 0
+            (``1.3``: head 3 of layer 1).
     """
 
     name: str
@@ -55,6 +68,7 @@ class AttentionView:
     query_tokens: tuple
     key_tokens: tuple
     weights: np.ndarray
+    layer_names: tuple = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -75,6 +89,12 @@ class AttentionView:
             )
         if not np.all(np.isfinite(w)):
             raise ValueError(f"weights contains NaN or infinite values (shape {list(w.shape)})")
+        names = tuple(str(n) for n in self.layer_names) or tuple(f"layer {i}" for i in range(w.shape[0]))
+        if len(names) != w.shape[0]:
+            raise ValueError(
+                f"layer_names has {len(names)} names but weights {list(w.shape)} has L={w.shape[0]}"
+            )
+        object.__setattr__(self, "layer_names", names)
         object.__setattr__(self, "weights", w)
         object.__setattr__(self, "query_tokens", q)
         object.__setattr__(self, "key_tokens", k)
@@ -91,6 +111,7 @@ class AttentionView:
             "queries": list(self.query_tokens),
             "keys": list(self.key_tokens),
             "layers": layers,
+            "layerNames": list(self.layer_names),
             "heads": heads,
             "tq": t_q,
             "tk": t_k,
@@ -106,8 +127,6 @@ class AttentionView:
         none = [[""] * heads for _ in range(layers)]
         if self.kind == "cross" or t_q != t_k or self.query_tokens != self.key_tokens:
             return none  # the patterns relate positions of one sequence
-        from attnlab.interp.scan import badges
-
         try:
             return badges(self.weights, list(self.query_tokens))
         except ValueError:  # e.g. all-zero weights: no attention to score, so no badge
@@ -116,188 +135,120 @@ class AttentionView:
 
 # --- gathering attention from models -------------------------------------------------------------
 
-
-def _stack(per_layer) -> np.ndarray:
-    """list over layers of ``[1, h, T_q, T_k]`` tensors -> ``[L, h, T_q, T_k]`` float32."""
-    return np.stack([np.asarray(a.detach().float().cpu())[0] for a in per_layer])  # [L, h, T_q, T_k]
-
-
-def minilm_views(sentence: str, model_name: str = "minilm", device: str = "cpu") -> list[AttentionView]:
-    """Encoder self-attention of the pretrained MiniLM (6 layers x 12 heads) for one sentence.
-
-    Runs ``BertEncoder.forward(ids, output_attentions=True)`` on ``device``; ``attentions`` is a list
-    of ``[1, h, T, T]``, T counting ``[CLS]`` and ``[SEP]``.
-    """
-    import torch
-
-    from attnlab.models.pretrained import load_pretrained
-
-    model, tokenizer = load_pretrained(model_name)
-    # embed() truncates to the sentence-embedding length (256 for MiniLM); the explorer shows every
-    # token up to the model's position limit (512) and refuses longer input instead of cutting it
-    tokenizer.no_truncation()
-    enc = tokenizer.encode(sentence)
-    max_len = int(getattr(getattr(model, "config", None), "max_len", 512) or 512)
-    if len(enc.ids) > max_len:
-        raise ValueError(
-            f"sentence has {len(enc.ids)} tokens but {model_name} has {max_len} positions; shorten it"
-        )
-    model = model.to(device)
-    ids = torch.tensor([enc.ids], device=device)  # [1, T]
-    model.eval()
-    with torch.no_grad():
-        out = model(ids, attention_mask=torch.ones_like(ids), output_attentions=True)
-    weights = _stack(out["attentions"])  # [L, h, T, T]
-    return [AttentionView("encoder self-attention", "self", enc.tokens, enc.tokens, weights)]
+VIEW_NAMES = {
+    "self": "encoder self-attention",
+    "causal": "decoder causal self-attention",
+    "cross": "encoder-decoder cross-attention",
+}
 
 
-def trained_views(
+def model_views(
     model,
     src_ids: list[int],
     src_tokens: list[str],
     tgt_ids: list[int] | None = None,
     tgt_tokens: list[str] | None = None,
 ) -> list[AttentionView]:
-    """Attention of an attnlab model on one example, by teacher forcing.
+    """Attention of an attnlab model on one example: one view per stack of attention layers, read at
+    the hook points (:func:`attnlab.interp.read.attention_maps`), each layer named by its module path.
 
-    ``transformer``: ``forward(src [1, S], tgt_in [1, T], return_attention=True)`` gives encoder
-    self-attention ``[L, h, S, S]``, decoder causal self-attention ``[L, h, T, T]`` and cross-attention
-    ``[L, h, T, S]``. ``attention-rnn``: the alignment ``[1, T, S]`` becomes one layer with one head.
-    ``gpt``: ``forward(ids [1, S], return_attention=True)``, causal self-attention ``[L, h, S, S]``
-    (``tgt_*`` unused).
+    A model that reads one sequence (GPT, BERT) runs ``model(ids [1, S])``; a model with
+    cross-attention (a Transformer, an attention RNN) is teacher-forced, ``model(src [1, S], tgt_in
+    [1, T])``. A stack's kind is ``cross`` (target queries, source keys; an RNN's alignment ``[T, S]``
+    is one layer with one head), ``causal`` (measured: no weight above the diagonal) or ``self``; a
+    self-attention stack reads the target unless it sits in the ``encoder``.
 
     Args:
-        model: an attnlab model (``load_model(dir)`` or freshly built).
-        src_ids: ``S`` source ids; src_tokens: their ``S`` texts.
+        model: an attnlab model with hook points (``attnlab.models.load(...).model`` or freshly built).
+        src_ids: ``S`` ids (the source, or the one sequence); src_tokens: their ``S`` texts.
         tgt_ids: ``T`` decoder input ids (``[BOS] + y``); tgt_tokens: their texts.
     """
-    import torch
-
-    kind = getattr(model, "kind", "")
     if len(src_ids) != len(src_tokens):
         raise ValueError(f"src_ids has {len(src_ids)} ids but src_tokens has {len(src_tokens)} texts")
+    two = bool(cross_stacks(model))  # a model without attention weights is refused here
+    if two and (tgt_ids is None or tgt_tokens is None or len(tgt_ids) != len(tgt_tokens)):
+        raise ValueError("a sequence-to-sequence model needs tgt_ids and tgt_tokens of equal length")
     model.eval()
     device = next(model.parameters()).device  # inputs go where the model is
-    src = torch.tensor([src_ids], dtype=torch.long, device=device)  # [1, S]
-    if kind == "gpt":
-        with torch.no_grad():
-            _, attn = model(src, return_attention=True)  # list over layers of [1, h, S, S]
-        return [
-            AttentionView("decoder causal self-attention", "causal", src_tokens, src_tokens, _stack(attn))
-        ]
-    if kind not in ("transformer", "attention-rnn"):
-        raise ValueError(
-            f"model kind {kind!r} has no attention weights to explore "
-            f"(need transformer, attention-rnn or gpt; a fixed-context RNN has none)"
-        )
-    if tgt_ids is None or tgt_tokens is None or len(tgt_ids) != len(tgt_tokens):
-        raise ValueError("a sequence-to-sequence model needs tgt_ids and tgt_tokens of equal length")
-    tgt = torch.tensor([tgt_ids], dtype=torch.long, device=device)  # [1, T]
-    with torch.no_grad():
-        _, attn = model(src, tgt, return_attention=True)
-    if kind == "attention-rnn":
-        w = np.asarray(attn.detach().float().cpu())[0][None, None]  # [T, S] -> [1, 1, T, S]
-        return [AttentionView("cross-attention (alignment)", "cross", tgt_tokens, src_tokens, w)]
-    return [
-        AttentionView("encoder self-attention", "self", src_tokens, src_tokens, _stack(attn["encoder_self"])),
-        AttentionView(
-            "decoder causal self-attention", "causal", tgt_tokens, tgt_tokens, _stack(attn["decoder_self"])
-        ),
-        AttentionView(
-            "encoder-decoder cross-attention", "cross", tgt_tokens, src_tokens, _stack(attn["cross"])
-        ),
-    ]
+    inputs = [torch.tensor([src_ids], dtype=torch.long, device=device)]  # [1, S]
+    if two:
+        inputs.append(torch.tensor([tgt_ids], dtype=torch.long, device=device))  # [1, T]
+    views = []
+    for m in attention_maps(model, *inputs):
+        queries = tgt_tokens if two and (m.cross or not m.stack.startswith("encoder.")) else src_tokens
+        kind = "cross" if m.cross else "causal" if m.causal else "self"
+        weights = np.asarray(m.weights[:, 0].float().cpu())  # [L, h, T_q, T_k]
+        keys = src_tokens if m.cross else queries
+        views.append(AttentionView(VIEW_NAMES[kind], kind, queries, keys, weights, layer_names=m.layers))
+    return views
 
 
-def trained_dir_views(
-    sentence: str, directory: str | Path, device: str = "cpu"
-) -> tuple[list[AttentionView], str]:
-    """Views of a model trained by ``attnlab train`` (folder with ``latest.json``) on ``sentence``.
-
-    The task saved with the checkpoint gives the tokenizer; the model's own greedy output is the
-    target that is teacher-forced back in (``src = x + [EOS]``, ``tgt_in = [BOS] + y``; a GPT reads
-    ``[BOS] + x + [SEP] + y``).
-    """
-    from attnlab.tasks import BOS, EOS, SEP, get_task
-    from attnlab.training.checkpoint import load_trained
-    from attnlab.training.evaluate import predict
-
-    directory = Path(directory)
-    model, state = load_trained(directory)
-    spec = state.get("task") or {}
-    if "name" not in spec:
-        raise ValueError(f"{directory} does not record the task it was trained on; cannot tokenize")
+def _task_views(sentence: str, loaded) -> tuple[list[AttentionView], str]:
+    """A run trained on a task: its own greedy output is the target teacher-forced back in
+    (``src = x + [EOS]``, ``tgt_in = [BOS] + y``; a model without cross-attention reads
+    ``[BOS] + x + [SEP] + y``)."""
+    model, tok, spec = loaded.model, loaded.tokenizer, loaded.task
     task = get_task(spec["name"], **spec.get("params", {}))
-    tok = task.tokenizer
     tok.check_text(sentence, task.name)  # as translate does: never a silent <unk>
-    pred = predict(model, task, [sentence])[0]  # decoded on the CPU (short), attention on ``device``
-    model = model.to(device)
-    if model.kind == "gpt":
-        ids = [BOS] + tok.encode(sentence) + [SEP] + tok.encode(pred)
-        views = trained_views(model, ids, [tok.token(i) for i in ids])
+    two = bool(cross_stacks(model))  # before decoding: a model without attention weights is refused
+    pred = predict(model, task, [sentence])[0]
+    if two:
+        src, tgt = tok.encode(sentence) + [EOS], [BOS] + tok.encode(pred)
+        views = model_views(model, src, tok.tokens(src), tgt, tok.tokens(tgt))
     else:
-        src = tok.encode(sentence) + [EOS]
-        tgt = [BOS] + tok.encode(pred)
-        views = trained_views(model, src, [tok.token(i) for i in src], tgt, [tok.token(i) for i in tgt])
-    return views, f"{model.kind} trained on {spec['name']} ({directory.name}); output {pred!r}"
+        ids = [BOS] + tok.encode(sentence) + [SEP] + tok.encode(pred)
+        views = model_views(model, ids, tok.tokens(ids))
+    return views, f"{loaded.label}; output {pred!r}"
 
 
-def hf_views(sentence: str, directory: str | Path, device: str = "cpu") -> tuple[list[AttentionView], str]:
-    """Attention of a Hugging Face checkpoint directory (GPT-2, Llama, Mistral, Qwen2: causal
-    self-attention ``[L, h, T, T]``; BERT: self-attention) on ``sentence``, tokenised with the
-    checkpoint's own ``tokenizer.json``; each token shown as the text it decodes to."""
-    import torch
-
-    from attnlab.models.hf import load_hf, load_hf_tokenizer
-
-    model = load_hf(directory).to(device)
-    c = model.config
-    tokenizer = load_hf_tokenizer(directory, vocab_size=c.vocab_size)
-    ids = tokenizer.encode(sentence).ids
-    if len(ids) > c.max_len:
+def _text_views(sentence: str, loaded) -> tuple[list[AttentionView], str]:
+    """A model that reads text (MiniLM, a Hugging Face checkpoint, a text run, a saved model with its
+    ``tokenizer.json``): the sentence's tokens, each shown as the text it decodes to."""
+    tok = loaded.tokenizer
+    if tok is None:
+        raise ValueError(f"{loaded.source} has no tokenizer.json beside it: cannot tokenize the sentence")
+    if isinstance(tok, HFTokenizer):
+        # a sentence-embedding tokenizer truncates (MiniLM: 256); the explorer shows every token up
+        # to the model's position limit and refuses longer input instead of cutting it
+        tok.backend.no_truncation()
+    ids = tok.encode(sentence)  # characters it maps to <unk> are named in one warning
+    max_len = getattr(getattr(loaded.model, "config", None), "max_len", None)
+    if max_len is not None and len(ids) > max_len:
         raise ValueError(
-            f"sentence has {len(ids)} tokens but {directory} has {c.max_len} positions; shorten it"
+            f"sentence has {len(ids)} tokens but {loaded.source} has {max_len} positions; shorten it"
         )
-    texts = [tokenizer.decode([i]) or tokenizer.id_to_token(i) for i in ids]
-    label = f"{Path(directory).name}: {c.num_layers} layers x {c.num_heads} heads"
-    if getattr(model, "kind", "") == "gpt":
-        kv = c.num_kv_heads or c.num_heads
-        window = f", window {c.window}" if c.window else ""
-        return trained_views(model, ids, texts), f"{label} ({kv} key/value heads{window}), causal"
-    with torch.no_grad():
-        x = torch.tensor([ids], device=device)  # [1, T]
-        out = model(x, attention_mask=torch.ones_like(x), output_attentions=True)
-    return [AttentionView("encoder self-attention", "self", texts, texts, _stack(out["attentions"]))], label
+    views = model_views(loaded.model, ids, tok.tokens(ids))
+    return views, loaded.label + _details(loaded.model, views)
+
+
+def _details(model, views: list[AttentionView]) -> str:
+    """``" (2 key/value heads, window 8), causal"`` for a causal model with those fields; else ``""``."""
+    if not any(v.kind == "causal" for v in views):
+        return ""
+    c = model.config
+    kv = getattr(c, "num_kv_heads", None) or getattr(c, "num_heads", None)
+    window = f", window {c.window}" if getattr(c, "window", None) else ""
+    return f" ({kv} key/value heads{window}), causal" if kv else ", causal"
 
 
 def attention_views(
     sentence: str, model: str | Path = "minilm", device: str = "cpu"
 ) -> tuple[list[AttentionView], str]:
     """Run ``sentence`` through ``model`` on ``device`` (``"cpu"``, ``"cuda"``, or ``"auto"``: CUDA
-    when present): ``"minilm"``, a Hugging Face checkpoint directory (``config.json`` with a
-    ``model_type``: see :func:`hf_views`) or a folder written by ``attnlab train``.
+    when present): any source :func:`attnlab.models.load` reads (``"minilm"``, a Hugging Face
+    checkpoint folder, a folder written by ``attnlab train``, a saved model with its
+    ``tokenizer.json``).
 
     Returns:
         ``(views, model_label)``.
     """
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError("sentence must be a non-empty string")
-    from attnlab.devices import resolve_device
 
-    device = resolve_device(device)
-    if str(model) == "minilm":
-        views = minilm_views(sentence, device=device)
-        layers, heads = views[0].weights.shape[:2]
-        return views, f"MiniLM (all-MiniLM-L6-v2), {layers} layers x {heads} heads"
-    directory = Path(model)
-    if not directory.is_dir():
-        raise ValueError(
-            f"--model must be 'minilm', a Hugging Face checkpoint directory or a folder written by "
-            f"attnlab train; {directory} is not a folder"
-        )
-    if (directory / "config.json").is_file() and "model_type" in (directory / "config.json").read_text():
-        return hf_views(sentence, directory, device)
-    return trained_dir_views(sentence, directory, device)
+    loaded = load(model, device=resolve_device(device))
+    if loaded.task is not None:
+        return _task_views(sentence, loaded)
+    return _text_views(sentence, loaded)
 
 
 # --- the page ------------------------------------------------------------------------------------
@@ -478,9 +429,11 @@ class Explorer:
     def __repr__(self) -> str:
         shapes = ", ".join(f"{v.name} {list(v.weights.shape)}" for v in self.views)
         f = self.focus
+        layer = self.views[f["view"]].layer_names[f["layer"]]
+        head = f"all heads of {layer}" if f["head"] < 0 else f"head {f['layer']}.{f['head']} ({layer})"
         return (
             f"Explorer({self.model_label!r}, sentence={self.sentence!r}, views=[{shapes}], "
-            f"opens on view {f['view']} layer {f['layer'] + 1} head {f['head'] + 1} query {f['query']}, "
+            f"opens on view {f['view']} {head} query {f['query']}, "
             f"{len(self.html):,} bytes of HTML; .save(path) writes it)"
         )
 
@@ -500,8 +453,8 @@ class Explorer:
 def explore(
     sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT, device: str = "cpu"
 ) -> Explorer:
-    """Run ``sentence`` through ``model`` (``"minilm"`` or a saved folder) on ``device`` and return an
-    :class:`Explorer`."""
+    """Run ``sentence`` through ``model`` (any source :func:`attnlab.models.load` reads) on ``device``
+    and return an :class:`Explorer`."""
     views, label = attention_views(sentence, model, device)
     return Explorer(views, model_label=label, sentence=sentence, min_weight=min_weight)
 

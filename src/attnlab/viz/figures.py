@@ -25,6 +25,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
+from attnlab.nn import BlockConfig, EncoderLayer
 from attnlab.ref import (  # noqa: E402
     additive_attention,
     merge_heads,
@@ -278,8 +279,6 @@ def encoder_layer_groups(d_model: int = 512, num_heads: int = 8, d_ff: int = 204
 
     with torch.device("meta"):  # shapes only, no memory
         try:
-            from attnlab.nn import BlockConfig, EncoderLayer
-
             layer = EncoderLayer(BlockConfig(d_model, num_heads, d_ff))
             groups = {
                 "MHA": count(layer.self_attn),

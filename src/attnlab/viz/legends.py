@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab._io import atomic_write_bytes
+
 INSIDE = (
     "upper right",
     "upper left",
@@ -90,7 +92,6 @@ def save_figure(fig, path: str | Path, *, fmt: str | None = None, dpi: int = 90)
 
     With ``ATTNLAB_CHECK_FIGURES=1`` a figure whose legend covers a plotted point is a ``ValueError``.
     """
-    from attnlab._io import atomic_write_bytes
 
     if os.environ.get("ATTNLAB_CHECK_FIGURES") == "1":
         problems = covered_points(fig)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import torch
 
+from attnlab.viz.legends import place_legend, save_figure
+
 
 def logit_lens_figure(
     by_layer: dict[str, torch.Tensor], tokens: list[str], path: str | Path, title: str = ""
@@ -16,8 +18,6 @@ def logit_lens_figure(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import save_figure
 
     prob, rank = by_layer["prob"].numpy(), by_layer["rank"].numpy()
     layers, t = prob.shape
@@ -46,8 +46,6 @@ def residual_norms_figure(norms: dict[str, torch.Tensor], path: str | Path, titl
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     resid, attn, mlp = (norms[k].mean(dim=-1).numpy() for k in ("resid", "attn", "mlp"))
     layers = len(attn)

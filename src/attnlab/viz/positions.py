@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnlab import ref
 from attnlab._io import atomic_write_bytes
 
 
@@ -35,8 +36,6 @@ def scaled_frequencies(
     :func:`attnlab.ref.rope_frequencies` at ``factor`` and trained length ``length`` (dynamic NTK at
     ``T = factor * length``), with the ratio scaled/plain below. Writes a PNG; returns its path."""
     import numpy as np
-
-    from attnlab import ref
 
     plt = _pyplot()
     plain, _ = ref.rope_frequencies(head_dim, base)

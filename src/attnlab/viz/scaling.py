@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnlab.audit import Workload, audit_cost
+from attnlab.audit.config import ModelSpec
+from attnlab.nn import BlockConfig
+from attnlab.viz.legends import place_legend, save_figure
+
 # (label, BlockConfig.attention, window): what the plot and the concept page compare
 KINDS = (
     ("SDPA causal (dense kernel)", "sdpa", None),
@@ -20,9 +25,6 @@ def mixing_flops(lengths=(1024, 2048, 4096, 8192, 16384), d_model: int = 512, he
 
     Returns ``{label: [flops at T for T in lengths]}`` for the kinds of :data:`KINDS`.
     """
-    from attnlab.audit import Workload, audit_cost
-    from attnlab.audit.config import ModelSpec
-    from attnlab.nn import BlockConfig
 
     out = {}
     for label, kind, window in KINDS:
@@ -46,8 +48,6 @@ def mixing_cost_figure(path: str | Path, lengths=(1024, 2048, 4096, 8192, 16384)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from attnlab.viz.legends import place_legend, save_figure
 
     data = mixing_flops(lengths)
     fig, ax = plt.subplots(figsize=(6.2, 3.8))

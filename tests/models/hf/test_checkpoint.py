@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from attnlab.models import GPT, load_hf, load_hf_tokenizer
+from attnlab.models import GPT, load_hf
 from attnlab.models.hf import model_config_from_hf
 from attnlab.models.hf.checkpoint import read_hf_state, weight_files
+from attnlab.tasks.tokenize import from_file
 
 # every test here needs the session's checkpoints, which take ~15 s to make under load
 pytestmark = pytest.mark.slow
@@ -180,15 +181,15 @@ def test_pickles_and_lost_shards_are_refused(hf_dirs, tmp_path):
 
 
 def test_tokenizer_must_fit_the_vocabulary(hf_dirs, hf_tokenizer, tmp_path):
-    tok = load_hf_tokenizer(hf_dirs["qwen2"], vocab_size=319)
+    tok = from_file(hf_dirs["qwen2"] / "tokenizer.json", vocab_size=319)
     assert (
-        tok.encode("Attention is what the KV cache stores").ids
+        tok.encode("Attention is what the KV cache stores")
         == hf_tokenizer.encode("Attention is what the KV cache stores").ids
     )
     with pytest.raises(ValueError, match="has token ids up to 299 but the model's vocab_size is 200"):
-        load_hf_tokenizer(hf_dirs["qwen2"], vocab_size=200)
-    with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
-        load_hf_tokenizer(tmp_path)
+        from_file(hf_dirs["qwen2"] / "tokenizer.json", vocab_size=200)
+    with pytest.raises(FileNotFoundError, match="no tokenizer file"):
+        from_file(tmp_path / "tokenizer.json")
 
 
 def test_save_and_load_model_round_trip(hf_dirs, tmp_path):

@@ -104,13 +104,17 @@ def test_generate_streams_text_and_reports_speed(hf_dirs, hf_tokenizer, capsys):
 
 def test_explore_an_hf_checkpoint_shows_its_causal_weights(hf_dirs, hf_tokenizer, tmp_path, capsys):
     from attnlab.models import load_hf
+    from attnlab.nn import capture
     from attnlab.viz.explorer import attention_views
 
     views, label = attention_views("Modern LLMs mostly use RoPE", hf_dirs["qwen2"])
     ids = hf_tokenizer.encode("Modern LLMs mostly use RoPE").ids
-    with torch.no_grad():
-        _, weights = load_hf(hf_dirs["qwen2"])(torch.tensor([ids]), return_attention=True)
+    model = load_hf(hf_dirs["qwen2"]).eval()
+    with torch.no_grad(), capture(model, ["blocks.*.self_attn.weights"]) as cache:
+        model(torch.tensor([ids]))
+    weights = [cache[f"blocks.{i}.self_attn.weights"] for i in range(len(cache))]  # each [1, h, T, T]
     assert views[0].kind == "causal" and "2 key/value heads" in label
+    assert views[0].layer_names == tuple(f"blocks.{i}" for i in range(len(weights)))
     assert torch.allclose(torch.from_numpy(views[0].weights), torch.cat(weights), atol=0)
     assert "".join(views[0].query_tokens) == "Modern LLMs mostly use RoPE"
     code, out, _ = _run(
@@ -160,7 +164,7 @@ def _bad(tmp_path, hf_dirs):
 
 def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
     expected = {
-        "no config.json": "no config.json in",
+        "no config.json": "holds no model: no config.json",
         "another architecture": "model_type 't5' is not supported; supported: bert, gpt2, llama, mistral",
         "tensors that do not match the config": "missing tensor(s) ['transformer.h.2.",
         "a tokenizer that does not fit the vocabulary": "has token ids up to 299 but the model's vocab_size",

@@ -246,13 +246,12 @@ def _order_from_content():
 def _heads_specialise():
     import torch
 
+    from attnlab.interp.read import attention
     from attnlab.models import load_pretrained
 
     model, tokenizer = load_pretrained("minilm")
     enc = tokenizer.encode("The animal didn't cross the street because it was too tired.")
-    with torch.inference_mode():
-        out = model(torch.tensor([enc.ids]), output_attentions=True)
-    a = torch.stack(out["attentions"])[:, 0].double().numpy()  # [L, h, T, T]
+    a = attention(model, torch.tensor([enc.ids]))[:, 0].double().numpy()  # [L, B, h, T, T] -> [L, h, T, T]
     n_layers, h, t, _ = a.shape
     flat = a.reshape(n_layers * h, t, t)  # [L*h, T, T]
     # total-variation distance between two heads' rows, averaged over the queries
@@ -268,7 +267,7 @@ def _heads_specialise():
         f"  heads putting over half their weight on [CLS]/[SEP] (often read as no-op heads): "
         f"{int((on_special > 0.5).sum())} of {n_layers * h}",
         f"  heads attending mostly to the previous token: {int((prev > 0.5).sum())}",
-        f"  closest pair: layer {i // h} head {i % h} vs layer {j // h} head {j % h}, "
+        f"  closest pair: heads {i // h}.{i % h} and {j // h}.{j % h}, "
         f"total variation {tv[i, j]:.3f} (median pair {np.median(finite):.3f})",
         "Separate projections make distinct roles possible; training need not produce them.",
     ]

@@ -91,7 +91,7 @@ def config_from_hf(directory: str | Path) -> BertConfig:
         d_ff=size(hf, "intermediate_size", source),
         max_len=size(hf, "max_position_embeddings", source, 512),
         type_vocab_size=size(hf, "type_vocab_size", source, 2),
-        eps=number(hf, "layer_norm_eps", source, 1e-12),
+        norm_eps=number(hf, "layer_norm_eps", source, 1e-12),
         activation=HF_ACTIVATIONS[act],
         pad_id=pad or 0,
         pooler=_has_pooler(directory / "model.safetensors"),

@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import torch
 
+from attnlab.nn.hooks import capture
+
 
 @torch.no_grad()
 def layer_outputs(model, ids: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """``(hidden, weights)`` of a :class:`attnlab.models.GPT` on ``ids [B, T]``: ``hidden`` holds
     ``h_0`` (embeddings) ... ``h_L`` ``[B, T, d]`` with the last one after the final norm (as
-    Hugging Face reports it); ``weights`` holds each block's attention weights ``[B, h, T, T]``."""
-    logits, weights, hidden = model(ids, return_attention=True, return_hidden=True)
-    hidden = list(hidden)
-    hidden[-1] = model.norm(hidden[-1])  # [B, T, d]
-    return hidden, list(weights)
+    Hugging Face reports it); ``weights`` holds each block's attention weights ``[B, h, T, T]``.
+    Both are read at the hook points ``embed``, ``blocks.{i}.resid_post``, ``final_norm`` and
+    ``blocks.{i}.self_attn.weights``."""
+    n = len(model.blocks)
+    with capture(
+        model, ["embed", "final_norm", "blocks.*.resid_post", "blocks.*.self_attn.weights"]
+    ) as cache:
+        model(ids)
+    hidden = (
+        [cache["embed"]] + [cache[f"blocks.{i}.resid_post"] for i in range(n - 1)] + [cache["final_norm"]]
+    )
+    return hidden, [cache[f"blocks.{i}.self_attn.weights"] for i in range(n)]
 
 
 @torch.no_grad()

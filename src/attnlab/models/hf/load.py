@@ -25,7 +25,10 @@ import torch
 from attnlab.models.base import check_fits, check_sizes, check_state_dict
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.hf import gpt2, llama
+from attnlab.models.hf.bert import config_from_hf as bert_config
+from attnlab.models.hf.bert import load_bert
 from attnlab.models.hf.checkpoint import CONFIG, INDEX, read_hf_config, read_hf_state, weight_files
+from attnlab.models.hf.fields import dtype_bytes
 from attnlab.models.hf.mapping import map_state, strip_prefix
 from attnlab.nn.nonfinite import detect_from_env
 
@@ -54,7 +57,6 @@ def model_config_from_hf(path: str | Path):
         config = FAMILIES[hf["model_type"]].config_from_hf(hf, source)
         check_sizes(config, source)  # counting needs no memory, but a loop over 10^12 layers never ends
         return config
-    from attnlab.models.hf.bert import config_from_hf as bert_config
 
     directory = path if path.is_dir() else path.parent
     if not path.is_dir() and path.name != CONFIG:
@@ -72,7 +74,6 @@ def model_config_from_hf(path: str | Path):
 def config_dtype_bytes(path: str | Path) -> tuple[int, str] | None:
     """``(bytes per value, dtype)`` of the ``torch_dtype`` in a checkpoint's ``config.json`` (``path``:
     the directory or the file), ``None`` if it names none: what ``audit cost --config`` sizes memory in."""
-    from attnlab.models.hf.fields import dtype_bytes
 
     path = Path(path)
     return dtype_bytes(read_hf_config(path), str(path / CONFIG if path.is_dir() else path))
@@ -92,8 +93,6 @@ def load_hf(directory: str | Path, dtype: torch.dtype = torch.float32):
     source = str(directory / CONFIG)
     kind = model_type(hf, source)
     if kind == "bert":
-        from attnlab.models.hf.bert import load_bert
-
         return load_bert(directory).to(dtype)
     family = FAMILIES[kind]
     config = family.config_from_hf(hf, source)
@@ -119,28 +118,3 @@ def build_gpt(config: GPTConfig, state: dict[str, torch.Tensor], source: str, dt
     check_state_dict(model, state, source)
     model.load_state_dict(state)
     return detect_from_env(model.eval())  # ATTNLAB_DETECT_NONFINITE=1: checked at every point
-
-
-def load_hf_tokenizer(directory: str | Path, vocab_size: int | None = None):
-    """The :class:`tokenizers.Tokenizer` of ``directory/tokenizer.json`` (no padding or truncation).
-
-    With ``vocab_size`` (the model's), a tokenizer that can produce an id >= ``vocab_size`` is an error."""
-    from tokenizers import Tokenizer
-
-    path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no tokenizer.json in {directory}")
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # tokenizers raises its own exception type
-        raise ValueError(f"{path} is not a readable tokenizer.json: {str(exc).splitlines()[0]}") from None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    if vocab_size is not None:
-        size = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
-        if size > vocab_size:
-            raise ValueError(
-                f"{path} has token ids up to {size - 1} but the model's vocab_size is {vocab_size}: "
-                "the tokenizer does not belong to this checkpoint"
-            )
-    return tokenizer

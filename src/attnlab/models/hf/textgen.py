@@ -1,8 +1,9 @@
-"""Text in, text out: a Hugging Face decoder checkpoint continues a prompt (what ``attnlab
-generate`` runs). Tokenise with the checkpoint's ``tokenizer.json``, decode with
-:func:`attnlab.decoding.stream` (greedy or sampling, KV cache) or :func:`~attnlab.decoding.beam_search`,
-stop at the checkpoint's end-of-sequence token(s), and report the tokens, the text, the time and
-the KV cache the model held at the end."""
+"""Text in, text out: a decoder continues a prompt (what ``attnlab generate`` runs on a Hugging Face
+checkpoint or a saved GPT with its ``tokenizer.json``; a text run slides its context instead, in
+:mod:`attnlab.training.text_generate`). The model and tokenizer come from
+:func:`attnlab.models.load`; decode with :func:`attnlab.decoding.stream` (greedy or sampling, KV
+cache) or :func:`~attnlab.decoding.beam_search`, stop at the checkpoint's end-of-sequence token(s),
+and report the tokens, the text, the time and the KV cache the model held at the end."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ from pathlib import Path
 
 import torch
 
+from attnlab._checks import memory_bytes
+from attnlab.decoding import beam_search, stream
+from attnlab.devices import resolve_device
+from attnlab.models.gpt import GPT
 from attnlab.models.hf.checkpoint import read_hf_config, read_json
-from attnlab.models.hf.load import load_hf, load_hf_tokenizer
+from attnlab.models.load import Loaded, load
+from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters
+from attnlab.tasks.tokenize import HFTokenizer, Tokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +61,18 @@ class _TextStream:
     """Text of the ids so far, handed out piece by piece (a byte-level token may end inside a
     UTF-8 character: its text waits until the character is whole)."""
 
-    def __init__(self, tokenizer, on_text: Callable[[str], None] | None):
+    def __init__(self, tokenizer: Tokenizer, on_text: Callable[[str], None] | None):
         self.tokenizer, self.on_text, self.ids, self.shown = tokenizer, on_text, [], ""
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of ``ids``, without special tokens (an end-of-sequence token shows no text)."""
+        if isinstance(self.tokenizer, HFTokenizer):
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self.tokenizer.decode(ids)
 
     def add(self, token: int) -> None:
         self.ids.append(token)
-        text = self.tokenizer.decode(self.ids)
+        text = self.decode(self.ids)
         if self.on_text is not None and text.startswith(self.shown) and not text.endswith("\ufffd"):
             self.on_text(text[len(self.shown) :])
             self.shown = text
@@ -68,7 +81,7 @@ class _TextStream:
         """Hand over what is not shown yet (beam search, a last partial character) and the run's
         record (see :func:`run_generation`); ``start`` is the ``perf_counter`` when decoding began."""
         seconds = time.perf_counter() - start
-        text = self.tokenizer.decode(self.ids)
+        text = self.decode(self.ids)
         if self.on_text is not None and self.shown != text:
             self.on_text(text[len(self.shown) :])
         n = len(self.ids)
@@ -87,23 +100,22 @@ class _TextStream:
 
 
 def run_generation(
-    directory: str | Path, request: GenerationRequest, on_text: Callable[[str], None] | None = None
+    source: str | Path | Loaded, request: GenerationRequest, on_text: Callable[[str], None] | None = None
 ) -> dict:
-    """Continue ``request.prompt`` with the checkpoint in ``directory``; ``on_text(piece)`` receives the
-    text as it is produced (greedy and sampling; beam search hands over the whole text at the end).
+    """Continue ``request.prompt`` with the decoder ``source`` (anything :func:`attnlab.models.load`
+    reads, or what it returned); ``on_text(piece)`` receives the text as it is produced (greedy and
+    sampling; beam search hands over the whole text at the end).
 
     Returns a dict: "prompt", "prompt_tokens", "tokens" (the new ids), "text", "new_tokens",
     "stopped_at_eos", "seconds", "tokens_per_s" (new tokens over the decoding time, prompt included),
     "strategy", "cache" ({"positions_held", "bytes", "rolling_window"} or None)."""
-    from attnlab.devices import resolve_device
-
     device = resolve_device(request.device)
-    model, tokenizer = _load_decoder(directory, device)
-    ids = tokenizer.encode(request.prompt).ids
-    if not ids:
-        raise ValueError("the prompt is empty: it encodes to no tokens")
+    loaded = source if isinstance(source, Loaded) else load(source, device=device)
+    model, tokenizer = decoder_of(loaded)
+    model.to(device)
+    ids = prompt_ids(tokenizer, request.prompt)
     prompt = torch.tensor([ids], device=device)  # [1, P]
-    eos = eos_ids(directory)
+    eos = eos_ids(loaded.source) if loaded.origin == "hf" else []
     out = _TextStream(tokenizer, on_text)
     start = time.perf_counter()
     if request.beam is not None:
@@ -116,20 +128,39 @@ def run_generation(
     return out.result(request, ids, start, stopped, cache)
 
 
-def _load_decoder(directory: str | Path, device):
-    """The GPT-family model of ``directory`` on ``device`` and its tokenizer (an encoder is refused)."""
-    from attnlab.models.gpt import GPT
+def decoder_of(loaded: Loaded) -> tuple[GPT, Tokenizer]:
+    """The decoder and tokenizer of ``loaded``; an encoder, a sequence-to-sequence model or a model
+    without a tokenizer is a one-line ``ValueError``."""
+    if not isinstance(loaded.model, GPT):
+        raise ValueError(
+            f"{loaded.source} holds a {loaded.kind} model; generate needs a decoder (a GPT-family checkpoint)"
+        )
+    if loaded.tokenizer is None:
+        raise ValueError(
+            f"{loaded.source} has no tokenizer.json beside the model: generate reads text with it"
+        )
+    return loaded.model, loaded.tokenizer
 
-    model = load_hf(directory).to(device)
-    if not isinstance(model, GPT):
-        raise ValueError(f"{directory} holds an encoder (BERT); attnlab generate needs a decoder checkpoint")
-    return model, load_hf_tokenizer(directory, vocab_size=model.config.vocab_size)
+
+def prompt_ids(tokenizer: Tokenizer, text: str) -> list[int]:
+    """The prompt's ids. A character vocabulary (an attnlab text run) refuses characters it lacks,
+    naming them; any other tokenizer maps them to ``<unk>`` with one ``UnknownCharacterWarning``
+    naming each (the CLI prints it as one line on stderr)."""
+    vocab = char_vocabulary(tokenizer.backend) if isinstance(tokenizer, HFTokenizer) else None
+    unknown = tokenizer.unknown(text) if vocab is not None else []
+    if unknown:
+        raise ValueError(
+            f"the prompt has characters outside the model's vocabulary of {len(vocab)}: "
+            f"{describe_characters(unknown)}"
+        )
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise ValueError("the prompt is empty: it encodes to no tokens")
+    return ids
 
 
 def _beam(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream) -> None:
     """Beam search from ``prompt [1, P]``; the best hypothesis's tokens go to ``out`` at the end."""
-    from attnlab.decoding import beam_search
-
     limit = model.config.max_len
     if prompt.shape[1] + request.max_new > limit:
         raise ValueError(
@@ -145,7 +176,6 @@ def check_beam(config, beam: int, length: int) -> None:
     """Refuse, before anything is allocated, a beam wider than the vocabulary (the first step has
     only ``vocab_size`` candidates) or one whose KV caches ``2 x L x beam x h_kv x T x d_k`` float32
     and logits ``[beam, V]`` (x 3: scores, sort) would not fit in half of this machine's memory."""
-    from attnlab._checks import memory_bytes
 
     if beam > config.vocab_size:
         raise ValueError(f"--beam {beam:,} is more than the vocabulary ({config.vocab_size:,} tokens)")
@@ -163,8 +193,6 @@ def check_beam(config, beam: int, length: int) -> None:
 def _sample(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream):
     """Greedy or sampled decoding from ``prompt [1, P]``, each token to ``out`` as it comes; returns
     the decoding state (its KV caches)."""
-    from attnlab.decoding import stream
-
     steps = stream(
         model,
         prompt,

@@ -71,10 +71,17 @@
     sel.value = String(value);
   }
 
-  // the head menu names each head's detector scores for the current layer ("head 3 · prev 0.93")
+  // one name for a layer and a head everywhere: a layer is its module path ("blocks.1"), a head is
+  // "layer.head", both counted from 0 ("1.3"), as the CLI and the report write them
+  function layerName(v, l) { return (v.layerNames || [])[l] || "layer " + l; }
+  function headName(l, h) { return l + "." + h; }
+
+  // the head menu names each head's detector scores for the current layer ("head 1.3 · prev 0.93")
   function fillHeads(v) {
     var heads = [[-1, "all " + v.heads + " heads"]];
-    for (var h = 0; h < v.heads; h++) heads.push([h, "head " + (h + 1) + badge(v, state.layer, h, " · ")]);
+    for (var h = 0; h < v.heads; h++) {
+      heads.push([h, "head " + headName(state.layer, h) + badge(v, state.layer, h, " · ")]);
+    }
     fillSelect($("head-select"), heads, state.head);
   }
 
@@ -82,7 +89,7 @@
     var v = view();
     fillSelect($("view-select"), DATA.views.map(function (x, i) { return [i, x.name]; }), state.view);
     var layers = [];
-    for (var l = 0; l < v.layers; l++) layers.push([l, "layer " + (l + 1) + " of " + v.layers]);
+    for (var l = 0; l < v.layers; l++) layers.push([l, layerName(v, l)]);
     fillSelect($("layer-select"), layers, state.layer);
     fillHeads(v);
     var h, legend = $("legend");
@@ -90,7 +97,7 @@
     for (h = 0; h < v.heads; h++) {
       var s = document.createElement("span");
       s.className = "swatch";
-      s.textContent = "h" + (h + 1);
+      s.textContent = "h" + h;
       s.style.background = headColour(h, v.heads);
       legend.appendChild(s);
     }
@@ -114,8 +121,8 @@
     var v = view();
     $("model-name").textContent = DATA.model;
     $("view-name").textContent = v.name;
-    $("layer-name").textContent = (state.layer + 1) + " of " + v.layers;
-    $("head-name").textContent = state.head < 0 ? "all " + v.heads : (state.head + 1) + " of " + v.heads;
+    $("layer-name").textContent = layerName(v, state.layer);
+    $("head-name").textContent = state.head < 0 ? "all " + v.heads : headName(state.layer, state.head);
     $("explain").textContent = v.explanation;
     $("sentence").textContent = DATA.sentence;
     $("edge-note").textContent = "Click a token. Lines go to the tokens it attends to (weights of at least " +
@@ -183,18 +190,18 @@
     while (list.firstChild) list.removeChild(list.firstChild);
     $("top-title").hidden = state.query === null;
     if (state.query === null) return;
-    $("top-title").textContent = "Where \u201c" + v.queries[state.query] + "\u201d looks most (layer " +
-      (state.layer + 1) + ")";
+    $("top-title").textContent = "Where \u201c" + v.queries[state.query] + "\u201d looks most (" +
+      layerName(v, state.layer) + ")";
     selectedHeads(v).forEach(function (h) {
       var order = [];
       for (var j = 0; j < v.tk; j++) order.push(j);
       var w = function (j) { return weight(v, state.layer, h, state.query, j); };
       order.sort(function (a, b) { return w(b) - w(a); });
       var li = document.createElement("li");
-      li.value = h + 1;
+      li.value = h;
       li.dataset.head = String(h);
       li.dataset.top = String(order[0]);
-      li.textContent = "head " + (h + 1) + ": " + order.slice(0, 3).map(function (j) {
+      li.textContent = "head " + headName(state.layer, h) + ": " + order.slice(0, 3).map(function (j) {
         return v.keys[j] + " " + w(j).toFixed(3);
       }).join(", ");
       li.style.color = headColour(h, v.heads);
@@ -256,8 +263,8 @@
       ctx.strokeRect(left, top + state.query * cell, cell * v.tk, cell);
     }
     heat = { cell: cell, left: left, top: top };
-    $("heatmap-title").textContent = "(layer " + (state.layer + 1) + ", " +
-      (state.head < 0 ? "mean of " + v.heads + " heads" : "head " + (state.head + 1)) +
+    $("heatmap-title").textContent = "(" + layerName(v, state.layer) + ", " +
+      (state.head < 0 ? "mean of " + v.heads + " heads" : "head " + headName(state.layer, state.head)) +
       "; darkest = " + fmt(max) + ")";
     canvas.dataset.layer = String(state.layer);
     canvas.dataset.head = String(state.head);
@@ -295,19 +302,19 @@
     while (grid.firstChild) grid.removeChild(grid.firstChild);
     var size = Math.max(28, Math.min(72, Math.floor(900 / v.heads) - 8));
     $("badge-legend").hidden = !(v.badges || []).some(function (row) { return row.some(Boolean); });
-    grid.style.gridTemplateColumns = "64px repeat(" + v.heads + ", " + (size + 2) + "px)";
+    grid.style.gridTemplateColumns = "max-content repeat(" + v.heads + ", " + (size + 2) + "px)";
     var corner = document.createElement("div");
     grid.appendChild(corner);
     for (var h = 0; h < v.heads; h++) {
       var c = document.createElement("div");
       c.className = "col-label";
-      c.textContent = "head " + (h + 1);
+      c.textContent = "head " + h;
       grid.appendChild(c);
     }
     for (var l = 0; l < v.layers; l++) {
       var lab = document.createElement("div");
       lab.className = "row-label";
-      lab.textContent = "layer " + (l + 1);
+      lab.textContent = layerName(v, l);
       grid.appendChild(lab);
       for (h = 0; h < v.heads; h++) {
         var cv = document.createElement("canvas");
@@ -316,7 +323,8 @@
         cv.className = "thumb";
         cv.dataset.layer = String(l);
         cv.dataset.head = String(h);
-        cv.title = "layer " + (l + 1) + ", head " + (h + 1) + badge(v, l, h, ": ") + ": click to enlarge";
+        cv.title = "head " + headName(l, h) + " (" + layerName(v, l) + ")" + badge(v, l, h, ": ") +
+          ": click to enlarge";
         if (badge(v, l, h, "")) cv.classList.add("badged");
         paint(cv.getContext("2d"), matrix(v, l, h), v.tq, v.tk, 0, 0, size, size);
         cv.addEventListener("click", enlarge);

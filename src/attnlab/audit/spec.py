@@ -1,0 +1,99 @@
+"""Any description of a model as the audits' :class:`~attnlab.audit.config.ModelSpec`: a spec, a
+:class:`~attnlab.nn.BlockConfig` (one encoder layer), an ``attnlab.models`` config (GPTConfig,
+BertConfig, TransformerConfig: their ``block`` and sizes), a preset's name
+(:data:`attnlab.audit.presets.PRESETS`), or the CLI's flags."""
+
+from __future__ import annotations
+
+from attnlab.audit.config import MODELS, ModelSpec
+from attnlab.audit.presets import preset as lookup  # (from_options has an argument named preset)
+from attnlab.nn.config import BlockConfig
+
+
+def model_spec(model) -> ModelSpec:
+    """Any description of a model as a :class:`ModelSpec` (see the module docstring for what is accepted)."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, BlockConfig):
+        return ModelSpec("encoder-layer", model)
+    if isinstance(model, str):
+        if model in MODELS:
+            return ModelSpec.from_sizes(model)
+        return lookup(model).spec
+    name = type(model).__name__
+    if name in ("GPTConfig", "BertConfig", "TransformerConfig"):
+        return _from_model_config(model)
+    raise ValueError(
+        f"model must be a ModelSpec, a BlockConfig, a GPTConfig/BertConfig/TransformerConfig or a preset "
+        f"name, got {name}"
+    )
+
+
+def _from_model_config(c) -> ModelSpec:
+    """The spec of an ``attnlab.models`` config: its ``block`` and its model's sizes."""
+    name = type(c).__name__
+    if name == "GPTConfig":
+        return ModelSpec(
+            "gpt",
+            c.block,
+            c.num_layers,
+            c.vocab_size,
+            c.max_len,
+            tie_head=bool(getattr(c, "tie_weights", True)),
+        )
+    if name == "BertConfig":
+        return ModelSpec(
+            "bert",
+            c.block,
+            c.num_layers,
+            c.vocab_size,
+            c.max_len,
+            type_vocab=c.type_vocab_size,
+            pooler=bool(c.pooler),
+        )
+    if c.num_encoder_layers != c.num_decoder_layers:
+        raise ValueError(
+            f"the audit's transformer has L encoder and L decoder layers; this config has "
+            f"{c.num_encoder_layers} and {c.num_decoder_layers}"
+        )
+    if c.src_vocab != c.tgt_vocab:
+        raise ValueError(
+            f"the audit's transformer has one vocabulary V; this config has src_vocab={c.src_vocab} "
+            f"and tgt_vocab={c.tgt_vocab}"
+        )
+    return ModelSpec(
+        "transformer",
+        c.block,
+        c.num_encoder_layers,
+        c.src_vocab,
+        c.max_len,
+        share_embeddings=bool(c.share_embeddings),
+    )
+
+
+def preset_info(model) -> dict | None:
+    """``{name, description, published, vocab_note}`` when ``model`` names a preset, else ``None``."""
+    if not isinstance(model, str) or model in MODELS:
+        return None
+    p = lookup(model)
+    return {
+        "name": p.name,
+        "description": p.description,
+        "published": p.published,
+        "vocab_note": p.vocab_note,
+    }
+
+
+SIZE_OPTIONS = ("model", "d_model", "heads", "d_ff", "layers", "kv_heads", "vocab", "max_len")
+
+
+def from_options(preset: str | None = None, given: tuple[str, ...] = (), **options) -> ModelSpec | str:
+    """What the CLI's audit flags describe: the preset's name (its spec comes with what was
+    published), or :meth:`ModelSpec.from_sizes` of ``options``. ``given``: the options the user
+    actually set; with a preset, any of them is a ``ValueError`` (the preset fixes every size)."""
+    if preset is not None:
+        lookup(preset)
+        if given:
+            raise ValueError(f"--preset {preset} fixes the model; leave out {', '.join(given)}")
+        return preset
+    return ModelSpec.from_sizes(**options)

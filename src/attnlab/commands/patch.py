@@ -1,0 +1,305 @@
+"""``attnlab patch``, ``attnlab attribute`` and ``attnlab compose``: activation patching, direct logit
+attribution and composition scores on any decoder :func:`attnlab.models.load` reads
+(:mod:`attnlab.interp.patching`, :mod:`~attnlab.interp.attribution`, :mod:`~attnlab.interp.composition`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from attnlab._io import dumps_json
+from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._types import SEED, Positive, choice
+
+MODEL = dict(metavar="MODEL")
+MODEL_HELP = "a Hugging Face decoder folder (GPT-2, Llama, Mistral, Qwen2), or a GPT attnlab trained or saved"
+
+
+def read_text(value: str, what: str) -> str:
+    """``-``: standard input; an existing file: its text; anything else: the text itself."""
+    if value == "-":
+        text = sys.stdin.read().removesuffix("\n")
+    else:
+        try:
+            is_file = "\n" not in value and Path(value).is_file()
+        except OSError:  # a name too long to be a file: text
+            is_file = False
+        if is_file:
+            from attnlab.tasks.text_source import decode_text
+
+            text = decode_text(Path(value).read_bytes(), value)
+        else:
+            text = value
+    if not text:
+        raise BadInput(f"{what} is empty")
+    return text
+
+
+def load_decoder(source: str, *, text: bool):
+    """The loaded decoder at ``source``; with ``text`` it must have a tokenizer."""
+    from attnlab.interp.attribution import check_decoder
+    from attnlab.models.load import load
+
+    loaded = load(source)
+    check_decoder(loaded.model)
+    if text and loaded.tokenizer is None:
+        raise BadInput(f"{source} has no tokenizer (no tokenizer.json beside the weights): cannot read text")
+    return loaded
+
+
+def one_token(tok, text: str, option: str) -> int:
+    """The id of ``text`` as one token (what the tokenizer puts before any text is dropped)."""
+    lead = tok.encode("")
+    ids = tok.encode(text, strict=True)
+    if lead and ids[: len(lead)] == lead:
+        ids = ids[len(lead) :]
+    if len(ids) != 1:
+        pieces = ", ".join(repr(t) for t in tok.tokens(ids))
+        raise BadInput(
+            f"{option} {text!r} is {len(ids)} tokens ({pieces}); give one token (a leading space counts)"
+        )
+    return ids[0]
+
+
+def encode(loaded, text: str):
+    import torch
+
+    ids = loaded.tokenizer.encode(text)
+    if not ids or len(ids) > loaded.model.config.max_len:
+        raise BadInput(f"the text is {len(ids)} tokens; the model reads 1 to {loaded.model.config.max_len}")
+    return torch.tensor([ids])  # [1, T]
+
+
+def grid_lines(title: str, grid, rows, cols, fmt: str = "{:7.2f}") -> list[str]:
+    """A table: ``title``, a header of ``cols`` and one line per row of ``grid``."""
+    width = max(7, *(len(str(c)) + 1 for c in cols))
+    lines = [title, "layer".rjust(8) + "".join(str(c)[: width - 1].rjust(width) for c in cols)]
+    for r, row in zip(rows, grid):
+        lines.append(str(r).rjust(8) + "".join(fmt.format(float(v)).rjust(width) for v in row))
+    return lines
+
+
+def _metric_name(tok, target: int, wrong: int | None) -> str:
+    name = f"logit({tok.token(target)!r})"
+    return name if wrong is None else f"{name} - logit({tok.token(wrong)!r})"
+
+
+@click.command("patch")
+@click.argument("model", **MODEL)
+@click.option("--clean", required=True, help="The clean prompt (text, a FILE, or - for stdin).")
+@click.option("--corrupt", required=True, help="The corrupted prompt, of the same length in tokens.")
+@click.option("--target", required=True, help="The token whose logit at the last position is measured.")
+@click.option("--wrong", default=None, help="Measure logit(target) - logit(wrong) instead.")
+@click.option(
+    "--point",
+    type=choice("attnlab.interp.patching:POINTS"),
+    default="resid_pre",
+    show_default=True,
+    help="Which residual-stream point of each block to restore.",
+)
+@click.option("--heatmap", "heatmap_path", type=click.Path(dir_okay=False), help="Write both grids as a PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print the metric of every patched run as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress, only the tables.")
+@usage_errors
+def patch(model, clean, corrupt, target, wrong, point, heatmap_path, as_json, quiet) -> None:
+    (
+        """Activation patching on MODEL ("""
+        + MODEL_HELP
+        + """): run the corrupted prompt with one
+    activation restored from the clean run — the residual stream at one layer and position, or one
+    head's output — and report how much of the clean logit (difference) comes back:
+    recovered = (patched - corrupt) / (clean - corrupt)."""
+    )
+    from attnlab.interp.patching import activation_patching, logit_metric
+    from attnlab.progress import progress
+
+    loaded = load_decoder(model, text=True)
+    tok = loaded.tokenizer
+    clean_ids = encode(loaded, read_text(clean, "--clean"))
+    corrupt_ids = encode(loaded, read_text(corrupt, "--corrupt"))
+    t_id = one_token(tok, target, "--target")
+    w_id = None if wrong is None else one_token(tok, wrong, "--wrong")
+    layers = len(loaded.model.blocks)
+    with progress(total=2 * layers, desc="patching", unit="layer", quiet=quiet or as_json) as bar:
+        result = activation_patching(
+            loaded.model,
+            clean_ids,
+            corrupt_ids,
+            logit_metric(t_id, w_id),
+            point=point,
+            tokens=tok.tokens(clean_ids[0].tolist()),
+            on_layer=lambda _: bar.update(1),
+        )
+    _report_patch(loaded, result, _metric_name(tok, t_id, w_id), heatmap_path, as_json)
+
+
+def _report_patch(loaded, result, metric: str, heatmap_path, as_json: bool) -> None:
+    normalise = abs(result.clean - result.corrupt) >= 1e-6
+    resid = result.recovered(result.resid) if normalise else result.resid
+    heads = result.recovered(result.heads) if normalise else result.heads
+    what = "recovered" if normalise else f"{metric} (clean and corrupt tie: not normalised)"
+    if heatmap_path:
+        from attnlab.viz.grids import grids_figure
+
+        layers = list(range(len(resid)))
+        grids_figure(
+            [
+                (
+                    f"{result.point} restored at one position",
+                    resid,
+                    layers,
+                    result.tokens,
+                    "position",
+                    "layer",
+                ),
+                ("one head's output restored", heads, layers, list(range(heads.shape[1])), "head", "layer"),
+            ],
+            heatmap_path,
+            title=f"{loaded.label}: {what}",
+        )
+    if as_json:
+        click.echo(dumps_json({"model": loaded.label, "metric": metric, **result.to_json()}))
+        return
+    click.echo(f"{loaded.label}\nmetric: {metric} at the last position")
+    click.echo(f"clean {result.clean:.3f}, corrupt {result.corrupt:.3f}; cells: {what}\n")
+    cols = [f"{p}:{t.strip() or repr(t)}" for p, t in enumerate(result.tokens)]
+    rows = range(len(resid))
+    click.echo(
+        "\n".join(
+            grid_lines(f"{result.point} restored at one position (layer x position)", resid, rows, cols)
+        )
+    )
+    click.echo("")
+    heads_cols = list(range(heads.shape[1]))
+    click.echo(
+        "\n".join(
+            grid_lines("one head's output restored at every position (layer x head)", heads, rows, heads_cols)
+        )
+    )
+    if heatmap_path:
+        click.echo(f"\nheatmap: {heatmap_path}")
+
+
+@click.command("attribute")
+@click.argument("model", **MODEL)
+@click.argument("text")
+@click.option("--target", required=True, help="The token whose logit at the last position is attributed.")
+@click.option("--wrong", default=None, help="Attribute logit(target) - logit(wrong) instead.")
+@click.option("--top", type=Positive(10_000), default=12, show_default=True, help="Parts to list.")
+@click.option(
+    "--heatmap", "heatmap_path", type=click.Path(dir_okay=False), help="Write the heads' grid as a PNG."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every part, the heads' grid and the accumulated stream."
+)
+@usage_errors
+def attribute(model, text, target, wrong, top, heatmap_path, as_json) -> None:
+    (
+        """Direct logit attribution on MODEL ("""
+        + MODEL_HELP
+        + """): the share of the embeddings, each
+    head and each MLP in the logit of --target at TEXT's last position (minus --wrong's), with the
+    final norm's scale frozen at the real run's; the shares add up to the model's logit. Also the
+    accumulated residual stream read the same way (0_pre, 0_mid, ..., final_post)."""
+    )
+    from attnlab.interp.attribution import accumulated_attribution, logit_attribution
+
+    loaded = load_decoder(model, text=True)
+    tok = loaded.tokenizer
+    ids = encode(loaded, read_text(text, "TEXT"))
+    t_id = one_token(tok, target, "--target")
+    w_id = None if wrong is None else one_token(tok, wrong, "--wrong")
+    attr = logit_attribution(loaded.model, ids, t_id, w_id)
+    acc_labels, acc = accumulated_attribution(loaded.model, ids, t_id, w_id)
+    heads = attr.heads()[:, :, 0]  # [L, h]
+    metric = _metric_name(tok, t_id, w_id)
+    if heatmap_path:
+        from attnlab.viz.grids import grids_figure
+
+        rows, cols = list(range(heads.shape[0])), list(range(heads.shape[1]))
+        grids_figure(
+            [("direct logit attribution", heads, rows, cols, "head", "layer")],
+            heatmap_path,
+            title=f"{loaded.label}: {metric}",
+        )
+    if as_json:
+        data = {
+            "model": loaded.label,
+            "metric": metric,
+            "tokens": tok.tokens(ids[0].tolist()),
+            "logit": round(float(attr.logit[0]), 5),
+            "sum": round(float(attr.values[:, 0].sum()), 5),
+            "parts": {lab: round(float(v), 5) for lab, v in zip(attr.labels, attr.values[:, 0])},
+            "heads": [[round(float(v), 5) for v in row] for row in heads],
+            "accumulated": {lab: round(float(v), 5) for lab, v in zip(acc_labels, acc[:, 0])},
+        }
+        click.echo(dumps_json(data))
+        return
+    click.echo(
+        f"{loaded.label}\n{metric} at the last position: model {float(attr.logit[0]):.4f}, "
+        f"sum of the parts {float(attr.values[:, 0].sum()):.4f} ({len(attr.labels)} parts)\n"
+    )
+    click.echo("largest parts (|value|):")
+    for label, value in attr.top(top):
+        click.echo(f"  {label:<18} {value:+9.4f}")
+    click.echo("")
+    click.echo(
+        "\n".join(grid_lines("heads (layer x head)", heads, range(heads.shape[0]), range(heads.shape[1])))
+    )
+    click.echo("\naccumulated residual stream through the frozen final norm:")
+    click.echo("  " + "  ".join(f"{lab} {float(v):+.3f}" for lab, v in zip(acc_labels, acc[:, 0])))
+    if heatmap_path:
+        click.echo(f"\nheatmap: {heatmap_path}")
+
+
+def _head(value: str) -> tuple[int, int]:
+    try:
+        layer, head = (int(x) for x in value.split("."))
+    except ValueError:
+        raise BadInput(f"--receiver must be a head written layer.head (e.g. 1.3), got {value!r}") from None
+    return layer, head
+
+
+@click.command("compose")
+@click.argument("model", **MODEL)
+@click.option(
+    "--receiver",
+    default=None,
+    help="Path-ablate into this head (layer.head); default: the best induction head.",
+)
+@click.option(
+    "--length",
+    type=Positive(10_000),
+    default=None,
+    help="L of the [BOS, r, r] probes (default: what fits, at most 20).",
+)
+@click.option("--batch", type=Positive(10_000), default=16, show_default=True, help="Probes to average over.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the probes.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the scores, the baseline and the path ablations as JSON."
+)
+@usage_errors
+def compose(model, receiver, length, batch, seed, as_json) -> None:
+    (
+        """Q-, K- and V-composition scores (Elhage et al. 2021) between every earlier and later head of
+    MODEL ("""
+        + MODEL_HELP
+        + """), against the score of random matrices; then, on repeat probes, the
+    receiver head's induction score and the repeat loss with each earlier head's write removed from
+    only its queries, keys or values (path ablation: what shows a circuit when positions act inside
+    attention, as RoPE does, and the weights alone cannot)."""
+    )
+    from attnlab.interp.composition import circuit_report
+    from attnlab.interp.scan import probe_bos
+
+    loaded = load_decoder(model, text=False)
+    head = None if receiver is None else _head(receiver)
+    bos = probe_bos(loaded)
+    report = circuit_report(loaded.model, receiver=head, length=length, batch=batch, seed=seed, bos=bos)
+    if as_json:
+        click.echo(dumps_json({"model": loaded.label, **report.to_json()}))
+        return
+    click.echo(f"{loaded.label}\n")
+    click.echo("\n".join(report.lines()))

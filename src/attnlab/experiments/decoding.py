@@ -1,0 +1,348 @@
+"""The decoding experiment: greedy, beam search and sampling on a GPT trained on Shakespeare, and
+whether beam search gives the most probable, the blandest and the most repetitive text.
+
+The Week 19 course page (greedy and beam search): beam search "suits translation and
+summarisation, where there is a 'right' answer; for open-ended generation it produces bland,
+repetitive text". Here every method continues the same held-out prompts (the first
+``prompt_tokens`` tokens of a speech from the held-out plays) by ``new_tokens`` tokens, with
+:mod:`attnlab.decoding` as it is (no end token: every continuation has ``new_tokens`` tokens).
+Measured for each method, over all its continuations:
+
+- mean log-probability per token under the model, ``(1 / N) Σ_t log p(y_t | prompt, y_<t)`` (nats;
+  the model's own, unfiltered distribution at temperature 1: what beam search maximises);
+- distinct-n (Li et al. 2016): distinct word n-grams / all word n-grams, n = 1, 2, 3, over the
+  method's continuations together (words: the text split at white space; higher = more varied);
+- repeated 4-grams (Welleck et al. 2019's seq-rep-4): the share of a continuation's 4-grams of
+  tokens that already occurred earlier in the same continuation (higher = more repetitive);
+
+and beside them the same numbers for the held-out text itself (the true continuation of each
+prompt), the reference for what real text looks like.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+
+from attnlab import decoding
+from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.experiments.report import markdown
+from attnlab.experiments.text_model import TextModel, text_model
+from attnlab.viz.legends import save_figure
+
+CLAIM = (
+    "Beam search keeps the k best partial sequences at each step instead of only the single best "
+    "(greedy). It suits translation and summarisation, where there is a 'right' answer; for open-ended "
+    "generation it produces bland, repetitive text. (the Week 19 course page, greedy and beam search)"
+)
+REFERENCE = "held-out text"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The model (``preset`` trained when no run is given), the prompts (``prompts`` speeches of the
+    held-out plays, their first ``prompt_tokens`` tokens), ``new_tokens`` per continuation (None:
+    what fills the model's positions; ``prompt_tokens + new_tokens`` must fit them, as beam search
+    does not slide), the beams, ``top_k``, ``top_p``, ``temperature`` and the sampling ``seed``."""
+
+    preset: str = "nanogpt"
+    prompts: int = 48
+    prompt_tokens: int = 16
+    new_tokens: int | None = None
+    beams: tuple[int, ...] = (4, 8)
+    top_k: int = 10
+    top_p: float = 0.9
+    temperature: float = 0.8
+    seed: int = 0
+
+    def methods(self) -> list[tuple[str, dict]]:
+        """``(name, options)`` of every method, in the table's order (options: ``beam`` or the
+        sampling ``temperature``/``top_k``/``top_p``; greedy is temperature 0)."""
+        return [
+            ("greedy", {"temperature": 0}),
+            *((f"beam {k}", {"beam": k}) for k in self.beams),
+            (f"top-k {self.top_k}", {"temperature": 1.0, "top_k": self.top_k}),
+            (f"top-p {self.top_p:g}", {"temperature": 1.0, "top_p": self.top_p}),
+            (f"temperature {self.temperature:g}", {"temperature": self.temperature}),
+            ("pure sampling (T = 1)", {"temperature": 1.0}),
+        ]
+
+
+QUICK = Settings(preset="quick", prompts=16)
+
+
+def generate(model, prompts: torch.Tensor, n: int, settings: Settings, options: dict) -> torch.Tensor:
+    """``[P, n]`` continuations of ``prompts [P, T_p]`` by one method (``options``, see
+    :meth:`Settings.methods`), with :mod:`attnlab.decoding`."""
+    if "beam" in options:  # beam_search searches each row alone; eos -1: text has no end token
+        rows = [
+            decoding.beam_search(model, prompts[i : i + 1], options["beam"], n, eos_id=-1).hypotheses[0][0]
+            for i in range(prompts.shape[0])
+        ]
+        return torch.tensor([list(h.tokens) for h in rows])  # [P, N]
+    return decoding.sample(
+        model,
+        prompts,
+        n,
+        temperature=options["temperature"],
+        top_k=options.get("top_k"),
+        top_p=options.get("top_p"),
+        seed=settings.seed,
+        eos_id=-1,
+    )  # [P, N]
+
+
+def mean_log_prob(model, prompts: torch.Tensor, continuations: torch.Tensor) -> float:
+    """``(1 / P N) Σ log p(y_t | prompt, y_<t)`` over continuations ``[P, N]`` of ``prompts [P, T_p]``
+    (nats per token; the model's full distribution at temperature 1)."""
+    full = torch.cat([prompts, continuations], dim=1)  # [P, T_p + N]
+    with torch.no_grad():
+        logp = model(full[:, :-1]).float().log_softmax(dim=-1)  # [P, T_p + N - 1, V]
+    picked = logp.gather(-1, full[:, 1:, None])[..., 0]  # [P, T_p + N - 1]
+    return float(picked[:, prompts.shape[1] - 1 :].mean())
+
+
+def distinct(texts: list[str], n: int) -> float:
+    """Distinct-n: distinct word n-grams / all word n-grams over ``texts`` together (0 if none)."""
+    grams = [tuple(w[i : i + n]) for t in texts for w in [t.split()] for i in range(len(w) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def repeated_ngrams(sequences: list[list[int]], n: int = 4) -> float:
+    """The share of n-grams (of tokens) that already occurred earlier in the same sequence, over
+    ``sequences`` together (seq-rep-n; 0 if none)."""
+    repeats = total = 0
+    for seq in sequences:
+        grams = [tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)]
+        repeats += len(grams) - len(set(grams))  # every occurrence after a gram's first
+        total += len(grams)
+    return repeats / total if total else 0.0
+
+
+@dataclasses.dataclass
+class MethodResult:
+    """One method's measurements (see the module docstring) and ``example``: its continuation of
+    the first prompt."""
+
+    name: str
+    mean_log_prob: float
+    distinct_1: float
+    distinct_2: float
+    distinct_3: float
+    repeat_4: float
+    example: str
+    seconds: float
+
+
+def measure(
+    lm: TextModel, name: str, prompts: torch.Tensor, cont: torch.Tensor, seconds: float
+) -> MethodResult:
+    """The measurements of continuations ``cont [P, N]`` of ``prompts [P, T_p]``."""
+    texts = [lm.decode(row) for row in cont]
+    return MethodResult(
+        name=name,
+        mean_log_prob=round(mean_log_prob(lm.model, prompts, cont), 4),
+        distinct_1=round(distinct(texts, 1), 4),
+        distinct_2=round(distinct(texts, 2), 4),
+        distinct_3=round(distinct(texts, 3), 4),
+        repeat_4=round(repeated_ngrams(cont.tolist(), 4), 4),
+        example=texts[0],
+        seconds=round(seconds, 2),
+    )
+
+
+def _is_beam(m: MethodResult) -> bool:
+    return m.name.startswith("beam")
+
+
+def _extreme(methods: list[MethodResult], measure: str, sign: int) -> tuple[str, float]:
+    """``(name, value)`` of the method with the largest ``sign * measure``."""
+    best = max(methods, key=lambda m: sign * getattr(m, measure))
+    return best.name, getattr(best, measure)
+
+
+def verdict(methods: list[MethodResult]) -> list[dict]:
+    """The claim in three parts: is beam search's text more probable (higher mean log-probability),
+    blander (lower distinct-2) and more repetitive (more repeated 4-grams) than sampling's? Each part
+    ``{"part", "measure", "beam", "sampling", "greedy", "agrees"}``: the most extreme beam and
+    sampling method, ``(name, value)``, and greedy's value (beside the claim: greedy is the other
+    search for the most probable text); ``agrees``: the beam is more extreme than every sampler."""
+    generated = [m for m in methods if m.name != REFERENCE]
+    beams = [m for m in generated if _is_beam(m)]
+    samplers = [m for m in generated if not _is_beam(m) and m.name != "greedy"]
+    greedy = next((m for m in generated if m.name == "greedy"), None)
+    if not beams or not samplers:
+        raise ValueError("the verdict compares beam search with sampling: both must be measured")
+    out = []
+    for part, measure, sign in (
+        ("more probable", "mean_log_prob", 1),
+        ("blander", "distinct_2", -1),
+        ("more repetitive", "repeat_4", 1),
+    ):
+        beam, sampling = _extreme(beams, measure, sign), _extreme(samplers, measure, sign)
+        out.append(
+            {
+                "part": part,
+                "measure": measure,
+                "beam": beam,
+                "sampling": sampling,
+                "greedy": None if greedy is None else getattr(greedy, measure),
+                "agrees": sign * beam[1] > sign * sampling[1],
+            }
+        )
+    return out
+
+
+@dataclasses.dataclass
+class DecodingResult:
+    """The settings, the model studied (:meth:`TextModel.describe`), the prompts and the tokens each
+    method added (``new_tokens``), one :class:`MethodResult` per method (the held-out text last), the
+    verdict and the files written."""
+
+    settings: Settings
+    model: dict
+    prompts: list[str]
+    new_tokens: int
+    methods: list[MethodResult]
+    verdict: list[dict]
+    files: dict[str, str]
+
+    def cells(self) -> tuple[list[str], list[list[str]]]:
+        """``(header, rows)``: one row per method, numbers rounded to 3 places."""
+        header = ["method", "mean log-prob (nats/token)", "distinct-1", "distinct-2", "distinct-3",
+                  "repeated 4-grams"]  # fmt: skip
+        rows = [
+            [m.name]
+            + [f"{v:.3f}" for v in (m.mean_log_prob, m.distinct_1, m.distinct_2, m.distinct_3, m.repeat_4)]
+            for m in self.methods
+        ]
+        return header, rows
+
+    def table(self) -> str:
+        """:meth:`cells` as a Markdown table."""
+        return markdown(*self.cells())
+
+    def examples(self) -> list[str]:
+        """The first prompt and each method's continuation of it, line breaks shown as ⏎."""
+        shown = [f"prompt: {self.prompts[0]!r}"]
+        width = max(len(m.name) for m in self.methods)
+        shown += [f"{m.name:<{width}}  {m.example.replace(chr(10), ' ⏎ ')}" for m in self.methods]
+        return shown
+
+    def summary(self) -> str:
+        """The claim's three parts, each with its numbers and whether this model agrees."""
+        agreed = sum(v["agrees"] for v in self.verdict)
+        parts = []
+        for v in self.verdict:
+            greedy = "" if v["greedy"] is None else f"; greedy {v['greedy']:.3f}"
+            parts.append(
+                f"{v['part']} than sampling: {'yes' if v['agrees'] else 'no'} ({v['measure']} {v['beam'][0]} "
+                f"{v['beam'][1]:.3f} vs {v['sampling'][0]} {v['sampling'][1]:.3f}{greedy})"
+            )
+        real = next(m for m in self.methods if m.name == REFERENCE)
+        return (
+            f"This model agrees with {agreed} of the claim's 3 parts: beam search's text is "
+            + "; ".join(parts)
+            + ". "
+            f"The held-out text itself scores {real.mean_log_prob:.2f} nats per token, distinct-2 "
+            f"{real.distinct_2:.2f}, repeated 4-grams {real.repeat_4:.2f}: real text is not the most "
+            f"probable text."
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "claim": CLAIM,
+            "settings": dataclasses.asdict(self.settings),
+            "model": self.model,
+            "prompts": self.prompts,
+            "new_tokens": self.new_tokens,
+            "methods": [dataclasses.asdict(m) for m in self.methods],
+            "verdict": self.verdict,
+            "summary": self.summary(),
+        }
+
+
+def plot(result: DecodingResult, path: Path) -> None:
+    """Three panels of horizontal bars, one bar per method (the held-out text grey): mean
+    log-probability per token, distinct-2 and repeated 4-grams."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = result.methods
+    names = [m.name for m in methods]
+    colours = ["0.6" if m.name == REFERENCE else ("C3" if _is_beam(m) else "C0") for m in methods]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 0.35 * len(methods) + 1.6), sharey=True)
+    for ax, (measure, label) in zip(
+        axes,
+        (
+            ("mean_log_prob", "mean log-prob per token (nats)"),
+            ("distinct_2", "distinct-2 (word bigrams)"),
+            ("repeat_4", "repeated 4-grams (tokens)"),
+        ),
+    ):
+        ax.barh(range(len(methods)), [getattr(m, measure) for m in methods], color=colours)
+        ax.set_xlabel(label)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(methods)), names)
+    axes[0].invert_yaxis()
+    fig.suptitle(
+        "Decoding a Shakespeare GPT: beam search (red) against sampling (blue) and real text", fontsize=10
+    )
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def run(
+    settings: Settings,
+    out_dir: str | Path,
+    *,
+    run_dir: str | Path | None = None,
+    progress: bool = False,
+    log=print,
+) -> DecodingResult:
+    """Continue the held-out prompts with every method of ``settings``; write ``results.json``,
+    ``results.md`` and ``decoding.png`` into ``out_dir``. The model: ``run_dir`` or ``out_dir/model``
+    (:func:`attnlab.experiments.text_model.text_model`: trained once, then reused)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    lm = text_model(run_dir, out, settings.preset, progress=progress, log=log)
+    s = settings
+    n = lm.context - s.prompt_tokens if s.new_tokens is None else s.new_tokens
+    if n < 1 or s.prompt_tokens + n > lm.context:
+        raise ValueError(
+            f"prompts of {s.prompt_tokens} tokens + {n} new tokens do not fit the model's {lm.context} "
+            f"positions (beam search cannot slide its context)"
+        )
+    pieces = lm.pieces(lm.speech_starts(s.prompts, s.prompt_tokens + n), s.prompt_tokens + n)  # [P, T_p + N]
+    prompts, real = pieces[:, : s.prompt_tokens], pieces[:, s.prompt_tokens :]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models: one thread is fastest on a busy machine (see training)
+    try:
+        methods = []
+        for name, options in s.methods():
+            t0 = time.perf_counter()
+            cont = generate(lm.model, prompts, n, s, options)
+            methods.append(measure(lm, name, prompts, cont, time.perf_counter() - t0))
+            m = methods[-1]
+            log(f"{name:<22} mean log-prob {m.mean_log_prob:.3f}, distinct-2 {m.distinct_2:.3f}")
+        methods.append(measure(lm, REFERENCE, prompts, real, 0.0))
+    finally:
+        torch.set_num_threads(threads)
+    files = {
+        "json": str(out / "results.json"),
+        "table": str(out / "results.md"),
+        "plot": str(out / "decoding.png"),
+    }
+    texts = [lm.decode(p) for p in prompts]
+    result = DecodingResult(s, lm.describe(), texts, n, methods, verdict(methods), files)
+    atomic_write_json(files["json"], result.to_json())
+    atomic_write_bytes(files["table"], (result.table() + "\n").encode())
+    plot(result, Path(files["plot"]))
+    return result

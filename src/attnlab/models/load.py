@@ -1,0 +1,194 @@
+"""The one way in: ``load(source) -> Loaded(model, tokenizer, ...)`` for every model attnlab reads.
+
+=====================================  ===================================================  ============
+``source``                              what it is                                            ``origin``
+=====================================  ===================================================  ============
+``"minilm"`` (:data:`PRETRAINED`)      a pretrained model shipped as a package               pretrained
+a folder with ``latest.json``          a run written by ``attnlab train`` (newest verified   run
+                                       checkpoint; a task alphabet or a ``tokenizer.json``)
+a folder whose ``config.json`` has a   a Hugging Face checkpoint (GPT-2, Llama, Mistral,     hf
+``model_type``                         Qwen2, BERT) with its ``tokenizer.json``
+a folder with attnlab's ``config.json``  a model saved with ``model.save(dir)``                saved
+=====================================  ===================================================  ============
+
+:func:`load_config` gives a source's config without its weights (also of a bare ``config.json``).
+
+Loading never writes: a run's checkpoint is verified against its recorded sha256 and read where it
+is. The model comes back in eval mode; the tokenizer behind the one interface of
+:mod:`attnlab.tasks.tokenize` (None for a saved model with no ``tokenizer.json`` beside it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab._io import file_sha256, read_json
+from attnlab._runs import checkpoint_dir, is_run, verify
+from attnlab.models.base import CONFIG_FILE, ModelConfig, SavableModel
+from attnlab.models.hf.load import config_dtype_bytes, load_hf, model_config_from_hf
+from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
+from attnlab.models.registry import load_model, read_model_config
+from attnlab.tasks import get_task
+from attnlab.tasks.tokenize import HFTokenizer, Tokenizer, from_file
+
+ORIGINS = ("pretrained", "run", "hf", "saved")
+
+
+@dataclasses.dataclass
+class Loaded:
+    """A loaded model: ``model`` (eval mode, on the requested device), its ``tokenizer``, the
+    ``source`` as given, its ``origin`` (one of :data:`ORIGINS`), a one-line ``label`` for titles,
+    and for a run its ``task`` spec (``{"name", "params"}``) or ``text`` metadata. Unpacks as
+    ``model, tokenizer = load(source)``."""
+
+    model: nn.Module
+    tokenizer: Tokenizer | None
+    source: str
+    origin: str
+    label: str
+    task: dict[str, Any] | None = None
+    text: dict[str, Any] | None = None
+
+    def __iter__(self):
+        return iter((self.model, self.tokenizer))
+
+    @property
+    def kind(self) -> str:
+        """The model family: ``gpt``, ``bert``, ``transformer``, ``attention-rnn``, ``seq2seq-rnn``."""
+        return getattr(self.model, "kind", type(self.model).__name__.lower())
+
+
+def _sizes(model: nn.Module) -> str:
+    c = getattr(model, "config", None)
+    layers = getattr(c, "num_layers", None)
+    heads = getattr(c, "num_heads", None)
+    return f"{layers} layers x {heads} heads" if layers and heads else type(model).__name__
+
+
+def _pretrained(name: str) -> Loaded:
+    model, backend = load_pretrained(name)
+    label = f"MiniLM (all-MiniLM-L6-v2), {_sizes(model)}" if name == "minilm" else f"{name}, {_sizes(model)}"
+    return Loaded(model.eval(), HFTokenizer(backend), name, "pretrained", label)
+
+
+def _hf(directory: Path) -> Loaded:
+    model = load_hf(directory)
+    tokenizer = _tokenizer_beside(directory, model)
+    return Loaded(model.eval(), tokenizer, str(directory), "hf", f"{directory.name}: {_sizes(model)}")
+
+
+def _tokenizer_beside(directory: Path, model: nn.Module) -> Tokenizer | None:
+    """``directory/tokenizer.json`` behind the interface (None when there is none); one whose ids
+    do not fit the model's vocabulary is refused."""
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return None
+    return from_file(path, vocab_size=getattr(getattr(model, "config", None), "vocab_size", None))
+
+
+def _run(directory: Path) -> Loaded:
+    path = checkpoint_dir(directory)
+    state = verify(path)
+    model = SavableModel.load(path).eval()  # the verified checkpoint itself, never the top-level copy
+    meta_path = directory / "text.json"
+    if meta_path.is_file():
+        meta = read_json(meta_path)
+        tok_path = directory / "tokenizer.json"
+        digest = meta.get("files", {}).get("tokenizer.json") if isinstance(meta.get("files"), dict) else None
+        if not tok_path.is_file() or file_sha256(tok_path) != digest:
+            raise ValueError(f"{tok_path} is missing or corrupt (sha256 mismatch with {meta_path})")
+        tokenizer = _tokenizer_beside(directory, model)
+        label = f"{model.kind} trained on {meta.get('source', 'text')} ({directory.name}), {_sizes(model)}"
+        return Loaded(model, tokenizer, str(directory), "run", label, text=meta)
+    spec = state.get("task") or {}
+    if "name" not in spec:
+        raise ValueError(f"{directory} does not record the task it was trained on; cannot tokenize")
+    tokenizer = get_task(spec["name"], **spec.get("params", {})).tokenizer
+    label = f"{model.kind} trained on {spec['name']} ({directory.name}), {_sizes(model)}"
+    return Loaded(model, tokenizer, str(directory), "run", label, task=spec)
+
+
+def _saved(directory: Path) -> Loaded:
+    model = load_model(directory).eval()
+    tokenizer = _tokenizer_beside(directory, model)
+    return Loaded(model, tokenizer, str(directory), "saved", f"{directory.name}: {_sizes(model)}")
+
+
+def origin_of(source: str | Path) -> str:
+    """Which of :data:`ORIGINS` ``source`` is, without loading anything; a ``ValueError`` naming
+    what ``source`` would have to be when it is none of them."""
+    if str(source) in PRETRAINED:
+        return "pretrained"
+    directory = Path(source)
+    if not directory.is_dir():
+        raise ValueError(
+            f"{str(source)!r} is not a model attnlab can load: give {' or '.join(map(repr, PRETRAINED))}, "
+            "a Hugging Face checkpoint folder, or a folder written by attnlab train"
+        )
+    if is_run(directory):
+        return "run"
+    config = directory / "config.json"
+    if not config.is_file():
+        raise ValueError(
+            f"{directory} holds no model: no config.json (a Hugging Face or saved model) "
+            "and no latest.json (an attnlab train run)"
+        )
+    data = read_json(config, kind=None)
+    if isinstance(data, dict) and "model_type" in data:
+        return "hf"
+    if isinstance(data, dict) and "model" in data and "config" in data:
+        return "saved"
+    raise ValueError(f"{config} is neither a Hugging Face config (no model_type) nor an attnlab one")
+
+
+def load(source: str | Path, *, device: str | torch.device = "cpu") -> Loaded:
+    """Load ``source`` (see the module doc) onto ``device``; errors are one-line ``ValueError`` or
+    ``FileNotFoundError`` naming the source and what is wrong."""
+    origin = origin_of(source)
+    if origin == "pretrained":
+        loaded = _pretrained(str(source))
+    else:
+        loaded = {"run": _run, "hf": _hf, "saved": _saved}[origin](Path(source))
+    loaded.model = loaded.model.to(device)
+    return loaded
+
+
+def load_config(source: str | Path) -> ModelConfig:
+    """The config of ``source`` without reading its weights (what ``attnlab audit --config`` counts):
+    any source :func:`load` takes (a run's from its verified checkpoint), or a ``config.json`` file,
+    Hugging Face's (``model_type``) or attnlab's (``model`` and ``config``)."""
+    path = Path(source)
+    if path.suffix == ".json" and not path.is_file():
+        raise FileNotFoundError(f"no such file {path}")
+    if path.is_file():
+        data = read_json(path, kind=None)
+        if isinstance(data, dict) and "model" in data and "config" in data and "model_type" not in data:
+            if path.name != CONFIG_FILE:
+                raise ValueError(
+                    f"{path}: an attnlab config is read as {CONFIG_FILE} of its folder; rename it"
+                )
+            return read_model_config(path.parent)
+        return model_config_from_hf(path)
+    origin = origin_of(source)
+    if origin == "pretrained":
+        return model_config_from_hf(pretrained_path(str(source)))
+    if origin == "run":
+        checkpoint = checkpoint_dir(path)
+        verify(checkpoint)
+        return read_model_config(checkpoint)
+    return model_config_from_hf(path) if origin == "hf" else read_model_config(path)
+
+
+def config_dtype(source: str | Path) -> tuple[int, str] | None:
+    """``(bytes per value, dtype)`` the checkpoint ``source`` stores its weights in, when a Hugging
+    Face ``config.json`` names a ``torch_dtype``; None otherwise (attnlab's own models are float32)."""
+    path = Path(source)
+    if path.is_file():
+        data = read_json(path, kind=None)
+        return config_dtype_bytes(path) if isinstance(data, dict) and "model_type" in data else None
+    return config_dtype_bytes(path) if origin_of(source) == "hf" else None

@@ -1,0 +1,60 @@
+"""Every model family attnlab saves, loads and trains, in one place.
+
+Each class registers itself under its ``kind`` when it is defined (:class:`SavableModel`), and
+names its config class and, if ``attnlab train`` trains it, its training options and how they map
+onto that config (``OPTIONS``, ``from_options``). This module imports every family, so that any
+``config.json`` can be read back, and answers "which class is kind K". A new family is its own
+file (the class and its config) and one entry of :data:`FAMILIES`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attnlab._runs import checkpoint_dir, is_run, verify
+from attnlab.models.base import ModelConfig, SavableModel, read_config
+from attnlab.models.bert import BertEncoder
+from attnlab.models.gpt import GPT
+from attnlab.models.rnn import ATTENTIONS, AttentionRNN, Seq2SeqRNN
+from attnlab.models.transformer import Transformer
+from attnlab.nn.config import ATTENTION_KINDS
+
+FAMILIES: tuple[type[SavableModel], ...] = (Seq2SeqRNN, AttentionRNN, Transformer, GPT, BertEncoder)
+TRAINABLE: tuple[str, ...] = tuple(cls.kind for cls in FAMILIES if cls.OPTIONS is not None)
+
+
+def model_class(kind: str) -> type[SavableModel]:
+    """The class saved and loaded as ``kind`` (``"gpt"``, ``"transformer"``, ...)."""
+    for cls in FAMILIES:
+        if cls.kind == kind:
+            return cls
+    raise ValueError(f"unknown model {kind!r}; choose from {[cls.kind for cls in FAMILIES]}")
+
+
+def build_model(kind: str, vocab_size: int, options: dict[str, Any]) -> SavableModel:
+    """A freshly initialised trainable model of ``kind`` from its training ``options``
+    (:meth:`SavableModel.build`)."""
+    return model_class(kind).build(vocab_size, options)
+
+
+def attention_choices() -> tuple[str, ...]:
+    """What ``attnlab train --attention`` takes: the attention-rnn scores, then the gpt block kinds."""
+    return tuple(ATTENTIONS) + tuple(k for k in ATTENTION_KINDS if k not in ATTENTIONS)
+
+
+def load_model(directory: str | Path, map_location: str = "cpu") -> SavableModel:
+    """Load any saved attnlab model (the class is named in ``config.json``). A run folder of
+    ``attnlab train`` gives its newest checkpoint, verified, never the top-level copy (which a kill
+    while it was being replaced could have left stale); nothing is written."""
+    if is_run(directory):
+        path = checkpoint_dir(directory)
+        verify(path)
+        directory = path
+    return SavableModel.load(directory, map_location)
+
+
+def read_model_config(directory: str | Path) -> ModelConfig:
+    """The config of the model saved in ``directory`` (its ``config.json``), without its weights."""
+    kind, config = read_config(directory)
+    return model_class(kind).config_class.from_dict(config)

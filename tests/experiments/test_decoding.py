@@ -1,0 +1,82 @@
+"""The decoding experiment on a tiny GPT trained on a play: the measures on hand-made texts, and the
+course's claim in its direction (beam search more probable, blander, more repetitive than sampling)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+from attnlab.experiments.decoding import QUICK, REFERENCE, distinct, repeated_ngrams, run
+
+
+def test_distinct_n_counts_word_ngrams_over_all_texts():
+    texts = ["the cat the cat", "the dog"]
+    assert distinct(texts, 1) == pytest.approx(3 / 6)  # the, cat, dog of 6 words
+    assert distinct(texts, 2) == pytest.approx(3 / 4)  # (the cat) x2, (cat the), (the dog)
+    assert distinct(["one"], 2) == 0.0  # no bigram at all
+
+
+def test_repeated_ngrams_counts_every_occurrence_after_the_first():
+    assert repeated_ngrams([[1, 2, 3, 4, 1, 2, 3, 4]], 4) == pytest.approx(1 / 5)  # (1,2,3,4) again
+    assert repeated_ngrams([[7] * 10], 4) == pytest.approx(6 / 7)
+    assert repeated_ngrams([[1, 2, 3, 4], [1, 2, 3, 4]], 4) == 0.0  # across sequences is not repetition
+
+
+@pytest.fixture(scope="module")
+def result(text_run, tmp_path_factory):
+    settings = dataclasses.replace(QUICK, prompts=8, prompt_tokens=8)
+    return run(settings, tmp_path_factory.mktemp("decoding"), run_dir=text_run, log=lambda *a: None)
+
+
+def test_beam_search_is_more_probable_blander_and_more_repetitive_than_sampling(result):
+    by = {m.name: m for m in result.methods}
+    beams = [m for n, m in by.items() if n.startswith("beam")]
+    samplers = [by[n] for n in ("top-k 10", "top-p 0.9", "temperature 0.8", "pure sampling (T = 1)")]
+    print({n: (m.mean_log_prob, m.distinct_2, m.repeat_4) for n, m in by.items()})
+    assert min(b.mean_log_prob for b in beams) > max(s.mean_log_prob for s in samplers) + 0.1
+    assert max(b.distinct_2 for b in beams) < min(s.distinct_2 for s in samplers) - 0.1
+    assert min(b.repeat_4 for b in beams) > max(s.repeat_4 for s in samplers) + 0.03
+    assert all(v["agrees"] for v in result.verdict)
+    assert result.new_tokens == 56  # the model's 64 positions less the 8-token prompt
+    for m in result.methods:
+        assert m.mean_log_prob < 0 and 0 <= m.distinct_1 <= 1 and 0 <= m.repeat_4 <= 1
+    assert by[REFERENCE].mean_log_prob < by["beam 8"].mean_log_prob  # real text is not the most probable
+
+
+def test_files_and_json(result):
+    data = json.loads(open(result.files["json"]).read())
+    assert [m["name"] for m in data["methods"]] == [m.name for m in result.methods]
+    assert data["claim"].startswith("Beam search keeps the k best") and "Week 19" in data["claim"]
+    assert open(result.files["table"]).read().count("\n") == len(result.methods) + 2
+    assert open(result.files["plot"], "rb").read(4) == b"\x89PNG"
+
+
+def _refuse(constant: str):
+    raise ValueError(f"not JSON: {constant}")
+
+
+def test_cli_json_and_bad_input(text_run, tmp_path):
+    done = CliRunner().invoke(
+        cli,
+        [
+            "experiment",
+            "decoding",
+            "--run",
+            str(text_run),
+            "--out",
+            str(tmp_path / "a"),
+            "--prompts",
+            "2",
+            "--json",
+        ],  # fmt: skip
+    )
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout, parse_constant=_refuse)  # strict JSON: no NaN or Infinity
+    assert len(data["prompts"]) == 2 and data["new_tokens"] == 48  # 64 positions - 16 prompt tokens
+    bad = CliRunner().invoke(cli, ["experiment", "decoding", "--run", str(tmp_path / "a" / "results.json"),
+                                   "--out", str(tmp_path / "b")])  # fmt: skip
+    assert bad.exit_code == 2 and "is not a folder" in bad.output and "Traceback" not in bad.output

@@ -1,0 +1,96 @@
+"""``attnlab experiment induction --text``: on a model known to copy through induction heads (the
+synthetic experiment's two-layer attention-only GPT, over 32 characters) the experiment finds them,
+the repeat is easier, and zeroing them takes that away; on a tiny GPT trained on a play it runs end
+to end from the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from attnlab.cli import cli
+from attnlab.experiments.induction import QUICK as SYNTHETIC
+from attnlab.experiments.induction import train_one
+from attnlab.experiments.text_induction import PROBES, QUICK, control_heads, measure
+from attnlab.experiments.text_model import TextModel
+from attnlab.interp.sequences import segment_batch
+from attnlab.tasks.text_tokenizer import char_tokenizer
+from attnlab.tasks.tokenize import wrap
+
+
+@pytest.fixture(scope="module")
+def copying(tmp_path_factory):
+    """The synthetic two-layer attention-only GPT (800 steps) as a text model: 32 characters with the
+    line break as id 0 (its BOS), held-out text its segment sequences, a blank line before each."""
+    settings = dataclasses.replace(SYNTHETIC, steps=800, eval_every=800, eval_size=32)
+    model, _ = train_one(settings, "2-layer attention-only", show_progress=False)
+    tokenizer = wrap(char_tokenizer("\nABCDEabcdefghijklmnopqrstuvwxyz"))  # code-point order: "\n" = 0
+    rows = segment_batch(48, settings.seq_len, settings.vocab, settings.min_len, settings.max_len,
+                         generator=torch.Generator().manual_seed(7)).ids  # fmt: skip
+    val = np.concatenate([[0, *r] for r in rows.tolist()])  # "\n" + "\n r r s": a blank line each
+    meta = {"source": "segments", "holdout": "fresh segments", "params": {"tokenizer": "char"}}
+    folder = tmp_path_factory.mktemp("copying")
+    return TextModel(model.eval(), tokenizer, meta, folder, val, None, 0.0)
+
+
+def test_a_model_that_copies_is_found_out(copying):
+    result = measure(copying, QUICK, {})
+    print(result.heads_line(), result.rows, sep="\n")
+    assert result.above and all(layer == 1 for layer, _ in result.induction)  # in the second layer
+    assert max(map(max, result.scores["previous"][:1])) > 0.5  # beside a first-layer previous-token head
+    rand = result.rows[PROBES[0]]
+    assert rand["intact"]["copies"] and rand["intact"]["gain"] > 1.0  # the repeat is far easier
+    assert rand["induction heads zeroed"]["gain"] < 0.5 * rand["intact"]["gain"]  # ... until they go
+    assert rand["control heads zeroed"]["gain"] > 0.5 * rand["intact"]["gain"]  # other heads: not so
+    assert result.verdict["agrees"] and result.verdict["reading"].startswith("holds")
+
+
+def test_control_heads_come_from_the_induction_heads_layers():
+    ranked = [(1, 0, 0.9), (1, 1, 0.1), (1, 2, 0.1), (0, 0, 0.0), (0, 1, 0.0)]
+    assert all(la == 1 for la, _ in control_heads(ranked, [(1, 0)], seed=0))
+    assert len(control_heads(ranked, [(1, 0), (1, 1), (1, 2)], seed=0)) == 2  # only layer 0 is left
+
+
+def test_a_text_run_from_the_command_line(text_run, tmp_path):
+    done = CliRunner().invoke(
+        cli,
+        [
+            "experiment",
+            "induction",
+            "--text",
+            "--quick",
+            "--run",
+            str(text_run),
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    assert set(data["probes"]) == set(PROBES) and data["claim"].startswith("Interpretability research")
+    for conditions in data["probes"].values():
+        assert {c["loss_first"] > 0 and c["loss_repeat"] > 0 for c in conditions.values()} == {True}
+    assert len(data["scores"]["induction"]) == 2 and len(data["scores"]["induction"][0]) == 2  # [L][h]
+    assert (tmp_path / "induction.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--text", "--steps", "5"], "--steps applies to the synthetic models"),
+        (["--run", "{not_text}"], "is not a GPT trained on text"),
+    ],
+)
+def test_bad_input_is_one_line(args, message, tmp_path):
+    not_text = tmp_path / "task-run"
+    not_text.mkdir()
+    (not_text / "latest.json").write_text("{}")
+    args = [a.replace("{not_text}", str(not_text)) for a in args]
+    done = CliRunner().invoke(cli, ["experiment", "induction", *args, "--out", str(tmp_path / "out")])
+    assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output

@@ -1,0 +1,90 @@
+"""``attnlab.models.load``: one resolver for MiniLM, Hugging Face folders, runs and saved models."""
+
+import hashlib
+import warnings
+
+import pytest
+import torch
+
+from attnlab.models import GPT, GPTConfig, load
+from attnlab.models.load import origin_of
+from attnlab.tasks.tokenize import Tokenizer, UnknownCharacterWarning
+
+
+def _digest(folder):
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def test_minilm_loads_with_its_tokenizer():
+    loaded = load("minilm")
+    model, tok = loaded
+    assert loaded.origin == "pretrained" and loaded.kind == "bert" and not model.training
+    batch = tok(["The cat sat.", "A dog"])
+    assert batch["input_ids"].shape == batch["attention_mask"].shape
+    assert batch["attention_mask"].sum(1).tolist() == [
+        len(tok.encode("The cat sat.")),
+        len(tok.encode("A dog")),
+    ]
+    assert tok.decode(tok.encode("the cat")) == "[CLS] the cat [SEP]"
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_hf_folders_load_and_equal_load_hf(hf_dirs, name):
+    from attnlab.models.hf import load_hf
+
+    before = _digest(hf_dirs[name])
+    loaded = load(hf_dirs[name])
+    assert loaded.origin == "hf" and loaded.kind == "gpt" and isinstance(loaded.tokenizer, Tokenizer)
+    ids = torch.tensor([loaded.tokenizer.encode("the cat sat on the mat")])
+    torch.testing.assert_close(loaded.model(ids), load_hf(hf_dirs[name])(ids), rtol=0, atol=0)
+    assert _digest(hf_dirs[name]) == before  # loading never writes
+
+
+def test_a_saved_model_loads_and_reading_does_not_write(tmp_path):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=8)).eval()
+    model.save(tmp_path)
+    before = _digest(tmp_path)
+    loaded = load(tmp_path)
+    ids = torch.tensor([[1, 2, 3]])
+    assert loaded.origin == "saved" and loaded.tokenizer is None
+    torch.testing.assert_close(loaded.model(ids), model(ids), rtol=0, atol=0)
+    assert _digest(tmp_path) == before
+
+
+def test_bad_sources_name_what_is_wrong(tmp_path):
+    with pytest.raises(ValueError, match="not a model attnlab can load"):
+        origin_of(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="holds no model"):
+        origin_of(tmp_path)
+    (tmp_path / "config.json").write_text('{"hidden_size": 3}')
+    with pytest.raises(ValueError, match="neither a Hugging Face config"):
+        origin_of(tmp_path)
+
+
+def test_unknown_characters_warn_once_naming_each_or_are_refused(hf_dirs):
+    tok = load(hf_dirs["gpt2"]).tokenizer  # byte-level BPE: nothing is unknown
+    assert tok.unknown("日本 ü") == []
+    from attnlab.tasks import CharTokenizer
+
+    chars = CharTokenizer("abc")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ids = chars.encode("abxcy")
+    assert ids == [5, 6, 3, 7, 3]
+    assert len(caught) == 1 and caught[0].category is UnknownCharacterWarning
+    assert "'x' (U+0078), 'y' (U+0079)" in str(caught[0].message)
+    with pytest.raises(ValueError, match="'x' \\(U\\+0078\\)"):
+        chars.encode("ax", strict=True)
+    assert chars.offsets("ab") == [(0, 1), (1, 2)] and chars.tokens([5, 3]) == ["a", "<unk>"]
+
+
+def test_a_character_vocabulary_names_the_characters_it_drops():
+    from attnlab.tasks.text_tokenizer import char_tokenizer
+    from attnlab.tasks.tokenize import HFTokenizer
+
+    tok = HFTokenizer(char_tokenizer("hello world"))
+    assert tok.unknown("hello 日本 world") == ["日", "本"]
+    assert tok.offsets("hé w") == [(0, 1), (2, 3), (3, 4)]  # 'é' dropped, the offsets still true
