@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from attnlab.nn import _tl_names as tl_names
+import attnlab.nn._tl_names as tl_names
 
 Hook = Callable[[Tensor], Tensor | None]  # returns a replacement, or None to keep the value
 

@@ -29,12 +29,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import attnlab.training.rundir as rundir
 from attnlab.models.base import check_fits, count_parameters
 from attnlab.models.registry import build_model, model_class
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks import PAD, Task, get_task
 from attnlab.tasks.text_source import STDIN
-from attnlab.training import rundir
 from attnlab.training.checkpoint import (
     latest_step,
     load_checkpoint_at,

@@ -22,9 +22,10 @@ from typing import Any
 
 import torch
 
+import attnlab.models.hf.gpt2 as gpt2
+import attnlab.models.hf.llama as llama
 from attnlab.models.base import check_fits, check_sizes, check_state_dict
 from attnlab.models.gpt import GPT, GPTConfig
-from attnlab.models.hf import gpt2, llama
 from attnlab.models.hf.bert import config_from_hf as bert_config
 from attnlab.models.hf.bert import load_bert
 from attnlab.models.hf.checkpoint import CONFIG, INDEX, read_hf_config, read_hf_state, weight_files
