@@ -224,6 +224,25 @@ def induction(
     click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
 
 
+def _run_on_text(run, settings, out: str, run_dir: str | None, quiet: bool, as_json: bool):
+    """Run a language-model experiment (``run(settings, out, run_dir=...)``) with the command's output
+    choices; with ``--json`` print its results and return None, else return the result."""
+    log = (lambda *_: None) if as_json or quiet else click.echo
+    with _one_writer(out):
+        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
+    if as_json:
+        click.echo(dumps_json(result.to_json(), indent=2))
+        return None
+    return result
+
+
+def _claim_and_files(result, claim: str) -> None:
+    """The closing lines of a language-model experiment: the course's claim, the verdict, the files."""
+    click.echo("The claim: " + claim)
+    click.echo(result.summary())
+    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+
+
 def _text_induction(
     quick: bool, run_dir: str | None, out: str, seed: int, quiet: bool, as_json: bool
 ) -> None:
@@ -231,18 +250,13 @@ def _text_induction(
     from attnlab.experiments.text_induction import CLAIM, QUICK, Settings, run
 
     settings = dataclasses.replace(QUICK if quick else Settings(), seed=seed)
-    log = (lambda *_: None) if as_json or quiet else click.echo
-    with _one_writer(out):
-        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
-    if as_json:
-        click.echo(dumps_json(result.to_json(), indent=2))
+    result = _run_on_text(run, settings, out, run_dir, quiet, as_json)
+    if result is None:
         return
     click.echo(f"\n{result.model['run']}: {result.heads_line()}\n")
     click.echo(result.table())
     click.echo("")
-    click.echo("The claim: " + CLAIM)
-    click.echo(result.summary())
-    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+    _claim_and_files(result, CLAIM)
 
 
 @experiment.command()
@@ -321,11 +335,8 @@ def decoding(
     if prompts is not None:
         changes["prompts"] = prompts
     settings = dataclasses.replace(QUICK if quick else Settings(), **changes)
-    log = (lambda *_: None) if as_json or quiet else click.echo
-    with _one_writer(out):
-        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
-    if as_json:
-        click.echo(dumps_json(result.to_json(), indent=2))
+    result = _run_on_text(run, settings, out, run_dir, quiet, as_json)
+    if result is None:
         return
     click.echo(
         f"\n{result.model['run']}: {len(result.prompts)} held-out prompts of "
@@ -335,9 +346,7 @@ def decoding(
     click.echo("")
     click.echo("\n".join(result.examples()))
     click.echo("")
-    click.echo("The claim: " + result.to_json()["claim"])
-    click.echo(result.summary())
-    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+    _claim_and_files(result, result.to_json()["claim"])
 
 
 @experiment.command()
@@ -362,11 +371,8 @@ def faithfulness(
     settings = QUICK if quick else Settings()
     if lines is not None:
         settings = dataclasses.replace(settings, lines=lines)
-    log = (lambda *_: None) if as_json or quiet else click.echo
-    with _one_writer(out):
-        result = run(settings, out, run_dir=run_dir, progress=not quiet and not as_json, log=log)
-    if as_json:
-        click.echo(dumps_json(result.to_json(), indent=2))
+    result = _run_on_text(run, settings, out, run_dir, quiet, as_json)
+    if result is None:
         return
     click.echo(
         f"\n{result.model['run']}: {settings.lines} held-out lines of {result.model['context']} tokens; "
@@ -374,6 +380,4 @@ def faithfulness(
     )
     click.echo(result.table())
     click.echo("")
-    click.echo("The claim: " + CLAIM)
-    click.echo(result.summary())
-    click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")
+    _claim_and_files(result, CLAIM)
