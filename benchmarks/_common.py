@@ -17,14 +17,19 @@ from collections.abc import Callable
 from importlib import metadata
 
 
-def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list]:
-    """Seconds per call for each candidate: ``{name: [t_1, ..., t_repeats]}``, runs interleaved."""
+def time_interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1, pause: float = 0.0
+) -> dict[str, list]:
+    """Seconds per call for each candidate: ``{name: [t_1, ..., t_repeats]}``, runs interleaved.
+    ``pause``: seconds slept (untimed) before each call, so that the worker threads of the candidate
+    before (ONNX Runtime's and OpenMP's spin a while after a call) are idle when the next one starts."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     runs: dict[str, list] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
+            time.sleep(pause)
             t0 = time.perf_counter()
             fn()
             runs[name].append(time.perf_counter() - t0)

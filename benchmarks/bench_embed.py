@@ -144,7 +144,7 @@ def _compare(name: str, sentences: list[str], embedders: dict, tokenizer, peaks:
         return call
 
     load_before = os.getloadavg()
-    runs = time_interleaved({k: timed(k) for k in embedders}, repeats=repeats, warmup=0)
+    runs = time_interleaved({k: timed(k) for k in embedders}, repeats=repeats, warmup=0, pause=0.2)
     load_after = os.getloadavg()
     lengths = [len(e.ids) for e in tokenizer.encode_batch(sentences)]
     flops = sum(_flops_per_sentence(lengths))
@@ -184,51 +184,51 @@ def _compare(name: str, sentences: list[str], embedders: dict, tokenizer, peaks:
     return {"raw": raw, "runs": runs, "table": table(title, columns, rows)}
 
 
-def _int8_engines(model, rows: dict[str, int], repeats: int) -> list[list[str]]:
-    """The int8 engine lever: layer 0's four projections (W_qkv, W^O, act(x W_1 + b_1), W_2) at a
-    batch's token count, packed for fbgemm (PyTorch's ``x86`` engine: before) and for oneDNN
-    (after), interleaved; ms per layer."""
-    from attnlab.models.precision import _int8
+def _int8_kernels(model, tokenizer, sets: dict[str, list[str]], repeats: int) -> tuple[list, dict]:
+    """The int8 kernel lever: each corpus through ``embed(dtype="int8")`` with every int8 kernel this
+    machine has (``ATTNLAB_INT8_KERNEL``), interleaved: fbgemm's and oneDNN's
+    ``quantized::linear_dynamic`` (before) and oneDNN's qlinear with GELU and residual fused (after)."""
+    from attnlab.models import embed
+    from attnlab.models.int8 import ENV, KERNELS
 
-    layer = model.layers[0]
-    attn, ffn = layer.self_attn, layer.ffn
-    weights = [
-        (*attn.qkv_weight(), None),
-        (attn.out_proj.weight, attn.out_proj.bias, None),
-        (ffn.linear1.weight, ffn.linear1.bias, ffn.activation),
-        (ffn.linear2.weight, ffn.linear2.bias, None),
-    ]
-    out = []
-    with torch.no_grad():
-        packed = {e: [_int8(w, b, a, engine=e) for w, b, a in weights] for e in ("x86", "onednn")}
-        for name, m in rows.items():
-            xs = [torch.randn(m, w.shape[1]) for w, _, _ in weights]  # [M, d_in] per projection
+    engines = torch.backends.quantized.supported_engines
+    kernels = [k for k in KERNELS if "onednn" not in k or "onednn" in engines]
 
-            def layer_of(engine, xs=xs):
-                return lambda: [f(x) for f, x in zip(packed[engine], xs)]
+    def embed_with(kernel, texts):
+        def call():
+            os.environ[ENV] = kernel
+            try:
+                embed(model, tokenizer, texts, batch_size=BATCH, dtype="int8")
+            finally:
+                del os.environ[ENV]
 
-            runs = time_interleaved({e: layer_of(e) for e in packed}, repeats=repeats)
-            before, after = (summary(runs[e]) for e in ("x86", "onednn"))
-            out.append(
-                [
-                    f"{name} ({m} tokens)",
-                    fmt_s(before, "ms", 1e3, 2),
-                    fmt_s(after, "ms", 1e3, 2),
-                    f"{before['median'] / after['median']:.2f}×",
-                ]
-            )
-    return out
+        return call
+
+    rows, raw = [], {}
+    for name, texts in sets.items():
+        fns = {k: embed_with(k, texts) for k in kernels}
+        for fn in fns.values():
+            fn()  # packs each kernel's weights once
+        runs = time_interleaved(fns, repeats=repeats, warmup=0, pause=0.2)
+        raw[name] = runs
+        base = runs["fbgemm"]
+        rows.append(
+            [name] + [f"{fmt_s(summary(runs[k]), 's', 1, 2)} ({ratio(base, runs[k]):.2f}×)" for k in kernels]
+        )
+    return [["corpus", *[f"{k} (speed-up over fbgemm)" for k in kernels]], rows], raw
 
 
-def _batch_profiles(model, tokenizer, sets: dict[str, list[str]]) -> list[list[str]]:
-    """Top operations of one batch of 32 (self CPU time), float32 and int8, per corpus."""
+def _batch_profiles(model, tokenizer, sets: dict[str, list[str]]) -> tuple[list[list[str]], dict]:
+    """Top operations of one batch of 32 (self CPU time), float32 and int8, per corpus: the table's
+    rows and ``{(corpus, dtype): top}``."""
     from attnlab.models import embed
 
-    rows = []
+    rows, tops = [], {}
     for name, sentences in sets.items():
         for dtype in ("float32", "int8"):
             batch = sentences[:BATCH]
             top = profile_top(lambda b=batch, d=dtype: embed(model, tokenizer, b, dtype=d), n=6, calls=5)
+            tops[name, dtype] = top
             total = top[0]["self_ms_per_call"]
             rows.append([name, dtype, "(all operations)", f"{total:.2f}", top[0]["count"], "100%"])
             rows += [
@@ -242,90 +242,86 @@ def _batch_profiles(model, tokenizer, sets: dict[str, list[str]]) -> list[list[s
                 ]
                 for r in top[1:]
             ]
-    return rows
+    return rows, tops
 
 
-def run(ctx: dict) -> dict:
-    from attnlab.audit.peak import measure_peak
-    from attnlab.models import embed, load_pretrained
-    from attnlab.models.precision import cpu_features, features_line, kernels
-    from attnlab.models.pretrained import pretrained_path
+def _rates(top: list[dict], lengths: list[int]) -> dict:
+    """GFLOP/s of the projections and of the attention in one profiled float32 batch of sentences of
+    ``lengths`` tokens (MiniLM: d = 384, d_ff = 1536, 6 layers), and each one's share of the time.
+    Projections: 2 (4d² + 2 d d_ff) FLOPs a token a layer; attention (QK^T and AV): 4 L² d a sentence."""
+    d, d_ff, layers = 384, 1536, 6
+    ms = {r["op"]: r["self_ms_per_call"] for r in top}
+    gemm = next((v for k, v in ms.items() if "linear_pointwise" in k), None)
+    attn = next((v for k, v in ms.items() if "flash_attention" in k), None)
+    total = top[0]["self_ms_per_call"]
+    out = {}
+    if gemm:
+        flops = sum(lengths) * 2 * (4 * d * d + 2 * d * d_ff) * layers
+        out["projections"] = (flops / gemm / 1e6, gemm / total)
+    if attn:
+        out["attention"] = (sum(4 * L * L * d for L in lengths) * layers / attn / 1e6, attn / total)
+    return out  # {part: (GFLOP/s, share of the batch's time)}
 
-    quick = ctx.get("quick", False)
-    # On a shared, oversubscribed machine PyTorch's OpenMP pool loses most of its time in barriers
-    # (measured here at load 16 on 2 cores: 200 queries in 4.1 s on 1 thread, 31.9 s on 2); the
-    # thread count is the same for every peer and recorded with the results.
-    threads = int(os.environ.get("ATTNLAB_BENCH_THREADS", "0")) or torch.get_num_threads()
-    torch.set_num_threads(threads)
-    path = str(pretrained_path("minilm"))
-    long = corpus(f"{path}/vocab.txt", 64 if quick else 512)
-    short = queries(f"{path}/vocab.txt", 200 if quick else 2000)
-    model, tokenizer = load_pretrained("minilm")
-    peaks = {d: measure_peak(seconds=1.0 if quick else 3.0, dtype=d)["peak_flops"] for d in KIND.values()}
+
+def _embedders(path: str, model, tokenizer, workdir: str) -> dict:
+    """Every candidate: ``{name: fn(sentences) -> [N, 384] embeddings}``."""
+    from attnlab.models import embed
 
     def ours(dtype):
         return lambda texts: embed(model, tokenizer, texts, batch_size=BATCH, dtype=dtype)
 
-    with tempfile.TemporaryDirectory() as workdir:
-        embedders = {
-            "attnlab float32": ours("float32"),
-            "attnlab bfloat16": ours("bfloat16"),
-            "attnlab int8": ours("int8"),
-            "transformers": _hf_embedder(path, tokenizer),
-            "sentence-transformers float32": _st_embedder(path, None),
-            "sentence-transformers bfloat16": _st_embedder(path, torch.bfloat16),
-            **_onnx_embedders(path, tokenizer, workdir),
-        }
-        repeats = 1 if quick else int(os.environ.get("ATTNLAB_BENCH_REPEATS", "3"))
-        lengths = {
-            k: [len(e.ids) for e in tokenizer.encode_batch(v[:BATCH])]
-            for k, v in (("long", long), ("queries", short))
-        }
-        engine_rows = _int8_engines(model, {k: sum(v) for k, v in lengths.items()}, 5 if quick else 20)
-        profile_rows = _batch_profiles(model, tokenizer, {"long": long, "queries": short})
-        with torch.inference_mode():
-            sections = {
-                "512 sentences of 5–120 words": _compare("long", long, embedders, tokenizer, peaks, repeats),
-                "2,000 queries of 3–12 words": _compare(
-                    "queries", short, embedders, tokenizer, peaks, repeats
-                ),
-            }
-    main = sections["512 sentences of 5–120 words"]
-    runs, raw = main["runs"], main["raw"]
+    return {
+        "attnlab float32": ours("float32"),
+        "attnlab bfloat16": ours("bfloat16"),
+        "attnlab int8": ours("int8"),
+        "transformers": _hf_embedder(path, tokenizer),
+        "sentence-transformers float32": _st_embedder(path, None),
+        "sentence-transformers bfloat16": _st_embedder(path, torch.bfloat16),
+        **_onnx_embedders(path, tokenizer, workdir),
+    }
+
+
+def _limits(raw: dict, peaks: dict, rates: dict, padding: float) -> tuple[str, str]:
+    """Why float32 and int8 fall short of their targets on this machine, from its own measurements."""
+    f32, ort32 = (
+        raw["attnlab float32"]["ceiling_fraction"] or 0.0,
+        raw["onnxruntime float32"]["ceiling_fraction"] or 0.0,
+    )
+    i8, ort8 = (
+        raw["attnlab int8"]["ceiling_fraction"] or 0.0,
+        raw["onnxruntime int8"]["ceiling_fraction"] or 0.0,
+    )
+    gemm, attn = rates.get("projections", (0.0, 0.0)), rates.get("attention", (0.0, 0.0))
+    ceiling = peaks["float32"] / 1e9
+    f32_limit = (
+        f"attnlab float32 runs at {100 * f32:.0f}% of the float32 matmul ceiling ({ceiling:.0f} GFLOP/s), "
+        f"ONNX Runtime at {100 * ort32:.0f}%. In one profiled batch the projections run at "
+        f"{gemm[0]:.0f} GFLOP/s ({100 * gemm[0] / ceiling:.0f}% of the ceiling, {100 * gemm[1]:.0f}% of the "
+        f"time) and the attention at {attn[0]:.0f} GFLOP/s ({100 * attn[1]:.0f}% of the time): its d_k = 32 "
+        "products are small GEMMs, which PyTorch's attention kernel hands to MKL, whose code path on a CPU "
+        "that is not Intel's is AVX2. sentence-transformers computes "
+        f"{padding:.3f}× attnlab's tokens; ONNX Runtime, with every sentence sorted too, is bound by the "
+        "same GEMMs, so what remains is attnlab's lead outside them"
+    )
+    i8_limit = (
+        f"attnlab int8 runs at {100 * i8:.0f}% of the int8 matmul ceiling ({peaks['int8'] / 1e9:.0f} GOP/s), "
+        f"ONNX Runtime int8 at {100 * ort8:.0f}%: the int8 GEMMs are ~3x faster than float32's, so the "
+        "float32 attention (see the one-batch profiles) weighs more"
+    )
+    return f32_limit, i8_limit
+
+
+def _targets(runs: dict, raw: dict, limits: tuple[str, str], amx: bool) -> list[dict]:
     st, ort32, orti8 = "sentence-transformers float32", "onnxruntime float32", "onnxruntime int8"
     r_st = ratio(runs[st], runs["attnlab float32"])
     r_ort = ratio(runs[ort32], runs["attnlab float32"])
     r_bf = ratio(runs[st], runs["attnlab bfloat16"])
     r_i8 = ratio(runs[orti8], runs["attnlab int8"])
-    cos32 = raw["attnlab float32"]["min_cosine"]
-    cosbf = raw["attnlab bfloat16"]["min_cosine"]
+    cos32, cosbf = raw["attnlab float32"]["min_cosine"], raw["attnlab bfloat16"]["min_cosine"]
     cos_i8, cos_ort_i8 = raw["attnlab int8"]["min_cosine"], raw[orti8]["min_cosine"]
-    flags = cpu_features()["flags"]
-    amx = flags["amx_bf16"]
-    # What bounds the float32 ratios: the same float32 GEMM at the same ceiling on both sides, so
-    # attnlab's edge is the padding sentence-transformers computes and attnlab does not
-    lengths = [len(e.ids) for e in tokenizer.encode_batch(long)]
-    computed = _tokens_computed(long, lengths)
-    padding = computed["sentence-transformers"] / computed["attnlab"]
-    f32_frac = raw["attnlab float32"]["ceiling_fraction"] or 0.0
-    ort_frac = raw[ort32]["ceiling_fraction"] or 0.0
-    f32_limit = (
-        f"attnlab float32 runs at {100 * f32_frac:.0f}% of the float32 matmul ceiling "
-        f"({peaks['float32'] / 1e9:.0f} GFLOP/s, AVX-512 FMA), ONNX Runtime at {100 * ort_frac:.0f}%; "
-        "the peers run the same kind of GEMM, and sentence-transformers computes "
-        f"{padding:.3f}× attnlab's tokens (padding after its character-length sort), so the same GEMM "
-        "throughput bounds attnlab near that ratio plus what it saves outside the GEMMs"
-    )
-    i8_frac = raw["attnlab int8"]["ceiling_fraction"] or 0.0
-    ort_i8_frac = raw[orti8]["ceiling_fraction"] or 0.0
-    i8_limit = (
-        f"attnlab int8 runs at {100 * i8_frac:.0f}% of the int8 matmul ceiling ({peaks['int8'] / 1e9:.0f} "
-        f"GOP/s), ONNX Runtime int8 at {100 * ort_i8_frac:.0f}%: below the float32 path's share, the "
-        "int8 GEMMs are ~3x faster and the float32 attention, LayerNorm and per-call input quantisation "
-        "they leave weigh more (see the one-batch profiles)"
-    )
+    f32_limit, i8_limit = limits
     bf_goal = 2.5 if amx else 1.3
-    targets = [
+    return [
         target(
             "float32 sentences/s, attnlab / sentence-transformers",
             "≥ 1.25×",
@@ -362,6 +358,60 @@ def run(ctx: dict) -> dict:
             "" if r_i8 > 1 else i8_limit,
         ),
     ]
+
+
+NOTES = [
+    "Cosines are to float32 transformers BertModel (mean pooling, L2 normalisation); the fraction of "
+    "the ceiling divides useful FLOPs (attnlab audit cost at each sentence's real token count) per "
+    "second by the matching dtype's matmul ceiling.",
+    "ONNX Runtime: transformers' BertModel exported here with torch.onnx (opset 17), "
+    "ORT_ENABLE_ALL, as many intra-op threads as torch, batches of 32 sorted by token count; int8 is "
+    "onnxruntime.quantization.quantize_dynamic (QInt8 weights).",
+    "Other engineers' jobs may share this 2-core machine: the load averages before and after each "
+    "comparison are in the table titles; every ratio is between runs interleaved in one process.",
+]
+
+
+def run(ctx: dict) -> dict:
+    from attnlab.audit.peak import measure_peak
+    from attnlab.models import load_pretrained
+    from attnlab.models.precision import cpu_features, features_line, kernels
+    from attnlab.models.pretrained import pretrained_path
+
+    quick = ctx.get("quick", False)
+    # On a shared, oversubscribed machine PyTorch's OpenMP pool loses most of its time in barriers
+    # (measured here at load 16 on 2 cores: 200 queries in 4.1 s on 1 thread, 31.9 s on 2); the
+    # thread count is the same for every peer and recorded with the results.
+    threads = int(os.environ.get("ATTNLAB_BENCH_THREADS", "0")) or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    path = str(pretrained_path("minilm"))
+    sets = {"long": corpus(f"{path}/vocab.txt", 64 if quick else 512)}
+    sets["queries"] = queries(f"{path}/vocab.txt", 200 if quick else 2000)
+    model, tokenizer = load_pretrained("minilm")
+    peaks = {d: measure_peak(seconds=1.0 if quick else 3.0, dtype=d)["peak_flops"] for d in KIND.values()}
+    repeats = 1 if quick else int(os.environ.get("ATTNLAB_BENCH_REPEATS", "3"))
+    kernel_table, kernel_raw = _int8_kernels(model, tokenizer, sets, repeats)
+    profile_rows, tops = _batch_profiles(model, tokenizer, sets)
+    with tempfile.TemporaryDirectory() as workdir:
+        embedders = _embedders(path, model, tokenizer, workdir)
+        with torch.inference_mode():
+            sections = {
+                "512 sentences of 5–120 words": _compare(
+                    "long", sets["long"], embedders, tokenizer, peaks, repeats
+                ),
+                "2,000 queries of 3–12 words": _compare(
+                    "queries", sets["queries"], embedders, tokenizer, peaks, repeats
+                ),
+            }
+    main = sections["512 sentences of 5–120 words"]
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(sets["long"])]
+    computed = _tokens_computed(sets["long"], lengths)
+    padding = computed["sentence-transformers"] / computed["attnlab"]
+    rates = _rates(
+        tops["long", "float32"], [len(e.ids) for e in tokenizer.encode_batch(sets["long"][:BATCH])]
+    )
+    limits = _limits(main["raw"], peaks, rates, padding)
+    rate_rows = [[part, f"{r:.0f}", f"{100 * share:.0f}%"] for part, (r, share) in rates.items()]
     return {
         "name": NAME,
         "title": TITLE,
@@ -369,9 +419,11 @@ def run(ctx: dict) -> dict:
             "cpu": cpu_features(),
             "threads": threads,
             "peaks": peaks,
+            "int8_kernels": kernel_raw,
+            "float32_rates": rates,
             **{k: v["raw"] for k, v in sections.items()},
         },
-        "targets": targets,
+        "targets": _targets(main["runs"], main["raw"], limits, cpu_features()["flags"]["amx_bf16"]),
         "reports": [{"what": "CPU features", "shown": features_line()}],
         "tables": [v["table"] for v in sections.values()]
         + [
@@ -381,11 +433,9 @@ def run(ctx: dict) -> dict:
                 [[d, f"{p / 1e9:.0f}", kernels(d)] for d, p in peaks.items()],
             ),
             table(
-                "The int8 engine lever: layer 0's four projections at one batch's token count (the first "
-                "32 sentences of each corpus), packed for fbgemm (before) and for oneDNN (after), "
-                "interleaved",
-                ["batch", "fbgemm (x86 engine)", "oneDNN", "speed-up"],
-                engine_rows,
+                'The int8 kernel lever: each corpus through embed(dtype="int8") with each int8 kernel '
+                "(ATTNLAB_INT8_KERNEL), interleaved; median (min–max)",
+                *kernel_table,
             ),
             table(
                 "One batch of 32 (the longest sentences of each corpus come first after sorting, so these "
@@ -394,16 +444,15 @@ def run(ctx: dict) -> dict:
                 ["corpus", "dtype", "operation", "self ms per batch", "calls per batch", "share"],
                 profile_rows,
             ),
+            table(
+                "float32, the first 32 long sentences: the rate of the projections (oneDNN's prepacked "
+                "GEMM) and of the attention (PyTorch's flash kernel), from the profile above",
+                ["part", "GFLOP/s", "share of the batch's time"],
+                rate_rows,
+            ),
         ],
         "notes": [
             f"CPU: {features_line()}; {threads} thread(s) for every peer (torch and ONNX Runtime).",
-            "Cosines are to float32 transformers BertModel (mean pooling, L2 normalisation); the fraction of "
-            "the ceiling divides useful FLOPs (attnlab audit cost at each sentence's real token count) per "
-            "second by the matching dtype's matmul ceiling.",
-            "ONNX Runtime: transformers' BertModel exported here with torch.onnx (opset 17), "
-            "ORT_ENABLE_ALL, as many intra-op threads as torch, batches of 32 sorted by token count; int8 is "
-            "onnxruntime.quantization.quantize_dynamic (QInt8 weights).",
-            "Other engineers' jobs share this 2-core machine: the load averages before and after each "
-            "comparison are in the table titles; every ratio is between runs interleaved in one process.",
+            *NOTES,
         ],
     }

@@ -12,6 +12,7 @@ import time
 import torch
 
 from attnlab._checks import positive_int
+from attnlab.models.int8 import int8_kernel
 from attnlab.models.precision import DTYPES, MAKERS, check_dtype, cpu_features, features_line, onednn_linear
 
 SIZES = (256, 512, 1024)
@@ -26,7 +27,7 @@ def _matmuls(n: int, dtype: str) -> dict:
     a = torch.randn(n, n)  # [n, n]
     b = torch.randn(n, n)  # [n, n]
     if dtype == "int8":  # dynamic quantisation: float32 in and out, uint8 x int8 -> int32 inside
-        return {"quantized linear_dynamic": functools.partial(MAKERS["int8"](b, None), a)}
+        return {f"int8 {int8_kernel()}": functools.partial(MAKERS["int8"](b, None), a)}
     if dtype == "bfloat16":
         a16, b16 = a.bfloat16(), b.bfloat16()
         ops = {"torch.mm": functools.partial(torch.mm, a16, b16)}
@@ -57,7 +58,7 @@ def measure_peak(
     """Best matmul FLOP/s per size and kernel on the CPU, spending about ``seconds`` in total.
 
     ``dtype``: ``"float32"``, ``"bfloat16"`` (AMX / AVX-512 BF16 where the CPU has them) or ``"int8"``
-    (``torch.ops.quantized.linear_dynamic``, the kernel of ``embed(dtype="int8")``, counting 2n³
+    (the kernel of ``embed(dtype="int8")``, :func:`attnlab.models.int8.int8_kernel`, counting 2n³
     FLOPs as for float). Each size is timed with every kernel attnlab runs for that dtype
     (``torch.mm`` and oneDNN's prepacked linear), so the ceiling bounds whichever a benchmark uses.
     Returns {"peak_flops": best FLOP/s over all sizes and kernels, "by_size": [{n, kernel,

@@ -7,9 +7,9 @@ autocast's re-casting of every weight on every call; casting the whole model (we
 and LayerNorm in bfloat16) loses three more digits of cosine (measured: 0.9965 minimum on MiniLM,
 docs/pretrained.md). ``int8``: PyTorch's dynamic quantisation — weights quantised once, per output
 channel, to int8; each projection's input quantised per call to uint8 with its own scale;
-``uint8 x int8 -> int32`` matmuls by the quantised engine (:func:`int8_engine`: oneDNN on AMX-INT8
-tiles or AVX-512 VNNI where the CPU has them, else fbgemm; see :func:`kernels`) — attention and
-LayerNorm in float32.
+``uint8 x int8 -> int32`` matmuls (:mod:`attnlab.models.int8`: oneDNN's qlinear with the GELU and
+the residual sum fused, on AMX-INT8 tiles or AVX-512 VNNI where the CPU has them, else fbgemm; see
+:func:`kernels`) — attention and LayerNorm in float32.
 Inputs use all 8 bits on a CPU with VNNI or AMX-INT8 (int32 sums), 7 bits elsewhere.
 
     y = s_x s_W (q_x q_W^T) + b,   q_W = round(W / s_W) per row,   q_x = round(x / s_x) + z_x
@@ -17,9 +17,7 @@ Inputs use all 8 bits on a CPU with VNNI or AMX-INT8 (int32 sums), 7 bits elsewh
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import warnings
 from collections.abc import Callable
 
@@ -27,45 +25,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.models.cpu import FEATURES, FUSED, cpu_features, fast_bfloat16, features_line, onednn_linear
+from attnlab.models.int8 import int8_engine, int8_kernel, int8_linear
 from attnlab.nn.layers import ACTIVATIONS
 
+__all__ = [
+    "DTYPES",
+    "FEATURES",
+    "MAKERS",
+    "PackedLayer",
+    "check_dtype",
+    "cpu_features",
+    "fast_bfloat16",
+    "features_line",
+    "int8_engine",
+    "kernels",
+    "onednn_linear",
+    "packed_linear",
+    "prepare_layers",
+    "warn_if_slow",
+]
+
 DTYPES = ("float32", "bfloat16", "int8")
-FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "avx_vnni")
 
-Linear = Callable[[Tensor], Tensor]
-
-
-@functools.cache
-def cpu_features() -> dict:
-    """The CPU flags that decide bfloat16 and int8 speed (from ``/proc/cpuinfo``; empty elsewhere)
-    and PyTorch's own view: ``{"model", "flags": {flag: bool}, "torch_capability"}``."""
-    flags: set[str] = set()
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-                elif key.strip() == "model name" and not model:
-                    model = value.strip()
-    except OSError:
-        pass
-    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "unknown")()
-    return {"model": model, "flags": {f: f in flags for f in FEATURES}, "torch_capability": capability}
-
-
-def fast_bfloat16() -> bool:
-    """True when the CPU multiplies bfloat16 natively (AMX-BF16 or AVX-512 BF16)."""
-    flags = cpu_features()["flags"]
-    return flags["amx_bf16"] or flags["avx512_bf16"]
-
-
-def features_line() -> str:
-    """One line naming the CPU and which of :data:`FEATURES` it has, for reports and benchmarks."""
-    info = cpu_features()
-    have = [f for f, on in info["flags"].items() if on]
-    return f"{info['model'] or 'unknown CPU'}; {' '.join(have) or 'none of ' + ', '.join(FEATURES)}"
+Linear = Callable[..., Tensor]  # x [N, d_in] (, residual [N, d_out]) -> [N, d_out]
 
 
 def kernels(dtype: str) -> str:
@@ -80,11 +63,13 @@ def kernels(dtype: str) -> str:
         unit = "AMX tiles" if flags["amx_bf16"] else "AVX-512 BF16" if flags["avx512_bf16"] else "emulated"
         return f"{packed} bfloat16 GEMM ({unit}), bfloat16 flash SDPA; float32 LayerNorm and residual"
     engine = int8_engine()
-    if engine == "onednn":
+    if int8_kernel() == "onednn qlinear":
         on = "AMX-INT8 tiles" if flags["amx_int8"] else "AVX-512 VNNI"
-        unit = f"oneDNN brg_matmul u8s8->s32 on {on}"
-    else:
-        unit = "fbgemm u8s8->s32 with " + ("AVX-512 VNNI" if flags["avx512_vnni"] else "AVX2")
+        return (
+            f"torch.ops.onednn.qlinear_pointwise, engine {engine!r} (oneDNN u8s8->s32 on {on}), bias, GELU "
+            "and residual sum fused; float32 attention and LayerNorm"
+        )
+    unit = "fbgemm u8s8->s32 with " + ("AVX-512 VNNI" if flags["avx512_vnni"] else "AVX2")
     return f"torch.ops.quantized.linear_dynamic, engine {engine!r} ({unit}); float32 attention and LayerNorm"
 
 
@@ -117,22 +102,11 @@ def warn_if_slow(dtype: str) -> None:
         )
 
 
-# The activations oneDNN can apply inside the GEMM (post-op name, algorithm), as attnlab.nn.layers names them
-FUSED = {"relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
-
-
-def onednn_linear() -> bool:
-    """True when this PyTorch has oneDNN's prepacked linear (the kernel ``torch.compile`` uses on CPU)."""
-    ops = torch.ops.mkldnn
-    return torch.backends.mkldnn.is_available() and all(
-        hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise")
-    )
-
-
 def packed_linear(weight: Tensor, bias: Tensor | None, act: str | None, dtype: torch.dtype) -> Linear:
-    """``act(x W^T + b)`` with ``W [d_out, d_in]`` cast to ``dtype`` and reordered once into oneDNN's
-    blocked layout (F.linear repacks it on every call), the bias and ``act`` applied inside the GEMM
-    (F.linear first copies the bias into every output row). Unfused fallback where oneDNN is absent."""
+    """``linear(x [N, d_in], residual=None) -> act(x W^T + b) (+ residual) [N, d_out]`` with
+    ``W [d_out, d_in]`` cast to ``dtype`` and reordered once into oneDNN's blocked layout (F.linear
+    repacks it on every call), the bias and ``act`` applied inside the GEMM (F.linear first copies the
+    bias into every output row). Unfused fallback where oneDNN is absent."""
     w = weight.detach().to(dtype)  # [d_out, d_in]
     b = None if bias is None else bias.detach().to(dtype)  # [d_out]
     fn = ACTIVATIONS[act] if act else None
@@ -143,19 +117,21 @@ def packed_linear(weight: Tensor, bias: Tensor | None, act: str | None, dtype: t
         or (bf16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported())
     ):
 
-        def plain(x: Tensor) -> Tensor:
+        def plain(x: Tensor, residual: Tensor | None = None) -> Tensor:
             y = F.linear(x.to(dtype), w, b)  # [N, d_in] -> [N, d_out]
-            return fn(y) if fn else y
+            y = fn(y) if fn else y
+            return y if residual is None else residual + y
 
         return plain
     packed = torch.ops.mkldnn._reorder_linear_weight(w, 1024)  # [d_out, d_in], oneDNN layout
     post, algorithm = FUSED.get(act, ("none", ""))
     unfused = fn if act and act not in FUSED else None
 
-    def linear(x: Tensor) -> Tensor:
+    def linear(x: Tensor, residual: Tensor | None = None) -> Tensor:
         x = x if x.dtype == dtype else x.to(dtype)  # (a no-op .to() is still a dispatched call)
         y = torch.ops.mkldnn._linear_pointwise(x, packed, b, post, [], algorithm)  # [N, d_out]
-        return unfused(y) if unfused else y
+        y = unfused(y) if unfused else y
+        return y if residual is None else residual + y  # (fusing this add measured no faster)
 
     return linear
 
@@ -168,57 +144,7 @@ def _bfloat16(weight: Tensor, bias: Tensor | None, act: str | None = None) -> Li
     return packed_linear(weight, bias, act, torch.bfloat16)  # [N, d_in] -> [N, d_out] bfloat16
 
 
-def int8_engine() -> str:
-    """The quantised engine the int8 weights are packed for: ``onednn`` on a CPU with AMX-INT8 (its
-    ``brg_matmul`` runs u8 x s8 on AMX tiles; ONEDNN_VERBOSE shows ``avx10_1_512_amx``) or AVX-512
-    VNNI, else PyTorch's current engine (``x86``: fbgemm). On an AMD Zen 5 (AVX-512 VNNI, no AMX)
-    oneDNN's u8s8 GEMMs at MiniLM's shapes ([320, 384] x [384, 1536] ...) took 0.75-0.85x fbgemm's
-    time, and a whole MiniLM corpus 0.80x (docs/performance.md, 'Where time goes')."""
-    engines = torch.backends.quantized.supported_engines
-    flags = cpu_features()["flags"]
-    if (flags["amx_int8"] or flags["avx512_vnni"]) and "onednn" in engines:
-        return "onednn"
-    return torch.backends.quantized.engine
-
-
-@contextlib.contextmanager
-def _engine(name: str):
-    """Pack under quantised engine ``name``; the packed weights keep it, the global setting is restored."""
-    before = torch.backends.quantized.engine
-    torch.backends.quantized.engine = name
-    try:
-        yield
-    finally:
-        torch.backends.quantized.engine = before
-
-
-def _int8(weight: Tensor, bias: Tensor | None, act: str | None = None, engine: str | None = None) -> Linear:
-    """Per-output-channel symmetric int8 weights, s_W = max_j |W_ij| / 127, packed once for the
-    quantised ``engine`` (default :func:`int8_engine`; a benchmark compares engines)."""
-    scale = (weight.abs().amax(dim=1).clamp_min(1e-12) / 127.0).double()  # [d_out]
-    zero = torch.zeros(weight.shape[0], dtype=torch.long)
-    with (
-        warnings.catch_warnings(),
-        _engine(engine or int8_engine()),
-    ):  # torch >= 2.10 flags quantised tensors as
-        warnings.simplefilter("ignore", UserWarning)  # deprecated; they are still the kernel
-        qweight = torch.quantize_per_channel(weight.float(), scale, zero, 0, torch.qint8)  # [d_out, d_in]
-        packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.float())
-    # 7-bit inputs only where u8*s8 pairs are summed in saturating int16 (AVX2's vpmaddubsw); with
-    # VNNI/AMX the sums are int32, and the 8th bit lifts MiniLM's minimum cosine from 0.92 to 0.98
-    flags = cpu_features()["flags"]
-    reduce_range = not (flags["avx512_vnni"] or flags["amx_int8"] or flags["avx_vnni"])
-
-    fn = ACTIVATIONS[act] if act else None
-
-    def linear(x: Tensor) -> Tensor:
-        y = torch.ops.quantized.linear_dynamic(x, packed, reduce_range)  # [N, d_out] float32
-        return fn(y) if fn else y
-
-    return linear
-
-
-MAKERS = {"float32": _float32, "bfloat16": _bfloat16, "int8": _int8}
+MAKERS = {"float32": _float32, "bfloat16": _bfloat16, "int8": int8_linear}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,7 +154,8 @@ class PackedLayer:
     ``qkv: [N, d] -> [N, 3d]`` (W^Q | W^K | W^V), ``out: [N, d] -> [N, d]`` (W^O), ``ffn_in: [N, d] ->
     [N, d_ff]`` (the FFN's first linear and its activation, act(x W_1 + b_1), fused in one kernel
     where oneDNN can), ``ffn_out: [N, d_ff] -> [N, d]``; ``norm1``/``norm2`` the float32 LayerNorms.
-    A linear may return bfloat16; the residual sums promote to float32.
+    ``out`` and ``ffn_out`` take the residual stream as a second argument and return the sum
+    (float32; the int8 kernel adds it inside the GEMM). ``qkv`` and ``ffn_in`` may return bfloat16.
     """
 
     qkv: Linear

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab.models.bert import BertEncoder, check_id_tensor
+from attnlab.models.int8 import int8_kernel
 from attnlab.models.load import load
 from attnlab.models.precision import PackedLayer, check_dtype, prepare_layers, warn_if_slow
 
@@ -83,8 +84,8 @@ def encode_packed(
         proj = layer.qkv(x)  # [N_tok + spare, 3d] (float32, or bfloat16 on that path)
         heads = [_attend(proj[s : s + g * L], g, L, h) for s, g, L in groups]  # [g*L, d] each
         o = torch.cat([*heads, proj.new_zeros(spare, c.d_model)])  # [N_tok + spare, d]
-        x = layer.norm1(x + layer.out(o))  # U = LN_1(X + MHA(X)); the sum is float32
-        x = layer.norm2(x + layer.ffn_out(layer.ffn_in(x)))  # X' = LN_2(U + FFN(U))
+        x = layer.norm1(layer.out(o, x))  # U = LN_1(X + MHA(X)); the sum is float32
+        x = layer.norm2(layer.ffn_out(layer.ffn_in(x), x))  # X' = LN_2(U + FFN(U))
     return x[:n]  # [N_tok, d]
 
 
@@ -148,14 +149,15 @@ _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def packed_layers(model: BertEncoder, dtype: str = "float32") -> list[PackedLayer]:
-    """The model's layers prepared for ``dtype`` (:func:`prepare_layers`), cached per model and
-    rebuilt when any parameter is replaced or changed in place."""
+    """The model's layers prepared for ``dtype`` (:func:`prepare_layers`), cached per model (and int8
+    kernel) and rebuilt when any parameter is replaced or changed in place."""
     check_dtype(dtype)
     stamp = tuple((p.data_ptr(), p._version) for p in model.parameters())
     cached = _PREPARED.setdefault(model, {})
-    if dtype not in cached or cached[dtype][0] != stamp:
-        cached[dtype] = (stamp, prepare_layers(model.layers, dtype))
-    return cached[dtype][1]
+    key = (dtype, int8_kernel() if dtype == "int8" else "")
+    if key not in cached or cached[key][0] != stamp:
+        cached[key] = (stamp, prepare_layers(model.layers, dtype))
+    return cached[key][1]
 
 
 def load_encoder(source: str = "minilm", device: str | torch.device = "cpu"):
