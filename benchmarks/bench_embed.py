@@ -6,6 +6,7 @@ seeded corpus of 512 sentences of 5-120 words and one of 2,000 queries of 3-12 w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import tempfile
@@ -149,7 +150,8 @@ def _compare(name: str, sentences: list[str], embedders: dict, tokenizer, peaks:
     lengths = [len(e.ids) for e in tokenizer.encode_batch(sentences)]
     flops = sum(_flops_per_sentence(lengths))
     ref = results["transformers"]
-    rows, raw = [], {"sentences": len(sentences), "tokens": sum(lengths), "load": [load_before, load_after]}
+    rows, raw = [], {"sentences": len(sentences), "tokens": sum(lengths), "flops": flops}
+    raw["load"] = [load_before, load_after]
     for key in embedders:
         s = summary(runs[key])
         cos = _cosine(results[key], ref)  # [N]
@@ -189,18 +191,21 @@ def _int8_kernels(model, tokenizer, sets: dict[str, list[str]], repeats: int) ->
     machine has (``ATTNLAB_INT8_KERNEL``), interleaved: fbgemm's and oneDNN's
     ``quantized::linear_dynamic`` (before) and oneDNN's qlinear with GELU and residual fused (after)."""
     from attnlab.models import embed
-    from attnlab.models.int8 import ENV, KERNELS
+    from attnlab.models.int8 import ENV, KERNELS, int8_kernel
 
-    engines = torch.backends.quantized.supported_engines
-    kernels = [k for k in KERNELS if "onednn" not in k or "onednn" in engines]
+    kernels = []
+    for k in KERNELS:  # those this machine can run (int8_kernel() refuses the others)
+        try:
+            with _env(ENV, k):
+                int8_kernel()
+            kernels.append(k)
+        except ValueError:
+            pass
 
     def embed_with(kernel, texts):
         def call():
-            os.environ[ENV] = kernel
-            try:
+            with _env(ENV, kernel), torch.inference_mode():
                 embed(model, tokenizer, texts, batch_size=BATCH, dtype="int8")
-            finally:
-                del os.environ[ENV]
 
         return call
 
@@ -215,7 +220,21 @@ def _int8_kernels(model, tokenizer, sets: dict[str, list[str]], repeats: int) ->
         rows.append(
             [name] + [f"{fmt_s(summary(runs[k]), 's', 1, 2)} ({ratio(base, runs[k]):.2f}×)" for k in kernels]
         )
-    return [["corpus", *[f"{k} (speed-up over fbgemm)" for k in kernels]], rows], raw
+    return [["corpus", *[f"{k} (fbgemm time / its time)" for k in kernels]], rows], raw
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    """``os.environ[name] = value`` for the block; the previous value (or its absence) restored."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def _batch_profiles(model, tokenizer, sets: dict[str, list[str]]) -> tuple[list[list[str]], dict]:
@@ -281,42 +300,87 @@ def _embedders(path: str, model, tokenizer, workdir: str) -> dict:
     }
 
 
-def _limits(raw: dict, peaks: dict, rates: dict, padding: float) -> tuple[str, str]:
-    """Why float32 and int8 fall short of their targets on this machine, from its own measurements."""
-    f32, ort32 = (
-        raw["attnlab float32"]["ceiling_fraction"] or 0.0,
-        raw["onnxruntime float32"]["ceiling_fraction"] or 0.0,
-    )
-    i8, ort8 = (
-        raw["attnlab int8"]["ceiling_fraction"] or 0.0,
-        raw["onnxruntime int8"]["ceiling_fraction"] or 0.0,
-    )
-    gemm, attn = rates.get("projections", (0.0, 0.0)), rates.get("attention", (0.0, 0.0))
+def _limits(raw: dict, pairs: dict, peaks: dict, rates: dict, padding: float) -> tuple[str, str]:
+    """Why float32 and int8 fall short of their targets on this machine, from its own measurements:
+    each side's fraction of its ceiling from the pair's own runs (:func:`_pairs`)."""
+    from attnlab.models.cpu import cpu_features
+
+    def fraction(pair, name, dtype):
+        return raw["flops"] / summary(pairs[pair][name])["median"] / peaks[dtype]
+
+    f32, ort32 = (fraction(PAIRS[1], n, "float32") for n in PAIRS[1])
+    i8, ort8 = (fraction(PAIRS[3], n, "int8") for n in PAIRS[3])
     ceiling = peaks["float32"] / 1e9
     f32_limit = (
         f"attnlab float32 runs at {100 * f32:.0f}% of the float32 matmul ceiling ({ceiling:.0f} GFLOP/s), "
-        f"ONNX Runtime at {100 * ort32:.0f}%. In one profiled batch the projections run at "
-        f"{gemm[0]:.0f} GFLOP/s ({100 * gemm[0] / ceiling:.0f}% of the ceiling, {100 * gemm[1]:.0f}% of the "
-        f"time) and the attention at {attn[0]:.0f} GFLOP/s ({100 * attn[1]:.0f}% of the time): its d_k = 32 "
-        "products are small GEMMs, which PyTorch's attention kernel hands to MKL, whose code path on a CPU "
-        "that is not Intel's is AVX2. sentence-transformers computes "
-        f"{padding:.3f}× attnlab's tokens; ONNX Runtime, with every sentence sorted too, is bound by the "
-        "same GEMMs, so what remains is attnlab's lead outside them"
+        f"ONNX Runtime at {100 * ort32:.0f}%."
+    )
+    if "projections" in rates and "attention" in rates:
+        (gemm, gemm_share), (attn, attn_share) = rates["projections"], rates["attention"]
+        f32_limit += (
+            f" In one profiled batch the projections run at {gemm:.0f} GFLOP/s ({100 * gemm / ceiling:.0f}% "
+            f"of the ceiling, {100 * gemm_share:.0f}% of the time) and the attention at {attn:.0f} GFLOP/s "
+            f"({100 * attn_share:.0f}% of the time): its d_k = 32 products are small GEMMs, which PyTorch's "
+            "attention kernel hands to MKL"
+        )
+        if "intel" not in cpu_features()["model"].lower():
+            f32_limit += ", whose code path on a CPU that is not Intel's is AVX2"
+        f32_limit += "."
+    f32_limit += (
+        f" sentence-transformers computes {padding:.3f}× attnlab's tokens; ONNX Runtime, with every "
+        "sentence sorted too, is bound by the same GEMMs, so what remains is attnlab's lead outside them"
     )
     i8_limit = (
         f"attnlab int8 runs at {100 * i8:.0f}% of the int8 matmul ceiling ({peaks['int8'] / 1e9:.0f} GOP/s), "
-        f"ONNX Runtime int8 at {100 * ort8:.0f}%: the int8 GEMMs are ~3x faster than float32's, so the "
-        "float32 attention (see the one-batch profiles) weighs more"
+        f"ONNX Runtime int8 at {100 * ort8:.0f}%: the int8 ceiling is "
+        f"{peaks['int8'] / peaks['float32']:.1f}× the float32 one, so the float32 attention (see the "
+        "one-batch profiles) weighs more"
     )
     return f32_limit, i8_limit
 
 
-def _targets(runs: dict, raw: dict, limits: tuple[str, str], amx: bool) -> list[dict]:
-    st, ort32, orti8 = "sentence-transformers float32", "onnxruntime float32", "onnxruntime int8"
-    r_st = ratio(runs[st], runs["attnlab float32"])
-    r_ort = ratio(runs[ort32], runs["attnlab float32"])
-    r_bf = ratio(runs[st], runs["attnlab bfloat16"])
-    r_i8 = ratio(runs[orti8], runs["attnlab int8"])
+PAIRS = [
+    ("attnlab float32", "sentence-transformers float32"),
+    ("attnlab float32", "onnxruntime float32"),
+    ("attnlab bfloat16", "sentence-transformers float32"),
+    ("attnlab int8", "onnxruntime int8"),
+]
+
+
+def _pairs(sentences: list[str], embedders: dict, repeats: int) -> dict:
+    """Each target's two embedders alone, interleaved (A, B, A, B, ...) with a pause before each
+    call: ``{(ours, peer): {name: [seconds]}}``. In the table of all eight, a candidate runs after a
+    different one each time (transformers' padded batches, ONNX Runtime's spinning threads), which
+    moved attnlab int8 between 1.42 and 1.92 s in one run; alone with its peer it moved 1.57-1.76 s."""
+    return {
+        pair: time_interleaved({k: lambda k=k: embedders[k](sentences) for k in pair}, repeats, 0, pause=0.2)
+        for pair in PAIRS
+    }
+
+
+def _pair_table(pairs: dict, runs: dict, n: int) -> dict:
+    rows = [
+        [
+            f"{ours} / {peer}",
+            fmt_s(summary(r[ours]), "s", 1, 2),
+            fmt_s(summary(r[peer]), "s", 1, 2),
+            f"{ratio(r[peer], r[ours]):.2f}×",
+            f"{ratio(runs[peer], runs[ours]):.2f}×",
+        ]
+        for (ours, peer), r in pairs.items()
+    ]
+    return table(
+        f"The targets' ratios: the {n} sentences of 5–120 words, each pair alone, interleaved, median "
+        "(min–max); beside it the same ratio from the table of all eight",
+        ["pair", "attnlab", "peer", "peer time / attnlab time", "in the table of all eight"],
+        rows,
+    )
+
+
+def _targets(pairs: dict, raw: dict, limits: tuple[str, str], amx: bool) -> list[dict]:
+    """The targets, each ratio from its pair's own interleaved runs (:func:`_pairs`)."""
+    r_st, r_ort, r_bf, r_i8 = (ratio(pairs[p][p[1]], pairs[p][p[0]]) for p in PAIRS)
+    orti8 = "onnxruntime int8"
     cos32, cosbf = raw["attnlab float32"]["min_cosine"], raw["attnlab bfloat16"]["min_cosine"]
     cos_i8, cos_ort_i8 = raw["attnlab int8"]["min_cosine"], raw[orti8]["min_cosine"]
     f32_limit, i8_limit = limits
@@ -372,10 +436,47 @@ NOTES = [
 ]
 
 
+def _tables(
+    sections: dict, pairs: dict, peaks: dict, kernel_table: list, profile_rows: list, rates: dict
+) -> list:
+    """Every table of the report after the two corpora's: the pairs, the ceilings, the int8 kernel
+    lever, the one-batch profiles and the float32 rates."""
+    from attnlab.models.precision import kernels
+
+    main = sections["512 sentences of 5–120 words"]
+    rate_rows = [[part, f"{r:.0f}", f"{100 * share:.0f}%"] for part, (r, share) in rates.items()]
+    return [
+        _pair_table(pairs, main["runs"], main["raw"]["sentences"]),
+        table(
+            "Matmul ceilings (attnlab audit peak --dtype), best of n = 256, 512, 1024",
+            ["dtype", "GFLOP/s", "kernels of the attnlab path"],
+            [[d, f"{p / 1e9:.0f}", kernels(d)] for d, p in peaks.items()],
+        ),
+        table(
+            'The int8 kernel lever: each corpus through embed(dtype="int8") with each int8 kernel '
+            "(ATTNLAB_INT8_KERNEL), interleaved; median (min–max)",
+            *kernel_table,
+        ),
+        table(
+            "One batch of 32 (the longest sentences of each corpus come first after sorting, so these "
+            "are the first 32 in corpus order), profiled over 5 calls: self CPU time of the top "
+            "operations",
+            ["corpus", "dtype", "operation", "self ms per batch", "calls per batch", "share"],
+            profile_rows,
+        ),
+        table(
+            "float32, the first 32 long sentences: the rate of the projections (oneDNN's prepacked "
+            "GEMM) and of the attention (PyTorch's flash kernel), from the profile above",
+            ["part", "GFLOP/s", "share of the batch's time"],
+            rate_rows,
+        ),
+    ]
+
+
 def run(ctx: dict) -> dict:
     from attnlab.audit.peak import measure_peak
     from attnlab.models import load_pretrained
-    from attnlab.models.precision import cpu_features, features_line, kernels
+    from attnlab.models.precision import cpu_features, features_line
     from attnlab.models.pretrained import pretrained_path
 
     quick = ctx.get("quick", False)
@@ -403,6 +504,7 @@ def run(ctx: dict) -> dict:
                     "queries", sets["queries"], embedders, tokenizer, peaks, repeats
                 ),
             }
+            pairs = _pairs(sets["long"], embedders, 1 if quick else max(5, repeats))
     main = sections["512 sentences of 5–120 words"]
     lengths = [len(e.ids) for e in tokenizer.encode_batch(sets["long"])]
     computed = _tokens_computed(sets["long"], lengths)
@@ -410,8 +512,7 @@ def run(ctx: dict) -> dict:
     rates = _rates(
         tops["long", "float32"], [len(e.ids) for e in tokenizer.encode_batch(sets["long"][:BATCH])]
     )
-    limits = _limits(main["raw"], peaks, rates, padding)
-    rate_rows = [[part, f"{r:.0f}", f"{100 * share:.0f}%"] for part, (r, share) in rates.items()]
+    limits = _limits(main["raw"], pairs, peaks, rates, padding)
     return {
         "name": NAME,
         "title": TITLE,
@@ -420,37 +521,14 @@ def run(ctx: dict) -> dict:
             "threads": threads,
             "peaks": peaks,
             "int8_kernels": kernel_raw,
+            "pairs": {f"{a} / {b}": r for (a, b), r in pairs.items()},
             "float32_rates": rates,
             **{k: v["raw"] for k, v in sections.items()},
         },
-        "targets": _targets(main["runs"], main["raw"], limits, cpu_features()["flags"]["amx_bf16"]),
+        "targets": _targets(pairs, main["raw"], limits, cpu_features()["flags"]["amx_bf16"]),
         "reports": [{"what": "CPU features", "shown": features_line()}],
         "tables": [v["table"] for v in sections.values()]
-        + [
-            table(
-                "Matmul ceilings (attnlab audit peak --dtype), best of n = 256, 512, 1024",
-                ["dtype", "GFLOP/s", "kernels of the attnlab path"],
-                [[d, f"{p / 1e9:.0f}", kernels(d)] for d, p in peaks.items()],
-            ),
-            table(
-                'The int8 kernel lever: each corpus through embed(dtype="int8") with each int8 kernel '
-                "(ATTNLAB_INT8_KERNEL), interleaved; median (min–max)",
-                *kernel_table,
-            ),
-            table(
-                "One batch of 32 (the longest sentences of each corpus come first after sorting, so these "
-                "are the first 32 in corpus order), profiled over 5 calls: self CPU time of the top "
-                "operations",
-                ["corpus", "dtype", "operation", "self ms per batch", "calls per batch", "share"],
-                profile_rows,
-            ),
-            table(
-                "float32, the first 32 long sentences: the rate of the projections (oneDNN's prepacked "
-                "GEMM) and of the attention (PyTorch's flash kernel), from the profile above",
-                ["part", "GFLOP/s", "share of the batch's time"],
-                rate_rows,
-            ),
-        ],
+        + _tables(sections, pairs, peaks, kernel_table, profile_rows, rates),
         "notes": [
             f"CPU: {features_line()}; {threads} thread(s) for every peer (torch and ONNX Runtime).",
             *NOTES,

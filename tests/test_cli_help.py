@@ -50,6 +50,10 @@ def _registry(path: str, flag: str):
     common |= {"--device": DEVICES, "--dtype": DTYPES}
     if path == "embed" and flag == "--format":
         return STREAM_FORMATS
+    if path == "generate" and flag == "--dtype":  # the decode engine's number formats
+        from attnlab.models.hf.textgen import DTYPES as GENERATE_DTYPES
+
+        return GENERATE_DTYPES
     if path.startswith("audit"):
         return {**common, **audit}.get(flag)
     if path == "train" and flag == "--model":

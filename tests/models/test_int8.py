@@ -123,3 +123,19 @@ def test_embeddings_with_each_kernel_are_close_to_float32_and_cached_per_kernel(
     monkeypatch.delenv(int8.ENV)
     if int8.int8_kernel() != "fbgemm":  # two kernels here: two sets of packed layers
         assert not torch.equal(default, fbgemm)
+
+
+@pytest.mark.parametrize(
+    "x", [torch.zeros(3, 4), torch.full((3, 4), 1e-42), torch.randn(3, 4, dtype=torch.float64)]
+)
+def test_degenerate_and_float64_inputs_get_pytorchs_scale(x):
+    """All zeros and values whose scale's inverse overflows float32 get PyTorch's fallback scale
+    (0.1); float64 is quantised as float32."""
+    q, s, z = int8.quantize_input(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = torch.quantize_per_tensor_dynamic(x.float(), torch.quint8, False)
+    assert s == pytest.approx(ref.q_scale(), rel=1e-6) and z == ref.q_zero_point()
+    assert torch.equal(q, ref.int_repr())
+    with pytest.raises(ValueError, match="empty input"):
+        int8.quantize_input(x[:0])

@@ -176,3 +176,45 @@ def test_shakespeare_corpus_holds_out_whole_plays():
     corpus = read_corpus("shakespeare")
     assert corpus.val.count("HAMLET:") > 300 and "HAMLET:" not in corpus.train
     assert "4 whole plays held out" in corpus.holdout
+
+
+def _worst_gap(model, prompt: list[int], tokens: list[int]) -> float:
+    """The largest float32 log-probability gap (nats) between the best token and the chosen one,
+    over the steps of a sliding generation: each context is the last max_len ids before the token."""
+    limit, gaps, ids = model.config.max_len, [], list(prompt)
+    with torch.no_grad():
+        for tok in tokens:
+            logp = model(torch.tensor([ids[-limit:]]))[0, -1].log_softmax(-1)  # [V], float32
+            gaps.append(float(logp.max() - logp[tok]))
+            ids.append(tok)
+    return max(gaps)
+
+
+def test_bfloat16_sliding_generation_picks_what_float32_would(tmp_path, corpus, threads, text_config):
+    """--dtype bfloat16 on a text run: the decode engine's GEMMs in bfloat16, also once the context
+    slides; each greedy token is within 0.05 nats of float32's best given the same context."""
+    train(text_config(corpus, steps=30, eval_every=0), tmp_path / "run", progress=False)
+    model, tok, _ = load_text_run(tmp_path / "run")
+    prompt = tok.encode("ROMEO:\n")
+    torch.set_num_threads(1)
+    engines, start = [], model.start
+
+    def spy(ids, *args, engine="auto", **kwargs):  # which engine each (re)start of the cache gets
+        engines.append(getattr(engine, "dtype", engine))
+        return start(ids, *args, engine=engine, **kwargs)
+
+    model.start = spy
+    fast = list(slide(model, prompt, GenerationRequest(prompt="", max_new=80, dtype="bfloat16"), "cpu"))
+    del model.start
+    assert len(fast) == 80 > model.config.max_len
+    assert len(engines) > 1 and set(engines) == {"bfloat16"}  # the first start and every slide
+    assert _worst_gap(model, prompt, fast) <= 0.05
+    with pytest.raises(ValueError, match=r"neither beam search nor use_cache=False \(--no-cache\)"):
+        list(
+            slide(
+                model,
+                prompt,
+                GenerationRequest(prompt="", max_new=4, dtype="bfloat16", use_cache=False),
+                "cpu",
+            )
+        )

@@ -13,7 +13,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import NUCLEUS, PositiveNumber, device_option
+from attnlab.commands._types import NUCLEUS, PositiveNumber, choice, device_option
 from attnlab.commands._types import POSITIVE as POS
 
 
@@ -49,12 +49,20 @@ def _prompt_text(prompt: str) -> str:
 @click.option("--seed", default=None, type=int, help="Seed of the sampler (reproducible draws).")
 @click.option("--beam", default=None, type=POS, help="Beam search with B beams instead (no streaming).")
 @click.option("--no-cache", is_flag=True, help="Re-run the whole sequence every step (same tokens, slower).")
+@click.option(
+    "--dtype",
+    default="float32",
+    show_default=True,
+    type=choice("attnlab.models.hf.textgen:DTYPES"),
+    help="Number format of the decode engine's matrix products: bfloat16 casts the weights once (fast "
+    "with AVX-512 BF16 or AMX; norms, attention and KV cache stay float32). Greedy and sampling only.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (tokens, text, timing, cache).")
 @click.option("--quiet", is_flag=True, help="Print the generated text only, no timing line.")
 @device_option()
 @usage_errors
 def generate(
-    directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, as_json, quiet, device
+    directory, prompt, max_new, temperature, top_k, top_p, seed, beam, no_cache, dtype, as_json, quiet, device
 ) -> None:
     """Continue PROMPT (text, a file, or - for stdin) with the decoder in DIR (a Hugging Face
     checkpoint with its tokenizer.json, an attnlab train --text run folder, or a saved GPT with a
@@ -71,6 +79,10 @@ def generate(
         )
     if not sampling and (top_k or top_p is not None or seed is not None):
         raise BadInput("--top-k, --top-p and --seed apply to sampling: give --temperature too")
+    if dtype != "float32" and (beam is not None or no_cache):
+        raise BadInput(
+            f"--dtype {dtype} runs the cached decode engine: it takes neither --beam nor --no-cache"
+        )
     request = GenerationRequest(
         prompt=_prompt_text(prompt),
         max_new=max_new,
@@ -81,6 +93,7 @@ def generate(
         beam=beam,
         use_cache=not no_cache,
         device=device,
+        dtype=dtype,
     )
 
     def show(piece: str) -> None:
@@ -111,7 +124,7 @@ def generate(
         click.echo(
             f"[{result['new_tokens']} tokens in {result['seconds']:.2f} s: "
             f"{result['tokens_per_s']:.1f} tokens/s "
-            f"({result['strategy']}); prompt {result['prompt_tokens']} tokens{held}; "
+            f"({result['strategy']}, {result['dtype']}); prompt {result['prompt_tokens']} tokens{held}; "
             f"total {time.perf_counter() - start:.2f} s with loading]",
             err=True,
         )

@@ -10,9 +10,10 @@ in saturating int16). Two kernels:
 - **oneDNN qlinear** (:func:`int8_engine` is ``onednn``: a CPU with AVX-512 VNNI or AMX-INT8).
   The input is quantised here, then one ``torch.ops.onednn.qlinear_pointwise`` call does the
   ``u8 x s8 -> s32`` product, the scales, the bias, the activation (GELU) and, for the output
-  projections, the residual sum ``y + r``. Measured on an AMD Zen 5 (AVX-512 VNNI), 2 threads, interleaved:
-  MiniLM embeds 512 sentences of 5-120 words in 1.36 s, against 1.51 s with
-  ``quantized::linear_dynamic`` packed for the same engine (GELU and sum after it), 1.63 s with fbgemm.
+  projections, the residual sum ``y + r``. In one interleaved run on an AMD Zen 5 (AVX-512 VNNI, 2
+  threads) MiniLM embedded 512 sentences of 5-120 words in 1.36 s, against 1.51 s with
+  ``quantized::linear_dynamic`` on the same engine (GELU and sum after it) and 1.63 s with fbgemm's;
+  ``benchmarks/bench_embed.py`` records its own run of this comparison.
 - **fbgemm** ``quantized::linear_dynamic`` elsewhere (it quantises its input inside); the
   activation and the residual sum run after it.
 """
@@ -36,9 +37,9 @@ Linear = Callable[..., Tensor]
 
 
 def int8_engine() -> str:
-    """The quantised engine the int8 weights are packed for: ``onednn`` on a CPU with AMX-INT8 (its
-    ``brg_matmul`` runs u8 x s8 on AMX tiles; ONEDNN_VERBOSE shows ``avx10_1_512_amx``) or AVX-512
-    VNNI, else PyTorch's current engine (``x86``: fbgemm)."""
+    """The quantised engine for this CPU: ``onednn`` on a CPU with AMX-INT8 (its ``brg_matmul`` runs
+    u8 x s8 on AMX tiles; ONEDNN_VERBOSE shows ``avx10_1_512_amx``) or AVX-512 VNNI, else PyTorch's
+    current engine (``x86``: fbgemm). :func:`int8_kernel` picks the kernel from it."""
     engines = torch.backends.quantized.supported_engines
     flags = cpu_features()["flags"]
     if (flags["amx_int8"] or flags["avx512_vnni"]) and "onednn" in engines:
@@ -59,13 +60,23 @@ def weight_scales(weight: Tensor) -> Tensor:
     return weight.detach().float().abs().amax(dim=1).clamp_min(1e-12) / 127.0
 
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
 def quantize_input(x: Tensor) -> tuple[Tensor, float, int]:
-    """``x [N, d]`` float32 -> ``(q_x [N, d] uint8, s_x, z_x)`` over ``[min(x, 0), max(x, 0)]``, 8 bits."""
+    """``x [N, d]`` (cast to float32) -> ``(q_x [N, d] uint8, s_x, z_x)`` over ``[min(x, 0), max(x, 0)]``
+    with all 8 bits (a CPU that sums u8 x s8 in int32); a scale whose inverse overflows float32 (all
+    zeros, or values near 1e-39) becomes 0.1, as in PyTorch's own dynamic quantisation."""
+    if not x.numel():
+        raise ValueError("int8 linear: an empty input has no int8 scale")
+    x = x if x.dtype == torch.float32 else x.float()  # the quantiser takes float32
     low, high = (float(v) for v in torch.aminmax(x))
     low, high = min(low, 0.0), max(high, 0.0)
     if not math.isfinite(high - low):
         raise ValueError("int8 linear: its input holds inf or NaN, which has no int8 scale")
-    scale = (high - low) / 255.0 or 1.0
+    scale = (high - low) / 255.0
+    if scale == 0 or 1.0 / scale > FLOAT32_MAX:  # as PyTorch's choose_qparams: 1/s must be a float32
+        scale = 0.1
     zero = min(255, max(0, round(-low / scale)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch >= 2.10 flags quantised tensors as deprecated
@@ -119,9 +130,7 @@ def _dynamic(weight: Tensor, bias: Tensor | None, act: str | None, engine: str) 
     scale = weight_scales(weight).double()  # [d_out]
     zero = torch.zeros(weight.shape[0], dtype=torch.long)
     with warnings.catch_warnings(), _engine(engine):
-        warnings.simplefilter(
-            "ignore", UserWarning
-        )  # quantised tensors are flagged deprecated; still the kernel
+        warnings.simplefilter("ignore", UserWarning)  # flagged deprecated; still the kernel
         qweight = torch.quantize_per_channel(weight.detach().float(), scale, zero, 0, torch.qint8)
         packed = torch.ops.quantized.linear_prepack(qweight, None if bias is None else bias.detach().float())
     reduce_range = not full_range()
@@ -140,19 +149,31 @@ KERNELS = ("onednn qlinear", "fbgemm", "onednn linear_dynamic")
 ENV = "ATTNLAB_INT8_KERNEL"  # overrides the choice, to compare kernels (benchmarks/bench_embed.py)
 
 
+def _qlinear() -> bool:
+    """True when this PyTorch has oneDNN's quantised engine and ``onednn::qlinear_pointwise``."""
+    return "onednn" in torch.backends.quantized.supported_engines and hasattr(
+        torch.ops.onednn, "qlinear_pointwise"
+    )
+
+
 def int8_kernel() -> str:
-    """The kernel :func:`int8_linear` uses here: ``onednn qlinear`` where :func:`int8_engine` is oneDNN
-    and this PyTorch has ``onednn::qlinear_pointwise``, else ``fbgemm``; ``ATTNLAB_INT8_KERNEL`` (one
-    of :data:`KERNELS`) overrides it."""
+    """The kernel :func:`int8_linear` uses here: ``onednn qlinear`` on a CPU with AVX-512 VNNI or
+    AMX-INT8 (:func:`int8_engine`) where this PyTorch has it; ``onednn linear_dynamic`` on such a
+    CPU without it; else ``fbgemm``. ``ATTNLAB_INT8_KERNEL`` (one of :data:`KERNELS`) overrides it."""
     chosen = os.environ.get(ENV)
     if chosen:
         if chosen not in KERNELS:
             raise ValueError(f"{ENV}={chosen!r}: must be one of {', '.join(KERNELS)}")
         if "onednn" in chosen and "onednn" not in torch.backends.quantized.supported_engines:
             raise ValueError(f"{ENV}={chosen!r}: this PyTorch has no oneDNN quantised engine")
+        if chosen == "onednn qlinear" and not (_qlinear() and full_range()):
+            raise ValueError(
+                f"{ENV}={chosen!r} needs onednn::qlinear_pointwise and a CPU that sums u8 x s8 in int32 "
+                "(AVX-512 VNNI, AVX-VNNI or AMX-INT8)"
+            )
         return chosen
-    if int8_engine() == "onednn" and hasattr(torch.ops.onednn, "qlinear_pointwise"):
-        return "onednn qlinear"
+    if int8_engine() == "onednn":
+        return "onednn qlinear" if _qlinear() else "onednn linear_dynamic"
     return "fbgemm"
 
 

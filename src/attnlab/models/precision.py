@@ -39,6 +39,7 @@ __all__ = [
     "fast_bfloat16",
     "features_line",
     "int8_engine",
+    "int8_kernel",
     "kernels",
     "onednn_linear",
     "packed_linear",
@@ -62,27 +63,32 @@ def kernels(dtype: str) -> str:
     if dtype == "bfloat16":
         unit = "AMX tiles" if flags["amx_bf16"] else "AVX-512 BF16" if flags["avx512_bf16"] else "emulated"
         return f"{packed} bfloat16 GEMM ({unit}), bfloat16 flash SDPA; float32 LayerNorm and residual"
-    engine = int8_engine()
-    if int8_kernel() == "onednn qlinear":
-        on = "AMX-INT8 tiles" if flags["amx_int8"] else "AVX-512 VNNI"
+    kernel = int8_kernel()
+    if kernel == "fbgemm":
+        vnni = flags["avx512_vnni"] or flags["avx_vnni"]
+        unit = "fbgemm u8s8->s32 with " + ("VNNI" if vnni else "AVX2, 7-bit inputs")
+        return f"torch.ops.quantized.linear_dynamic ({unit}); float32 attention and LayerNorm"
+    on = "AMX-INT8 tiles" if flags["amx_int8"] else "AVX-512 VNNI" if flags["avx512_vnni"] else "AVX-VNNI"
+    if kernel == "onednn qlinear":
         return (
-            f"torch.ops.onednn.qlinear_pointwise, engine {engine!r} (oneDNN u8s8->s32 on {on}), bias, GELU "
-            "and residual sum fused; float32 attention and LayerNorm"
+            f"torch.ops.onednn.qlinear_pointwise (oneDNN u8s8->s32 on {on}), bias, GELU and residual sum "
+            "fused; float32 attention and LayerNorm"
         )
-    unit = "fbgemm u8s8->s32 with " + ("AVX-512 VNNI" if flags["avx512_vnni"] else "AVX2")
-    return f"torch.ops.quantized.linear_dynamic, engine {engine!r} ({unit}); float32 attention and LayerNorm"
+    return (
+        f"torch.ops.quantized.linear_dynamic, engine 'onednn' (u8s8->s32 on {on}); float32 attention "
+        "and LayerNorm"
+    )
 
 
 def check_dtype(dtype: str) -> str:
     """``dtype`` if it is one of :data:`DTYPES`, else a one-line ``ValueError``."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
-    if dtype == "int8" and "x86" not in torch.backends.quantized.supported_engines:
-        if "fbgemm" not in torch.backends.quantized.supported_engines:
-            raise ValueError(
-                "dtype 'int8' needs PyTorch's x86/fbgemm quantised engine, which this build lacks "
-                f"(engines: {torch.backends.quantized.supported_engines})"
-            )
+    engines = torch.backends.quantized.supported_engines
+    if dtype == "int8" and not {"x86", "fbgemm", "onednn"} & set(engines):
+        raise ValueError(
+            f"dtype 'int8' needs one of PyTorch's quantised engines, which this build lacks ({engines})"
+        )
     return dtype
 
 

@@ -20,7 +20,14 @@ import torch
 
 from attnlab.decoding import beam_search, filter_logits
 from attnlab.devices import resolve_device
-from attnlab.models.hf.textgen import GenerationRequest, _TextStream, decoder_of, prompt_ids
+from attnlab.models.hf.textgen import (
+    GenerationRequest,
+    _TextStream,
+    check_dtype,
+    decode_engine_for,
+    decoder_of,
+    prompt_ids,
+)
 from attnlab.models.load import Loaded, load
 from attnlab.training.text_data import read_meta
 
@@ -54,7 +61,8 @@ def slide(
     limit = model.config.max_len
     gen = None if request.seed is None else torch.Generator(device=device).manual_seed(request.seed)
     window = list(prompt)
-    state = model.start(torch.tensor([window], device=device)) if request.use_cache else None
+    engine = decode_engine_for(model, request)  # "auto", or bfloat16 GEMMs (cache only)
+    state = model.start(torch.tensor([window], device=device), engine=engine) if request.use_cache else None
     logits = state.last_logits if state is not None else model(torch.tensor([window], device=device))[:, -1]
     for t in range(request.max_new):
         if request.temperature == 0:
@@ -70,6 +78,9 @@ def slide(
         window = (window + [tok])[-limit:]
         if state is not None and state.length < limit:  # room in the cache: one position more
             logits, state = model.step(torch.tensor([tok], device=device), state)
+        elif engine != "auto":  # full, bfloat16: re-read the last max_len tokens on the same engine
+            state = model.start(torch.tensor([window], device=device), engine=engine)
+            logits = state.last_logits  # [1, V]
         else:  # full (or no cache): re-read the last max_len tokens
             logits = model(torch.tensor([window], device=device))[:, -1]  # [1, V]
             state = None
@@ -108,6 +119,7 @@ def _generate(source, request: GenerationRequest, on_text, warn) -> dict:
     model.to(device)
     ids = prompt_ids(tokenizer, request.prompt)
     limit = model.config.max_len
+    check_dtype(request)
     if request.beam is not None and len(ids) + request.max_new > limit:
         raise ValueError(
             f"prompt of {len(ids)} tokens + --max-new {request.max_new} exceeds the model's {limit} "

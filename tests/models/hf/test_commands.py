@@ -54,7 +54,7 @@ def test_generate_streams_text_and_reports_speed(hf_dirs, hf_tokenizer, capsys):
     )
     result = json.loads(js)
     assert out == result["text"] + "\n"  # the streamed pieces add up to the text
-    assert "20 tokens in" in err and "tokens/s (greedy)" in err
+    assert "20 tokens in" in err and "tokens/s (greedy, float32)" in err
     assert result["cache"]["positions_held"] == 8  # Mistral's window: the rolling buffer
     code, js, _ = _run(
         capsys,
@@ -159,6 +159,9 @@ def _bad(tmp_path, hf_dirs):
         "--top-p nan": [str(hf_dirs["gpt2"]), "hi", "--temperature", "1", "--top-p", "nan"],
         "--top-p 0": [str(hf_dirs["gpt2"]), "hi", "--temperature", "1", "--top-p", "0"],
         "--temperature nan": [str(hf_dirs["gpt2"]), "hi", "--temperature", "nan"],
+        "--dtype bfloat16 with --beam": [str(hf_dirs["gpt2"]), "hi", "--dtype", "bfloat16", "--beam", "2"],
+        "--dtype bfloat16 on a sliding window": [str(hf_dirs["mistral"]), "hi", "--dtype", "bfloat16"],
+        "--dtype float16": [str(hf_dirs["gpt2"]), "hi", "--dtype", "float16"],
     }
 
 
@@ -176,6 +179,9 @@ def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
         "--top-p nan": "--top-p must be a number in (0, 1], got 'nan'",
         "--top-p 0": "--top-p must be a number in (0, 1], got '0'",
         "--temperature nan": "--temperature must be a positive number, got 'nan'",
+        "--dtype bfloat16 with --beam": "--dtype bfloat16 runs the cached decode engine",
+        "--dtype bfloat16 on a sliding window": "cannot run this model: a sliding window or ALiBi",
+        "--dtype float16": "float32, bfloat16",
     }
     for case, args in _bad(tmp_path, hf_dirs).items():
         code, out, err = _run(capsys, "generate", *args)
@@ -206,3 +212,43 @@ def test_generate_quiet_prints_the_text_and_ends_with_a_newline(hf_dirs, capsys)
         _, js, _ = _run(capsys, *args, "--json")
         text = json.loads(js)["text"]
         assert code == 0 and text and out == text + "\n" and err == "", (extra, out, err)
+
+
+def test_generate_in_bfloat16_picks_what_float32_would(hf_dirs, capsys):
+    """--dtype bfloat16: the decode engine's GEMMs in bfloat16; each greedy token is within 0.05 nats
+    of the float32 model's best given the same prefix, and the first step's logits are bfloat16's
+    (close to float32's, not equal)."""
+    from attnlab.models import load
+    from attnlab.models.hf.textgen import GenerationRequest, decode_engine_for
+
+    code, out, err = _run(
+        capsys, "generate", str(hf_dirs["llama"]), "The keys", "--max-new", "6", "--dtype", "bfloat16"
+    )
+    assert code == 0 and "(greedy, bfloat16)" in err
+    code, out, _ = _run(
+        capsys,
+        "generate",
+        str(hf_dirs["llama"]),
+        "The keys",
+        "--max-new",
+        "12",
+        "--dtype",
+        "bfloat16",
+        "--json",
+    )
+    result = json.loads(out)
+    assert code == 0 and result["dtype"] == "bfloat16" and result["new_tokens"] == 12
+    loaded = load(hf_dirs["llama"])
+    model = loaded.model.eval()
+    ids = loaded.tokenizer.encode("The keys")
+    with torch.no_grad():
+        gaps = []
+        for tok in result["tokens"]:
+            logp = model(torch.tensor([ids]))[0, -1].log_softmax(-1)  # [V] float32
+            gaps.append(float(logp.max() - logp[tok]))
+            ids.append(tok)
+        engine = decode_engine_for(model, GenerationRequest(prompt="", dtype="bfloat16"))
+        prompt = torch.tensor([ids[:3]])
+        fast, exact = model.start(prompt, engine=engine).last_logits, model(prompt)[:, -1]  # [1, V] each
+    assert max(gaps) <= 0.05
+    assert not torch.equal(fast, exact) and (fast - exact).abs().max() <= 0.05 * exact.abs().max()

@@ -18,8 +18,10 @@ from attnlab._checks import memory_bytes
 from attnlab.decoding import beam_search, stream
 from attnlab.devices import resolve_device
 from attnlab.models.gpt import GPT
+from attnlab.models.gpt_decode import DecodeEngine, unsupported
 from attnlab.models.hf.checkpoint import read_hf_config, read_json
 from attnlab.models.load import Loaded, load
+from attnlab.models.precision import warn_if_slow
 from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters
 from attnlab.tasks.tokenize import HFTokenizer, Tokenizer
 
@@ -38,6 +40,42 @@ class GenerationRequest:
     beam: int | None = None
     use_cache: bool = True
     device: str = "cpu"  # "auto" | "cpu" | "cuda" (attnlab.devices.resolve_device)
+    dtype: str = "float32"  # or "bfloat16": the decode engine's GEMMs (DecodeEngine(dtype="bfloat16"))
+
+
+DTYPES = ("float32", "bfloat16")
+
+
+def check_dtype(request: GenerationRequest) -> None:
+    """A one-line ``ValueError`` for a ``dtype`` not in :data:`DTYPES`, or bfloat16 asked of beam
+    search or of decoding without the KV cache (the bfloat16 GEMMs are the decode engine's)."""
+    if request.dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {request.dtype!r}")
+    if request.dtype != "float32" and (request.beam is not None or not request.use_cache):
+        raise ValueError(
+            "bfloat16 runs the cached decode engine: it takes neither beam search nor use_cache=False "
+            "(--no-cache)"
+        )
+
+
+def decode_engine_for(model: GPT, request: GenerationRequest):
+    """What :meth:`GPT.start` decodes ``request`` with: ``"auto"`` for float32, else a
+    :class:`~attnlab.models.gpt_decode.DecodeEngine` whose GEMMs run in bfloat16 (weights cast once;
+    norms, attention and the KV cache stay float32). bfloat16 needs the KV cache and greedy or
+    sampled decoding, and an engine that can run the model: otherwise a one-line ``ValueError``. On a
+    CPU without AVX-512 BF16 or AMX it warns once that it will be slow."""
+    check_dtype(request)
+    if request.dtype == "float32":
+        return "auto"
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        raise ValueError(f"bfloat16 generation runs oneDNN's CPU kernels; the model is on {device}")
+    with torch.no_grad():  # as decoding will run
+        why = unsupported(model)
+    if why is not None:
+        raise ValueError(f"bfloat16 needs the decode engine, which cannot run this model: {why}")
+    warn_if_slow("bfloat16")
+    return DecodeEngine(model, dtype="bfloat16")
 
 
 def eos_ids(directory: str | Path) -> list[int]:
@@ -95,6 +133,7 @@ class _TextStream:
             "seconds": seconds,
             "tokens_per_s": n / seconds if seconds > 0 else float("inf"),
             "strategy": _strategy(request),
+            "dtype": request.dtype,
             "cache": cache,
         }
 
@@ -108,13 +147,14 @@ def run_generation(
 
     Returns a dict: "prompt", "prompt_tokens", "tokens" (the new ids), "text", "new_tokens",
     "stopped_at_eos", "seconds", "tokens_per_s" (new tokens over the decoding time, prompt included),
-    "strategy", "cache" ({"positions_held", "bytes", "rolling_window"} or None)."""
+    "strategy", "dtype", "cache" ({"positions_held", "bytes", "rolling_window"} or None)."""
     device = resolve_device(request.device)
     loaded = source if isinstance(source, Loaded) else load(source, device=device)
     model, tokenizer = decoder_of(loaded)
     model.to(device)
     ids = prompt_ids(tokenizer, request.prompt)
     prompt = torch.tensor([ids], device=device)  # [1, P]
+    engine = decode_engine_for(model, request)
     eos = eos_ids(loaded.source) if loaded.origin == "hf" else []
     out = _TextStream(tokenizer, on_text)
     start = time.perf_counter()
@@ -122,7 +162,7 @@ def run_generation(
         _beam(model, prompt, request, eos, out)
         state = None
     else:
-        state = _sample(model, prompt, request, eos, out)
+        state = _sample(model, prompt, request, eos, out, engine)
     stopped = bool(eos) and bool(out.ids) and out.ids[-1] in eos
     cache = None if state is None else _cache_held(state.caches, model.config.window)
     return out.result(request, ids, start, stopped, cache)
@@ -190,9 +230,11 @@ def check_beam(config, beam: int, length: int) -> None:
         )
 
 
-def _sample(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream):
-    """Greedy or sampled decoding from ``prompt [1, P]``, each token to ``out`` as it comes; returns
-    the decoding state (its KV caches)."""
+def _sample(
+    model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int], out: _TextStream, engine
+):
+    """Greedy or sampled decoding from ``prompt [1, P]`` on ``engine`` (:func:`decode_engine_for`),
+    each token to ``out`` as it comes; returns the decoding state (its KV caches)."""
     steps = stream(
         model,
         prompt,
@@ -203,6 +245,7 @@ def _sample(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[i
         top_p=request.top_p,
         seed=request.seed,
         eos_id=eos or None,
+        engine=engine,
     )
     for tok, _ in steps:
         out.add(int(tok[0]))
