@@ -221,21 +221,10 @@ def test_generate_in_bfloat16_picks_what_float32_would(hf_dirs, capsys):
     from attnlab.models import load
     from attnlab.models.hf.textgen import GenerationRequest, decode_engine_for
 
-    code, out, err = _run(
-        capsys, "generate", str(hf_dirs["llama"]), "The keys", "--max-new", "6", "--dtype", "bfloat16"
-    )
+    args = ["generate", str(hf_dirs["llama"]), "The keys", "--dtype", "bfloat16", "--max-new"]
+    code, out, err = _run(capsys, *args, "6")
     assert code == 0 and "(greedy, bfloat16)" in err
-    code, out, _ = _run(
-        capsys,
-        "generate",
-        str(hf_dirs["llama"]),
-        "The keys",
-        "--max-new",
-        "12",
-        "--dtype",
-        "bfloat16",
-        "--json",
-    )
+    code, out, _ = _run(capsys, *args, "12", "--json")
     result = json.loads(out)
     assert code == 0 and result["dtype"] == "bfloat16" and result["new_tokens"] == 12
     loaded = load(hf_dirs["llama"])
