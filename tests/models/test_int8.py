@@ -139,3 +139,9 @@ def test_degenerate_and_float64_inputs_get_pytorchs_scale(x):
     assert torch.equal(q, ref.int_repr())
     with pytest.raises(ValueError, match="empty input"):
         int8.quantize_input(x[:0])
+
+
+def test_a_weight_off_the_cpu_is_refused_by_name():
+    w = torch.randn(4, 3, device="meta")
+    with pytest.raises(ValueError, match="CPU quantised kernels; the model is on meta"):
+        int8.int8_linear(w, None)

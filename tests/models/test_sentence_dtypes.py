@@ -132,3 +132,11 @@ def test_prepacked_linear_equals_f_linear(dtype, act, tol):
     assert y.shape == (33, 96) and y.dtype == getattr(torch, dtype)
     torch.testing.assert_close(y.double(), want, rtol=0, atol=tol)
     assert precision.MAKERS[dtype](w, b)(x[:0]).shape == (0, 96)
+
+
+def test_a_weight_off_the_cpu_takes_f_linear():
+    """oneDNN's prepacked linear is a CPU kernel: a weight elsewhere (here on the meta device, as a
+    CUDA one would) gets F.linear, whose output lives with it."""
+    w, b = torch.randn(6, 4, device="meta"), torch.randn(6, device="meta")
+    y = precision.MAKERS["float32"](w, b, "gelu")(torch.randn(3, 4, device="meta"))
+    assert y.device.type == "meta" and y.shape == (3, 6)

@@ -183,6 +183,11 @@ def int8_linear(
     """``act(x W^T + b)`` in int8 (module doc) for ``weight [d_out, d_in]``, ``bias [d_out]``:
     ``linear(x [N, d_in], residual=None) -> [N, d_out]`` float32. ``kernel``: one of :data:`KERNELS`
     (default :func:`int8_kernel`; a benchmark compares them)."""
+    if weight.device.type != "cpu":
+        raise ValueError(
+            f"int8 runs PyTorch's CPU quantised kernels; the model is on {weight.device} (use float32 or "
+            "bfloat16 there)"
+        )
     kernel = kernel or int8_kernel()
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")

@@ -112,13 +112,15 @@ def packed_linear(weight: Tensor, bias: Tensor | None, act: str | None, dtype: t
     """``linear(x [N, d_in], residual=None) -> act(x W^T + b) (+ residual) [N, d_out]`` with
     ``W [d_out, d_in]`` cast to ``dtype`` and reordered once into oneDNN's blocked layout (F.linear
     repacks it on every call), the bias and ``act`` applied inside the GEMM (F.linear first copies the
-    bias into every output row). Unfused fallback where oneDNN is absent."""
+    bias into every output row). Unfused ``F.linear`` where oneDNN is absent or the weight is not
+    on the CPU."""
     w = weight.detach().to(dtype)  # [d_out, d_in]
     b = None if bias is None else bias.detach().to(dtype)  # [d_out]
     fn = ACTIVATIONS[act] if act else None
     bf16 = dtype == torch.bfloat16
     if (
         dtype not in (torch.float32, torch.bfloat16)
+        or weight.device.type != "cpu"  # oneDNN's prepacked linear is a CPU kernel
         or not onednn_linear()
         or (bf16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported())
     ):
