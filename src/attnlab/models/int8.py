@@ -5,7 +5,7 @@
 Weights per output channel, symmetric int8: ``s_W = max_j |W_ij| / 127``. Inputs per call, per
 tensor, asymmetric uint8 over ``[min(x, 0), max(x, 0)]``: ``s_x = (max - min) / 255``,
 ``z_x = round(-min / s_x)`` (PyTorch's dynamic quantisation; 7 bits where the CPU sums u8 x s8 pairs
-in saturating int16). Two kernels:
+in saturating int16). The kernels (:func:`int8_kernel` picks one):
 
 - **oneDNN qlinear** (:func:`int8_engine` is ``onednn``: a CPU with AVX-512 VNNI or AMX-INT8).
   The input is quantised here, then one ``torch.ops.onednn.qlinear_pointwise`` call does the
@@ -14,8 +14,10 @@ in saturating int16). Two kernels:
   threads) MiniLM embedded 512 sentences of 5-120 words in 1.36 s, against 1.51 s with
   ``quantized::linear_dynamic`` on the same engine (GELU and sum after it) and 1.63 s with fbgemm's;
   ``benchmarks/bench_embed.py`` records its own run of this comparison.
-- **fbgemm** ``quantized::linear_dynamic`` elsewhere (it quantises its input inside); the
-  activation and the residual sum run after it.
+- **oneDNN linear_dynamic**: ``quantized::linear_dynamic`` packed for oneDNN's engine, on such a CPU
+  when this PyTorch lacks the qlinear kernel (it quantises its input inside; the activation and the
+  residual sum run after it).
+- **fbgemm** ``quantized::linear_dynamic`` on every other CPU, the same way.
 """
 
 from __future__ import annotations
