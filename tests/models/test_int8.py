@@ -76,7 +76,10 @@ def test_fused_gelu_and_residual_equal_the_unfused_ones():
     gelu = int8.int8_linear(w, b, "gelu", kernel="onednn qlinear")
     torch.testing.assert_close(gelu(x), F.gelu(plain(x)), rtol=0, atol=1e-5)
     r = torch.randn(20, 48)
-    torch.testing.assert_close(plain(x, r), plain(x) + r, rtol=0, atol=1e-5)
+    want = plain(x) + r
+    got = plain(x, r)  # written into r's memory (the caller's residual stream, no longer needed)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert got.data_ptr() == r.data_ptr()
     assert int8.int8_linear(w, b, "silu", kernel="onednn qlinear")(x).shape == (20, 48)  # unfused
     with pytest.raises(ValueError, match="residual only without an activation"):
         gelu(x, r)

@@ -10,10 +10,10 @@ in saturating int16). The kernels (:func:`int8_kernel` picks one):
 - **oneDNN qlinear** (:func:`int8_engine` is ``onednn``: a CPU with AVX-512 VNNI or AMX-INT8).
   The input is quantised here, then one ``torch.ops.onednn.qlinear_pointwise`` call does the
   ``u8 x s8 -> s32`` product, the scales, the bias, the activation (GELU) and, for the output
-  projections, the residual sum ``y + r``. In one interleaved run on an AMD Zen 5 (AVX-512 VNNI, 2
-  threads) MiniLM embedded 512 sentences of 5-120 words in 1.36 s, against 1.51 s with
-  ``quantized::linear_dynamic`` on the same engine (GELU and sum after it) and 1.63 s with fbgemm's;
-  ``benchmarks/bench_embed.py`` records its own run of this comparison.
+  projections, the residual sum ``y + r`` (into ``r``'s memory). In one interleaved run on an AMD
+  Zen 5 (AVX-512 VNNI, 2 threads) MiniLM embedded 512 sentences of 5-120 words in 1.36 s, against
+  1.51 s with ``quantized::linear_dynamic`` on the same engine (GELU and sum after it) and 1.63 s
+  with fbgemm's; ``benchmarks/bench_embed.py`` records its own run of this comparison.
 - **oneDNN linear_dynamic**: ``quantized::linear_dynamic`` packed for oneDNN's engine, on such a CPU
   when this PyTorch lacks the qlinear kernel (it quantises its input inside; the activation and the
   residual sum run after it).
@@ -34,7 +34,7 @@ from torch import Tensor
 from attnlab.models.cpu import FUSED, cpu_features
 from attnlab.nn.layers import ACTIVATIONS
 
-# x [N, d_in] (and a residual [N, d_out] to add) -> [N, d_out] float32
+# x [N, d_in] (and a residual [N, d_out] to add, which may be overwritten) -> [N, d_out] float32
 Linear = Callable[..., Tensor]
 
 
@@ -101,7 +101,8 @@ def _onednn(weight: Tensor, bias: Tensor | None, act: str | None) -> Linear:
     d_out = weight.shape[0]
 
     def linear(x: Tensor, residual: Tensor | None = None) -> Tensor:
-        """``act(x W^T + b)`` or ``x W^T + b + residual``: ``x [N, d_in]`` -> ``[N, d_out]`` float32."""
+        """``act(x W^T + b)``, or ``x W^T + b + residual`` written into ``residual`` (contiguous
+        float32 ``[N, d_out]``) and returned: ``x [N, d_in]`` -> ``[N, d_out]`` float32."""
         if residual is not None and act:
             raise ValueError("an int8 linear adds a residual only without an activation")
         if not x.shape[0]:  # no row: no scale to choose
@@ -111,7 +112,9 @@ def _onednn(weight: Tensor, bias: Tensor | None, act: str | None) -> Linear:
         if residual is None:  # float32 out (output scale 1, zero point 0), the activation as a post-op
             y = qlinear(*args, b, 1.0, 0, torch.float32, post, [], algorithm)
             return unfused(y) if unfused else y
-        return qlinear.binary(*args, residual, b, 1.0, 0, torch.float32, 1.0, 0, "add", 1.0, "none", [], "")
+        # oneDNN's "sum" post-op accumulates into the residual's own memory: no new [N, d_out] buffer
+        # (6-7% of an int8 MiniLM corpus against the "add" post-op, which writes a fresh one)
+        return qlinear.binary(*args, residual, b, 1.0, 0, torch.float32, 1.0, 0, "sum", 1.0, "none", [], "")
 
     return linear
 
@@ -183,7 +186,8 @@ def int8_linear(
     weight: Tensor, bias: Tensor | None, act: str | None = None, kernel: str | None = None
 ) -> Linear:
     """``act(x W^T + b)`` in int8 (module doc) for ``weight [d_out, d_in]``, ``bias [d_out]``:
-    ``linear(x [N, d_in], residual=None) -> [N, d_out]`` float32. ``kernel``: one of :data:`KERNELS`
+    ``linear(x [N, d_in], residual=None) -> [N, d_out]`` float32 (with a residual, the sum may be
+    written into it: pass one you no longer need). ``kernel``: one of :data:`KERNELS`
     (default :func:`int8_kernel`; a benchmark compares them)."""
     if weight.device.type != "cpu":
         raise ValueError(

@@ -163,7 +163,8 @@ class PackedLayer:
     [N, d_ff]`` (the FFN's first linear and its activation, act(x W_1 + b_1), fused in one kernel
     where oneDNN can), ``ffn_out: [N, d_ff] -> [N, d]``; ``norm1``/``norm2`` the float32 LayerNorms.
     ``out`` and ``ffn_out`` take the residual stream as a second argument and return the sum
-    (float32; the int8 kernel adds it inside the GEMM). ``qkv`` and ``ffn_in`` may return bfloat16.
+    (float32; the int8 kernel adds it inside the GEMM, writing into the residual's memory, so the
+    caller passes a stream it no longer needs). ``qkv`` and ``ffn_in`` may return bfloat16.
     """
 
     qkv: Linear

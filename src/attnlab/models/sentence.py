@@ -84,7 +84,7 @@ def encode_packed(
         proj = layer.qkv(x)  # [N_tok + spare, 3d] (float32, or bfloat16 on that path)
         heads = [_attend(proj[s : s + g * L], g, L, h) for s, g, L in groups]  # [g*L, d] each
         o = torch.cat([*heads, proj.new_zeros(spare, c.d_model)])  # [N_tok + spare, d]
-        x = layer.norm1(layer.out(o, x))  # U = LN_1(X + MHA(X)); the sum is float32
+        x = layer.norm1(layer.out(o, x))  # U = LN_1(X + MHA(X)); the sum is float32, maybe in x's memory
         x = layer.norm2(layer.ffn_out(layer.ffn_in(x), x))  # X' = LN_2(U + FFN(U))
     return x[:n]  # [N_tok, d]
 
