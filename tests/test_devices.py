@@ -45,3 +45,18 @@ def test_explore_on_the_auto_device_equals_cpu():
     cpu, _ = attention_views("The animal was tired.", "minilm", "cpu")
     auto, _ = attention_views("The animal was tired.", "minilm", "auto")
     np.testing.assert_allclose(auto[0].weights, cpu[0].weights, atol=1e-5)
+
+
+def test_torch_threads_sets_the_count_inside_and_restores_it_after_an_error():
+    import torch
+
+    from attnlab.devices import torch_threads
+
+    before = torch.get_num_threads()
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="inside"):
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("inside")
+    assert torch.get_num_threads() == before

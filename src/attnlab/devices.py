@@ -1,6 +1,10 @@
-"""Choosing where a model runs: :func:`resolve_device` for the CLI's ``--device auto|cpu|cuda``."""
+"""Choosing where a model runs: :func:`resolve_device` for the CLI's ``--device auto|cpu|cuda``, and
+:func:`torch_threads` for how many CPU threads its operations use."""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -20,3 +24,19 @@ def resolve_device(device: str = "auto") -> str:
             f"CUDA build: {torch.version.cuda or 'no'}); use --device cpu or auto"
         )
     return device
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Torch's intra-op threads set to ``n`` inside the block (``None``: left as they are), the count
+    restored afterwards. Small models run on one: they gain nothing from a second thread, and on a
+    shared machine each operation waits for it."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

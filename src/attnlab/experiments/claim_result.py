@@ -14,12 +14,11 @@ absolute time says more about the neighbours than about the code.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from attnlab._io import atomic_write_bytes, atomic_write_json, dumps_json
@@ -103,20 +102,6 @@ def time_interleaved(contestants: dict[str, Callable[[], object]], repeats: int)
             fn()
             times[name].append(time.perf_counter() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run torch on one thread inside the block, restoring the count afterwards (these models are too
-    small to gain from a second thread, and on a shared machine each operation waits for it)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def figure(ncols: int, width: float = 4.6, height: float = 3.6):

@@ -29,6 +29,7 @@ import torch
 
 from attnlab import decoding
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.devices import torch_threads
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.viz.legends import save_figure
@@ -322,9 +323,7 @@ def run(
         )
     pieces = lm.pieces(lm.speech_starts(s.prompts, s.prompt_tokens + n), s.prompt_tokens + n)  # [P, T_p + N]
     prompts, real = pieces[:, : s.prompt_tokens], pieces[:, s.prompt_tokens :]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models: one thread is fastest on a busy machine (see training)
-    try:
+    with torch_threads(1):  # small models: one thread is fastest on a busy machine (see training)
         methods = []
         for name, options in s.methods():
             t0 = time.perf_counter()
@@ -333,8 +332,6 @@ def run(
             m = methods[-1]
             log(f"{name:<22} mean log-prob {m.mean_log_prob:.3f}, distinct-2 {m.distinct_2:.3f}")
         methods.append(measure(lm, REFERENCE, prompts, real, 0.0))
-    finally:
-        torch.set_num_threads(threads)
     files = {
         "json": str(out / "results.json"),
         "table": str(out / "results.md"),

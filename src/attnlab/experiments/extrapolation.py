@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from attnlab._checks import positive_float, positive_int
 from attnlab._io import atomic_write_json
+from attnlab.devices import torch_threads
 
 TRAINED = ("none", "sinusoidal", "learned", "rope", "alibi")  # positions of the trained models
 NAMES = {"none": "NoPE", "sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "alibi": "ALiBi"}
@@ -346,12 +347,8 @@ def run(settings: Settings, out_dir: str | Path | None = None, *, progress: bool
     out = None if out_dir is None else Path(out_dir)
     if out is not None and out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # models this small only lose to a second thread's synchronisation
-    try:
+    with torch_threads(1):  # models this small only lose to a second thread's synchronisation
         return _run(settings, out, progress, log)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(settings: Settings, out: Path | None, progress: bool, log) -> Result:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.devices import torch_threads
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import text_model
 from attnlab.interp.saliency import attention_received, gradient_x_input, occlusion, spearman
@@ -256,14 +257,10 @@ def run(
     t = lm.context
     pieces = lm.pieces(lm.speech_starts(settings.lines, t + 1), t + 1)  # [B, T + 1]
     ids, targets = pieces[:, :t], pieces[:, t]  # the line, and the token that follows it
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models: one thread is fastest on a busy machine (see training)
-    try:
+    with torch_threads(1):  # small models: one thread is fastest on a busy machine (see training)
         att = attention_received(lm.model, ids)  # [L, B, T]
         occ = occlusion(lm.model, ids, targets)  # [B, T]
         gxi = gradient_x_input(lm.model, ids, targets)  # [B, T]
-    finally:
-        torch.set_num_threads(threads)
     rows, verdict = compare(att, occ, gxi)
     example = {
         "tokens": [lm.decode([i]) for i in ids[0]],

@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 from attnlab._checks import positive_float, positive_int
 from attnlab.audit.cost import kv_cache_bytes
-from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread, write
+from attnlab.devices import torch_threads
+from attnlab.experiments.claim_result import ClaimResult, figure, save, write
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks.shakespeare import shakespeare
@@ -170,7 +171,7 @@ def run(
     jobs = [(kv, s.seed) for kv in s.kv_heads] + [
         (s.num_heads, s.seed + k) for k in range(1, s.spread_seeds + 1)
     ]
-    with single_thread():
+    with torch_threads(1):
         models = [train_one(s, kv, seed, data, progress) for kv, seed in jobs]
     for m in models:
         log(f"h_kv = {m['kv_heads']} (seed {m['seed']}): held-out loss {m['held_out_loss']:.3f}")

@@ -24,8 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._checks import positive_int
+from attnlab.devices import torch_threads
 from attnlab.experiments import induction
-from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread, write
+from attnlab.experiments.claim_result import ClaimResult, figure, save, write
 from attnlab.interp import repeated_tokens, score_heads, segment_batch
 from attnlab.nn.hooks import capture
 from attnlab.progress import progress as progress_bar
@@ -175,7 +176,7 @@ def run(
     s = settings
     t0 = time.perf_counter()
     histories = {}
-    with single_thread():
+    with torch_threads(1):
         for name in s.models:
             histories[name] = train_logged(s, name, progress)
             end = histories[name][-1]

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.devices import torch_threads
 from attnlab.interp import repeated_tokens, score_heads, segment_batch
 from attnlab.interp.ablation import ablate_heads
 from attnlab.interp.read import attention
@@ -153,12 +154,8 @@ def train_one(settings: Settings, name: str, *, show_progress: bool = True) -> t
     """Train model ``name``; log losses and head scores every ``eval_every`` steps (on one thread:
     these models are too small to gain from more, and on a busy machine extra threads wait on each
     other — measured 20x slower on 2 shared cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         return _train_one(settings, name, show_progress)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train_one(settings: Settings, name: str, show_progress: bool) -> tuple[GPT, ModelRun]:

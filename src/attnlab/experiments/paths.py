@@ -28,12 +28,12 @@ import torch
 from torch import nn
 
 from attnlab._checks import positive_int
+from attnlab.devices import torch_threads
 from attnlab.experiments.claim_result import (
     ClaimResult,
     figure,
     load_average,
     save,
-    single_thread,
     time_interleaved,
     write,
 )
@@ -146,7 +146,7 @@ def run(
     """Measure both, build the table and verdict; with ``out_dir`` write JSON, table and plot."""
     s = settings
     t0 = time.perf_counter()
-    with single_thread():
+    with torch_threads(1):
         log(f"gradient norms at T = {', '.join(map(str, s.lengths))} ({s.seeds} initialisations each)")
         grads = gradient_norms(s)
         log("timing one training step of each, interleaved")

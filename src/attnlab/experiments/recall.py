@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from attnlab._checks import positive_int
 from attnlab._io import atomic_write_bytes, atomic_write_json, dumps_json
+from attnlab.devices import torch_threads
 from attnlab.models.gpt import GPT, GPTConfig
 
 KINDS = ("attention", "window", "linear", "ssm")
@@ -264,14 +265,10 @@ def run(settings: Settings, out_dir: str | Path | None = None, *, log=print) -> 
         from attnlab.training.rundir import claim
 
         claim(Path(out_dir))  # refuse someone else's folder before any training
-    threads = torch.get_num_threads()
     # Models this small gain nothing from a second thread, and on a loaded machine each operation
     # would wait for it: one thread (restored afterwards).
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         cells = _train_all(settings, log)
-    finally:
-        torch.set_num_threads(threads)
     result = RecallResult(settings, cells)
     if out_dir is not None:
         out = Path(out_dir)

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._checks import positive_float, positive_int, probability
-from attnlab.experiments.claim_result import ClaimResult, figure, save, single_thread, write
+from attnlab.devices import torch_threads
+from attnlab.experiments.claim_result import ClaimResult, figure, save, write
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.layers import FeedForward, make_norm
 from attnlab.nn.multihead import MultiHeadAttention
@@ -183,7 +184,7 @@ def run(
     t0 = time.perf_counter()
     successor = torch.randperm(s.vocab, generator=torch.Generator().manual_seed(s.seed + 7))
     held_out = markov_batch(s.eval_size, s, successor, torch.Generator().manual_seed(10_000 + s.seed))
-    with single_thread():
+    with torch_threads(1):
         runs = {name: train_variant(s, name, held_out, successor, progress) for name in VARIANTS}
     for name, r in runs.items():
         log(f"{name:<12} held-out loss {r['init']['loss']:.2f} -> {r['trained']['loss']:.2f}")

@@ -30,12 +30,12 @@ import torch.nn.functional as F
 from attnlab import ref
 from attnlab._blas import one_blas_thread
 from attnlab._checks import positive_int
+from attnlab.devices import torch_threads
 from attnlab.experiments.claim_result import (
     ClaimResult,
     figure,
     load_average,
     save,
-    single_thread,
     time_interleaved,
     write,
 )
@@ -118,7 +118,7 @@ def run(
     t0 = time.perf_counter()
     times: dict[str, dict[str, dict[str, float]]] = {"numpy": {}, "torch": {}}
     load = load_average()
-    with single_thread():
+    with torch_threads(1):
         with one_blas_thread():
             for n in s.sizes:
                 log(f"n = {n}: timing the three scores in NumPy and PyTorch")

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
+from attnlab.devices import torch_threads
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.interp.detectors import score_heads
@@ -357,12 +358,8 @@ def run(
         "table": str(out / "results.md"),
         "plot": str(out / "induction.png"),
     }
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models: one thread is fastest on a busy machine (see training)
-    try:
+    with torch_threads(1):  # small models: one thread is fastest on a busy machine (see training)
         result = measure(lm, settings, files)
-    finally:
-        torch.set_num_threads(threads)
     atomic_write_json(files["json"], result.to_json())
     atomic_write_bytes(files["table"], (result.table() + "\n").encode())
     plot(result, Path(files["plot"]))

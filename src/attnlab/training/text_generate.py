@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from attnlab.decoding import beam_search, filter_logits
-from attnlab.devices import resolve_device
+from attnlab.devices import resolve_device, torch_threads
 from attnlab.models.hf.textgen import (
     GenerationRequest,
     _TextStream,
@@ -101,13 +101,8 @@ def run_text_generation(
     ``threads``: torch intra-op threads meanwhile (restored after; None = leave as is). One, as for
     training: these models are small, and on a busy 2-core machine we measured 80 tokens in 4.0 s
     with two threads and 0.18 s with one."""
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         return _generate(source, request, on_text, warn)
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _generate(source, request: GenerationRequest, on_text, warn) -> dict:

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 import attnlab.training.rundir as rundir
+from attnlab.devices import torch_threads
 from attnlab.models.base import check_fits, count_parameters
 from attnlab.models.registry import build_model, model_class
 from attnlab.progress import progress as progress_bar
@@ -232,27 +233,23 @@ def train(
     or a checkpoint that cannot be resumed."""
     check_distributed(config, out_dir, world)
     use_onednn()  # a bad ATTNLAB_TRAIN_GEMM is named before anything is written
-    previous_threads = torch.get_num_threads()
-    try:
-        with contextlib.ExitStack() as held:  # the folder's lock and a text run's temporary folders
-            with lead_first(rank, world):  # rank 0 prepares the folder; the others then read it
-                ckpt, source = _prepare(config, out_dir, resume, overwrite, rank, log, held)
-            if threads is not None:
-                torch.set_num_threads(threads)
-            return _run(
-                config,
-                out_dir,
-                ckpt,
-                source,
-                progress=progress,
-                rank=rank,
-                world=world,
-                desc=desc,
-                until=config.steps if until is None else min(until, config.steps),
-                device=device,
-            )
-    finally:
-        torch.set_num_threads(previous_threads)
+    # the folder's lock, a text run's temporary folders, and the thread count (restored first)
+    with contextlib.ExitStack() as held:
+        with lead_first(rank, world):  # rank 0 prepares the folder; the others then read it
+            ckpt, source = _prepare(config, out_dir, resume, overwrite, rank, log, held)
+        held.enter_context(torch_threads(threads))  # restored when the run ends, however it ends
+        return _run(
+            config,
+            out_dir,
+            ckpt,
+            source,
+            progress=progress,
+            rank=rank,
+            world=world,
+            desc=desc,
+            until=config.steps if until is None else min(until, config.steps),
+            device=device,
+        )
 
 
 def check_distributed(config: TrainConfig, out_dir, world: int) -> None:
