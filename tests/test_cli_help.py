@@ -181,3 +181,19 @@ def test_every_group_and_choice_suggests():
                 assert exc.value.format_message().endswith(f"; did you mean {first!r}?"), (path, first)
                 checked += 1
     assert checked >= 30
+
+
+@pytest.mark.parametrize("path, cmd", COMMAND_LIST, ids=[p for p, _ in COMMAND_LIST])
+def test_every_command_says_what_it_does(path, cmd):
+    assert cmd.help and len(cmd.help.split()) >= 4, f"attnlab {path} has no help text"
+    r = CliRunner().invoke(cli, [*path.split(), "--help"])
+    assert r.exit_code == 0 and " ".join(cmd.help.split()[:6]) in " ".join(r.output.split())
+
+
+def test_the_command_list_has_a_summary_for_every_command():
+    r = CliRunner().invoke(cli, ["--help"])
+    listed = r.output.split("Commands:")[1].splitlines()
+    names = [line.split()[0] for line in listed if line.startswith("  ") and not line.startswith("   ")]
+    assert sorted(names) == sorted(COMMANDS)
+    bare = [line.split()[0] for line in listed if line.startswith("  ") and len(line.split()) == 1]
+    assert not bare, f"commands listed without a summary: {bare}"

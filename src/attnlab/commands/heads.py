@@ -27,7 +27,16 @@ MODEL_HELP = (
 )
 
 
-@click.command("heads")
+HEADS_HELP = (
+    """Score every head of MODEL ("""
+    + MODEL_HELP
+    + """) as a previous-token, duplicate-token,
+    induction, first-token (sink) and current-token head: the share of its attention that falls where
+    each pattern says (TransformerLens's 'mul' measure, Σ A⊙P / Σ A)."""
+)
+
+
+@click.command("heads", help=HEADS_HELP)
 @click.argument("model", default="minilm", metavar="MODEL")
 @click.option(
     "--tokens",
@@ -75,13 +84,6 @@ MODEL_HELP = (
 def heads(
     model, tokens, length, batch, seed, threshold, exclude_first, exclude_current, convention, as_json, quiet
 ) -> None:
-    (
-        """Score every head of MODEL ("""
-        + MODEL_HELP
-        + """) as a previous-token, duplicate-token,
-    induction, first-token (sink) and current-token head: the share of its attention that falls where
-    each pattern says (TransformerLens's 'mul' measure, Σ A⊙P / Σ A)."""
-    )
     from attnlab.commands.patch import read_text
     from attnlab.interp.scan import SHORT, scan_repeat, scan_text
 
@@ -111,7 +113,17 @@ def heads(
         click.echo("")
 
 
-@click.command("prune")
+PRUNE_HELP = (
+    """Rank MODEL's heads ("""
+    + MODEL_HELP
+    + """) by Michel et al.'s importance (|dL/d xi_h| of a head mask),
+    remove them least important first or in a random order (their outputs zeroed: what removing them
+    from W^Q/W^K/W^V/W^O computes), and report at 0, 10, ..., 90% of the heads removed: MiniLM's
+    agreement with itself on held-out sentences (its paraphrase loss ranks), a decoder's loss."""
+)
+
+
+@click.command("prune", help=PRUNE_HELP)
 @click.argument("model", default="minilm", metavar="MODEL")
 @click.option(
     "--text",
@@ -134,14 +146,6 @@ def heads(
 @click.option("--json", "as_json", is_flag=True, help="Print the importance and both curves as JSON.")
 @usage_errors
 def prune(model: str, text, length, batch, seed: int, as_json: bool) -> None:
-    (
-        """Rank MODEL's heads ("""
-        + MODEL_HELP
-        + """) by Michel et al.'s importance (|dL/d xi_h| of a head mask),
-    remove them least important first or in a random order (their outputs zeroed: what removing them
-    from W^Q/W^K/W^V/W^O computes), and report at 0, 10, ..., 90% of the heads removed: MiniLM's
-    agreement with itself on held-out sentences (its paraphrase loss ranks), a decoder's loss."""
-    )
     from attnlab.interp.minilm_pruning import prune_minilm
     from attnlab.interp.prune import prune_decoder
 

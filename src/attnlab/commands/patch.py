@@ -86,7 +86,17 @@ def _metric_name(tok, target: int, wrong: int | None) -> str:
     return name if wrong is None else f"{name} - logit({tok.token(wrong)!r})"
 
 
-@click.command("patch")
+PATCH_HELP = (
+    """Activation patching on MODEL ("""
+    + MODEL_HELP
+    + """): run the corrupted prompt with one
+    activation restored from the clean run — the residual stream at one layer and position, or one
+    head's output — and report how much of the clean logit (difference) comes back:
+    recovered = (patched - corrupt) / (clean - corrupt)."""
+)
+
+
+@click.command("patch", help=PATCH_HELP)
 @click.argument("model", **MODEL)
 @click.option("--clean", required=True, help="The clean prompt (text, a FILE, or - for stdin).")
 @click.option("--corrupt", required=True, help="The corrupted prompt, of the same length in tokens.")
@@ -104,14 +114,6 @@ def _metric_name(tok, target: int, wrong: int | None) -> str:
 @click.option("--quiet", is_flag=True, help="No progress, only the tables.")
 @usage_errors
 def patch(model, clean, corrupt, target, wrong, point, heatmap_path, as_json, quiet) -> None:
-    (
-        """Activation patching on MODEL ("""
-        + MODEL_HELP
-        + """): run the corrupted prompt with one
-    activation restored from the clean run — the residual stream at one layer and position, or one
-    head's output — and report how much of the clean logit (difference) comes back:
-    recovered = (patched - corrupt) / (clean - corrupt)."""
-    )
     from attnlab.interp.patching import activation_patching, logit_metric
     from attnlab.progress import progress
 
@@ -182,7 +184,17 @@ def _report_patch(loaded, result, metric: str, heatmap_path, as_json: bool) -> N
         click.echo(f"\nheatmap: {heatmap_path}")
 
 
-@click.command("attribute")
+ATTRIBUTE_HELP = (
+    """Direct logit attribution on MODEL ("""
+    + MODEL_HELP
+    + """): the share of the embeddings, each
+    head and each MLP in the logit of --target at TEXT's last position (minus --wrong's), with the
+    final norm's scale frozen at the real run's; the shares add up to the model's logit. Also the
+    accumulated residual stream read the same way (0_pre, 0_mid, ..., final_post)."""
+)
+
+
+@click.command("attribute", help=ATTRIBUTE_HELP)
 @click.argument("model", **MODEL)
 @click.argument("text")
 @click.option("--target", required=True, help="The token whose logit at the last position is attributed.")
@@ -196,14 +208,6 @@ def _report_patch(loaded, result, metric: str, heatmap_path, as_json: bool) -> N
 )
 @usage_errors
 def attribute(model, text, target, wrong, top, heatmap_path, as_json) -> None:
-    (
-        """Direct logit attribution on MODEL ("""
-        + MODEL_HELP
-        + """): the share of the embeddings, each
-    head and each MLP in the logit of --target at TEXT's last position (minus --wrong's), with the
-    final norm's scale frozen at the real run's; the shares add up to the model's logit. Also the
-    accumulated residual stream read the same way (0_pre, 0_mid, ..., final_post)."""
-    )
     from attnlab.interp.attribution import accumulated_attribution, logit_attribution
 
     loaded = load_decoder(model, text=True)
@@ -262,7 +266,22 @@ def _head(value: str) -> tuple[int, int]:
     return layer, head
 
 
-@click.command("compose")
+COMPOSE_HELP = (
+    """Q-, K- and V-composition scores (Elhage et al. 2021) between every earlier and later head of
+    MODEL ("""
+    + MODEL_HELP
+    + """), against the score of random matrices; then, on repeat probes, the
+    receiver head's induction score and the repeat loss with each earlier head's write removed from
+    only its queries, keys or values (path ablation: what shows a circuit when positions act inside
+    attention, as RoPE does, and the weights alone cannot)."""
+)
+
+
+@click.command(
+    "compose",
+    help=COMPOSE_HELP,
+    short_help="Q-, K- and V-composition between heads, and path ablation into a receiver head.",
+)
 @click.argument("model", **MODEL)
 @click.option(
     "--receiver",
@@ -282,15 +301,6 @@ def _head(value: str) -> tuple[int, int]:
 )
 @usage_errors
 def compose(model, receiver, length, batch, seed, as_json) -> None:
-    (
-        """Q-, K- and V-composition scores (Elhage et al. 2021) between every earlier and later head of
-    MODEL ("""
-        + MODEL_HELP
-        + """), against the score of random matrices; then, on repeat probes, the
-    receiver head's induction score and the repeat loss with each earlier head's write removed from
-    only its queries, keys or values (path ablation: what shows a circuit when positions act inside
-    attention, as RoPE does, and the weights alone cannot)."""
-    )
     from attnlab.interp.composition import circuit_report
     from attnlab.interp.scan import probe_bos
 
