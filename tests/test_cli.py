@@ -1,6 +1,7 @@
 """The `attnlab` entry point: every command is listed, and bad arguments give one line and exit 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -107,3 +108,26 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, ar
     assert result.exit_code == 2, result.output
     assert result.output.startswith("Error: ") and result.output.count("\n") == 1, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing half-written
+
+
+def test_a_closed_stdin_reads_as_empty(monkeypatch, capsys):
+    from attnlab.cli import main
+
+    monkeypatch.setattr(sys, "stdin", None)  # what Python sets when the process starts with fd 0 closed
+    with pytest.raises(SystemExit) as ended:
+        main(["embed", "-"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.strip() == "Error: texts '-' read no lines from standard input"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_a_full_disk_on_stdout_is_one_line():
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [sys.executable, "-m", "attnlab", "myths", "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == ["Error: No space left on device"]

@@ -7,8 +7,10 @@ by the command that needs them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -88,7 +90,11 @@ def leaf_commands(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point. Bad arguments exit with status 2 and a one-line message."""
+    """Console entry point. Bad arguments exit with status 2 and a one-line message; a closed standard
+    input reads as empty; a reader that goes away (``| head``) ends the command quietly (status 141);
+    an error of the system's (a full disk, a file that cannot be written) is one line and status 1."""
+    if sys.stdin is None:  # started with stdin closed (<&-): every '-' then says it read nothing
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
     try:
         rv = cli.main(args=argv, prog_name="attnlab", standalone_mode=False)
     except click.UsageError as exc:  # one line, not click's usage block
@@ -100,10 +106,28 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except (click.Abort, KeyboardInterrupt):  # pragma: no cover - interactive only
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except (click.Abort, KeyboardInterrupt) as exc:  # Ctrl-C; a training run says what it saved
+        cause = exc if isinstance(exc, KeyboardInterrupt) else exc.__cause__  # click wraps it in Abort
+        said = str(cause) if isinstance(cause, KeyboardInterrupt) else ""
+        click.echo(f"interrupted: {said}" if said else "interrupted", err=True)
+        sys.exit(getattr(cause, "exit_code", 130))
+    except BrokenPipeError:  # the reader of stdout went away: stop as cat does
+        _drop_stdout()
+        sys.exit(141)
+    except OSError as exc:
+        _drop_stdout()  # it may be stdout that failed (a full disk): Python's flush at exit would again
+        where = f" ({exc.filename})" if exc.filename else ""
+        click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null (after flushing what it can), so that Python's flush at exit cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -101,3 +101,20 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     got = load_file(str(out / "model.safetensors"))
     assert got.keys() == reference.keys()
     assert all(torch.equal(got[k], reference[k]) for k in got)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_command_line_checkpoints_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "run"
+    args = [a for a in ARGS if a not in ("--quiet",)]
+    args[args.index("--ckpt-every") + 1] = "0"  # only the interrupt writes a checkpoint
+    proc = _attnlab("train", *args, "--steps", "100000", "--out", str(out))
+    first = proc.stderr.readline()  # the first progress line: training has begun
+    assert "step" in first, first + proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    step = json.loads((out / "latest.json").read_text())["step"]
+    assert 0 < step < 100000
+    assert f"interrupted: stopped after step {step} of 100000; checkpoint saved" in err
+    assert f"attnlab train --resume --out {out}" in err

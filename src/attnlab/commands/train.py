@@ -195,6 +195,12 @@ def train(
         if rank != 0:
             return
         history, step = result.history, result.step
+        if result.resumed_from is not None and result.resumed_from >= config.steps:
+            click.echo(
+                f"Warning: nothing trained: the checkpoint is at step {result.resumed_from} and --steps is "
+                f"{config.steps}; give a larger --steps to train on",
+                err=True,
+            )
     summarise = _text_summary if config.task == TEXT_TASK else _task_summary
     summarise(config, step, out, history, chosen_out, as_json)
 

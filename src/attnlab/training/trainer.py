@@ -48,6 +48,7 @@ from attnlab.training.config import TrainConfig, resume_conflicts
 from attnlab.training.data import TrainData
 from attnlab.training.evaluate import evaluate_examples
 from attnlab.training.gemm import onednn_linears, use_onednn
+from attnlab.training.interrupt import TrainingInterrupted, stop_requests
 from attnlab.training.ranks import lead_first
 from attnlab.training.schedule import learning_rate
 from attnlab.training.text_data import (
@@ -499,11 +500,9 @@ def _run(
     until: int,
     device: str = "cpu",
 ) -> TrainResult:
-    decoder_only = model_class(config.model).DECODER_ONLY
     loop = _restore(config, source.vocab_size, ckpt, device)
     n_params = count_parameters(loop.model)
     net = torch.nn.parallel.DistributedDataParallel(loop.model) if world > 1 else loop.model
-    d_model = int(model_class(config.model).options(config.model_params).get("d_model", 512))
     lead = rank == 0
     bar = progress_bar(
         total=config.steps,
@@ -514,6 +513,42 @@ def _run(
         or f"train {config.model} on {_what(config)}" + (f" ({world} processes)" if world > 1 else ""),
     )
     loop.model.train()
+    with stop_requests(world == 1) as stop_asked:
+        _loop(
+            loop,
+            net,
+            config,
+            source,
+            out_dir,
+            bar,
+            stop_asked,
+            until=until,
+            rank=rank,
+            world=world,
+            say=progress,
+        )
+    bar.close()
+    model = loop.model.to("cpu").eval()
+    extra = {"text": source.meta} if isinstance(source, TextData) else {}
+    return TrainResult(
+        model,
+        loop.history,
+        loop.step,
+        getattr(source, "task", None),
+        n_params,
+        resumed_from=ckpt.step if ckpt else None,
+        extra=extra,
+    )
+
+
+def _loop(
+    loop: _Loop, net, config: TrainConfig, source, out_dir, bar, stop_asked, *, until, rank, world, say
+):
+    """Steps until ``until``; on a stop signal, after the step in progress, checkpoint (when the run has
+    a folder) and raise :class:`TrainingInterrupted`."""
+    lead = rank == 0
+    decoder_only = model_class(config.model).DECODER_ONLY
+    d_model = int(model_class(config.model).options(config.model_params).get("d_model", 512))
     t0, tokens_seen = time.perf_counter(), 0
     while loop.step < until:
         step = loop.step
@@ -538,21 +573,16 @@ def _run(
         )
         last = loop.step in (config.steps, until)
         if lead and _due(config.eval_every, loop.step, last):
-            _evaluate(loop, source, record, elapsed, bar, say=progress and not last)
+            _evaluate(loop, source, record, elapsed, bar, say=say and not last)
         if lead and out_dir is not None and _due(config.ckpt_every, loop.step, last):
             _checkpoint(loop, config, source, out_dir)
-    bar.close()
-    model = loop.model.to("cpu").eval()
-    extra = {"text": source.meta} if isinstance(source, TextData) else {}
-    return TrainResult(
-        model,
-        loop.history,
-        loop.step,
-        getattr(source, "task", None),
-        n_params,
-        resumed_from=ckpt.step if ckpt else None,
-        extra=extra,
-    )
+        signum = stop_asked()
+        if signum is not None and loop.step < until:
+            saved = lead and out_dir is not None
+            if saved and not _due(config.ckpt_every, loop.step, last):
+                _checkpoint(loop, config, source, out_dir)
+            bar.close()
+            raise TrainingInterrupted(loop.step, config.steps, str(out_dir) if saved else None, signum)
 
 
 def _what(config: TrainConfig) -> str:
