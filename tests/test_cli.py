@@ -80,7 +80,7 @@ def test_dash_reads_text_from_standard_input():
     assert piped.exit_code == 0 and typed.exit_code == 0, piped.output
     assert json.loads(piped.output) == json.loads(typed.output)  # one text per non-empty line
     empty = CliRunner().invoke(cli, ["explore", "-", "--out", "x.html"], input="\n")
-    assert empty.exit_code == 2 and "read nothing from standard input" in empty.output
+    assert empty.exit_code == 2 and "SENTENCE is empty (standard input holds no text)" in empty.output
 
 
 @pytest.mark.parametrize(

@@ -17,22 +17,17 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
-# text arguments that may be given as "-": the text is read from standard input instead
-TEXT_ARGUMENTS = {"sentence": "whole", "prompt": "whole", "texts": "lines", "text": "lines"}
+# arguments that take many texts, where "-" stands for one text per non-empty line of standard input
+# (a single text, "-" or a file's name, is read by attnlab.commands._text.text_or_file)
+TEXT_ARGUMENTS = {"texts", "text"}
 
 
 def _from_stdin(name: str, value: Any) -> Any:
-    """``-`` in a text argument reads standard input: the whole text (a sentence, a prompt) or one
-    text per non-empty line (``embed -``, ``translate DIR -``)."""
-    how = TEXT_ARGUMENTS.get(name)
-    if how is None or not (value == "-" or (isinstance(value, tuple) and "-" in value)):
+    """``-`` among many texts (``embed -``, ``translate DIR -``) reads one text per non-empty line of
+    standard input."""
+    if name not in TEXT_ARGUMENTS or not (isinstance(value, tuple) and "-" in value):
         return value
     data = sys.stdin.read()
-    if how == "whole":
-        text = data.rstrip("\n")
-        if not text.strip():
-            raise BadInput(f"{name} '-' read nothing from standard input")
-        return text
     lines = [line for line in data.splitlines() if line.strip()]
     if not lines:
         raise BadInput(f"{name} '-' read no lines from standard input")

@@ -7,29 +7,14 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._text import text_or_file
 from attnlab.commands._types import NUCLEUS, PositiveNumber, choice, device_option
 from attnlab.commands._types import POSITIVE as POS
-
-
-def _prompt_text(prompt: str) -> str:
-    """``-``: standard input; an existing file: its text; anything else: the prompt itself."""
-    if prompt == "-":
-        return sys.stdin.read().removesuffix("\n")
-    try:
-        is_file = "\n" not in prompt and Path(prompt).is_file()
-    except OSError:  # a name too long to be a file: text
-        is_file = False
-    if not is_file:
-        return prompt
-    from attnlab.tasks.text_source import decode_text
-
-    return decode_text(Path(prompt).read_bytes(), prompt)  # empty, binary or bad UTF-8: one line
 
 
 @click.command("generate")
@@ -84,7 +69,7 @@ def generate(
             f"--dtype {dtype} runs the cached decode engine: it takes neither --beam nor --no-cache"
         )
     request = GenerationRequest(
-        prompt=_prompt_text(prompt),
+        prompt=text_or_file(prompt, "PROMPT"),
         max_new=max_new,
         temperature=temperature or 0.0,
         top_k=top_k,

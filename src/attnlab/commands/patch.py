@@ -4,37 +4,15 @@ attribution and composition scores on any decoder :func:`attnlab.models.load` re
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._text import text_or_file as read_text  # (heads imports it from here)
 from attnlab.commands._types import SEED, Positive, choice
 
 MODEL = dict(metavar="MODEL")
 MODEL_HELP = "a Hugging Face decoder folder (GPT-2, Llama, Mistral, Qwen2), or a GPT attnlab trained or saved"
-
-
-def read_text(value: str, what: str) -> str:
-    """``-``: standard input; an existing file: its text; anything else: the text itself."""
-    if value == "-":
-        text = sys.stdin.read().removesuffix("\n")
-    else:
-        try:
-            is_file = "\n" not in value and Path(value).is_file()
-        except OSError:  # a name too long to be a file: text
-            is_file = False
-        if is_file:
-            from attnlab.tasks.text_source import decode_text
-
-            text = decode_text(Path(value).read_bytes(), value)
-        else:
-            text = value
-    if not text:
-        raise BadInput(f"{what} is empty")
-    return text
 
 
 def load_decoder(source: str, *, text: bool):

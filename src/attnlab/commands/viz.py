@@ -6,6 +6,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
+from attnlab.commands._text import text_or_file
 from attnlab.commands._types import RATE, choice, device_option
 
 
@@ -114,7 +115,7 @@ def explore(sentence: str, model: str, out_path: str, min_weight: float, device:
     from attnlab.viz.explorer import explore as explore_page
 
     check_out_path(out_path, "--out", folder=False)  # before the model runs
-    page = explore_page(sentence, model, min_weight=min_weight, device=device)
+    page = explore_page(text_or_file(sentence, "SENTENCE"), model, min_weight=min_weight, device=device)
     path = page.save(out_path)
     shapes = ", ".join(f"{v.name} {list(v.weights.shape)}" for v in page.views)
     click.echo(f"wrote {path} ({path.stat().st_size:,} bytes): {page.model_label}; {shapes}")

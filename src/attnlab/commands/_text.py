@@ -1,0 +1,44 @@
+"""The one way a command reads a text it is given: ``-`` for standard input, the name of a file for
+its text, anything else as the text itself (``attnlab generate``, ``explore``, ``heads --tokens``,
+``patch``, ``attribute``, ``prune --text``)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+from attnlab.commands._errors import BadInput
+
+
+def text_or_file(value: str, what: str) -> str:
+    """``value``'s text: standard input for ``-``, a file's text (UTF-8, checked) when ``value`` names
+    a file, else ``value`` itself, as typed (a file's or standard input's last newline is dropped).
+    Empty text, a folder, a binary or non-UTF-8 file are a one-line :class:`BadInput` naming ``what``
+    (``"PROMPT"``, ``"--clean"``)."""
+    from attnlab.tasks.text_source import decoded
+
+    if value == "-":
+        text, source = sys.stdin.read(), "standard input"
+    else:
+        try:
+            path = Path(value) if "\n" not in value and value.strip() else None
+            kind = "file" if path and path.is_file() else "folder" if path and path.is_dir() else None
+        except OSError:  # a name too long to be a path: text
+            kind = None
+        if kind == "folder":
+            raise BadInput(f"{what} names a folder ({value}); give a text, a file, or - for standard input")
+        if kind is None:
+            text, source = value, None
+        else:
+            with open(value, "rb") as f:
+                try:
+                    text = "".join(decoded(io.BytesIO(f.read()), value))
+                except ValueError as exc:
+                    raise BadInput(f"{what}: {exc}") from None
+            source = value
+    if source is not None:  # the newline that ends a file's (or echo's) last line is not the text's
+        text = text.removesuffix("\n")
+    if not text:
+        raise BadInput(f"{what} is empty" + (f" ({source} holds no text)" if source else ""))
+    return text

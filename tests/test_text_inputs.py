@@ -1,0 +1,62 @@
+"""One way to read a command's text: '-' for standard input, a file's name for its text, else the text
+(attnlab.commands._text.text_or_file, behind generate, explore, heads, patch, attribute and prune)."""
+
+import io
+import sys
+
+import pytest
+
+from attnlab.commands._errors import BadInput
+from attnlab.commands._text import text_or_file
+
+
+def test_a_file_is_read_and_a_text_is_itself(tmp_path):
+    f = tmp_path / "prompt.txt"
+    f.write_bytes("\ufeffOnce upon\r\na time\n".encode())
+    assert text_or_file(str(f), "PROMPT") == "Once upon\na time"  # BOM and CRLF as training reads them
+    assert text_or_file("just words", "PROMPT") == "just words"
+    assert text_or_file("   ", "PROMPT") == "   "  # whitespace is text (a GPT continues it), as in a file
+    (tmp_path / "spaces.txt").write_text("   \n")
+    assert text_or_file(str(tmp_path / "spaces.txt"), "PROMPT") == "   "
+
+
+def test_standard_input(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("from a pipe\n"))
+    assert text_or_file("-", "TEXT") == "from a pipe"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with pytest.raises(BadInput, match=r"TEXT is empty \(standard input holds no text\)"):
+        text_or_file("-", "TEXT")
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", r"PROMPT is empty \(.*empty.txt holds no text\)"),
+        (b"\n", r"PROMPT is empty"),
+        (b"ab\x00cd", r"PROMPT: .* is a binary file \(a NUL byte at offset 2\)"),
+        (b"caf\xe9", r"PROMPT: .* is not valid UTF-8: byte b'\\xe9' at offset 3"),
+    ],
+)
+def test_bad_files_are_one_line(tmp_path, content, message):
+    f = tmp_path / "empty.txt"
+    f.write_bytes(content)
+    with pytest.raises(BadInput, match=message):
+        text_or_file(str(f), "PROMPT")
+
+
+def test_a_folder_is_refused_not_taken_as_the_text(tmp_path):
+    with pytest.raises(BadInput, match=r"--tokens names a folder \(.*\); give a text, a file, or -"):
+        text_or_file(str(tmp_path), "--tokens")
+
+
+def test_attribute_reads_its_text_from_standard_input(text_run):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    args = ["attribute", str(text_run), "--target", "a", "--json"]
+    piped = CliRunner().invoke(cli, [*args[:2], "-", *args[2:]], input="ROMEO:\nqo zeb, qo\n")
+    typed = CliRunner().invoke(cli, [*args[:2], "ROMEO:\nqo zeb, qo", *args[2:]])
+    # before, "-" became a tuple of lines here and the command ended in a TypeError
+    assert piped.exit_code == 0 and typed.exit_code == 0, piped.output
+    assert piped.output == typed.output
