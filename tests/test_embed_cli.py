@@ -66,3 +66,37 @@ def test_docs_page_examples_print_what_the_page_says(doc_examples):
     console = re.search(r"```console\n\$ attnlab embed (.*?)\n(.*?)```", page.text, re.S)
     result = CliRunner().invoke(cli, ["embed", *shlex.split(console.group(1))])
     assert result.exit_code == 0 and result.output == console.group(2)
+
+
+def test_text_the_vocabulary_lacks_is_named_on_stderr():
+    result = CliRunner().invoke(cli, ["embed", "😀🚀 ✓ a cat", "a dog", "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip() == (
+        "warning: 1 of 2 sentences hold text the vocabulary cannot represent, embedded as [UNK]: '😀🚀', '✓'"
+    )
+    assert json.loads(result.stdout)["tokens"][0] == 6  # [CLS] [UNK] [UNK] a cat [SEP]
+    model, tokenizer = load_pretrained("minilm")
+    stats: dict = {}
+    embed(model, tokenizer, ["😀 x", "plain", "é ✓"], stats=stats)
+    assert stats["unknown"] == 2 and stats["unknown_words"] == ["😀", "✓"]  # é is in the vocabulary
+
+
+def test_explain_says_when_a_sentence_is_truncated():
+    long = "word " * 300  # 300 words -> 302 tokens, cut at MiniLM's 256
+    result = CliRunner().invoke(cli, ["embed", "--explain", "a cat", long])
+    assert result.exit_code == 0, result.output
+    assert "1 of 2 sentences were longer than 256 tokens and were truncated to 256" in result.stderr
+    assert "the sum of 4 x 256 token-pair terms" in result.stdout  # [CLS] a cat [SEP]
+
+
+def test_input_counts_blank_lines_as_empty_and_warns_on_an_empty_file(tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("   \n\t \nhello\n")
+    result = CliRunner().invoke(cli, ["embed", "--input", str(blank), "--output", str(tmp_path / "b.npy")])
+    assert result.exit_code == 0, result.output
+    assert "wrote 3 x 384 float32 embeddings" in result.stdout and "2 empty" in result.stdout
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = CliRunner().invoke(cli, ["embed", "--input", str(empty), "--output", str(tmp_path / "e.npy")])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {empty} holds no sentences: {tmp_path / 'e.npy'} has 0 rows" in result.stderr

@@ -39,7 +39,7 @@ import numpy as np
 
 from attnlab import embed_parts
 from attnlab.models.precision import check_dtype
-from attnlab.models.sentence import embed
+from attnlab.models.sentence import embed, unknown_words
 from attnlab.progress import progress as progress_bar
 
 FORMATS = ("lines", "jsonl")
@@ -262,7 +262,9 @@ def embed_file(
     """Embed every sentence of ``source`` into ``output`` (see the module docstring).
 
     Returns a summary: ``sentences``, ``dim``, ``tokens``, ``truncated`` (sentences cut at the
-    tokenizer's ``max_length``), ``empty`` (empty sentences), ``chunks``, ``resumed_chunks`` (found
+    tokenizer's ``max_length``), ``unknown`` (sentences holding a token the vocabulary lacks) and
+    ``unknown_words`` (the first 20 pieces of text it stood for), ``empty`` (empty or whitespace-only
+    sentences), ``chunks``, ``resumed_chunks`` (found
     finished), ``redone_chunks`` (found damaged and embedded again), ``seconds``,
     ``sentences_per_s`` and ``output``. Raises ``ValueError`` (one line) for bad arguments and bad
     input, and :class:`Interrupted` (how much was kept) on Ctrl-C; never leaves a partial file under
@@ -287,6 +289,7 @@ def embed_file(
         "batch_size": batch_size,
     }
     summary = {"sentences": 0, "dim": d, "tokens": 0, "truncated": 0, "empty": 0, "chunks": 0}
+    summary.update(unknown=0, unknown_words=[])
     summary.update(resumed_chunks=0, redone_chunks=0)
     start = time.perf_counter()
     with embed_parts.locked(parts, output):
@@ -352,9 +355,10 @@ def _embed_chunks(
         stats: dict = {}
         if path is not None:
             summary["resumed_chunks"] += 1
-            encodings = tokenizer.encode_batch(texts)  # only to count tokens and truncation
+            encodings = tokenizer.encode_batch(texts)  # only to count tokens, truncation, [UNK]s
             stats = {"tokens": sum(len(e.ids) for e in encodings)}
             stats["truncated"] = sum(1 for e in encodings if e.overflowing)
+            stats["unknown"], stats["unknown_words"] = unknown_words(tokenizer, texts, encodings)
             advance(len(texts))
         else:
             batch, dtype = manifest["batch_size"], manifest["dtype"]
@@ -365,7 +369,10 @@ def _embed_chunks(
             path = embed_parts.write(parts, index, texts_hash, array)
         summary["tokens"] += stats["tokens"]
         summary["truncated"] += stats["truncated"]
-        summary["empty"] += sum(1 for t in texts if not t)
+        summary["unknown"] += stats["unknown"]
+        seen = summary["unknown_words"]
+        seen += [w for w in stats["unknown_words"] if w not in seen][: max(0, 20 - len(seen))]
+        summary["empty"] += sum(1 for t in texts if not t.strip())
         summary["sentences"] += len(texts)
         summary["chunks"] += 1
         files.append(path)

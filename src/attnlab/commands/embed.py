@@ -31,6 +31,34 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
         )
 
 
+def _warn_unknown(sentences: int, words: list[str], total: int) -> None:
+    """One line naming what the vocabulary could not represent (embedded as ``[UNK]``)."""
+    if sentences:
+        from attnlab.tasks.text_tokenizer import describe_characters
+
+        shown = describe_characters(words) if all(len(w) == 1 for w in words) else _words(words)
+        click.echo(
+            f"warning: {sentences:,} of {total:,} sentences hold text the vocabulary cannot represent, "
+            f"embedded as [UNK]: {shown}",
+            err=True,
+        )
+
+
+def _words(words: list[str], most: int = 8) -> str:
+    shown = ", ".join(repr(w) for w in words[:most])
+    return shown + (f" and {len(words) - most} more" if len(words) > most else "")
+
+
+def _warn_inputs(tokenizer, texts, limit: int) -> list[int]:
+    """Warn about truncated sentences and ``[UNK]`` among TEXTs; returns each one's token count."""
+    from attnlab.models.sentence import unknown_words
+
+    encodings = tokenizer.encode_batch(list(texts))
+    _warn_truncated(sum(1 for e in encodings if e.overflowing), len(texts), limit)
+    _warn_unknown(*unknown_words(tokenizer, texts, encodings), len(texts))
+    return [len(e.ids) for e in encodings]
+
+
 @click.command("embed")
 @click.argument("texts", nargs=-1, metavar="[TEXT]...")
 @click.option(
@@ -160,10 +188,8 @@ def _embed_texts(
     norms = vectors.norm(dim=-1)  # [N]
     unit = vectors / norms.clamp_min(1e-12)[:, None]  # [N, d]
     cosine = unit @ unit.T  # [N, N]
-    tokens = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
     c = model.config
-    limit = c.max_seq_length or c.max_len
-    _warn_truncated(stats["truncated"], len(texts), limit)
+    tokens = _warn_inputs(tokenizer, texts, c.max_seq_length or c.max_len)
     if as_json:
         click.echo(
             dumps_json(
@@ -206,6 +232,7 @@ def _explain(texts: tuple[str, ...], model_name: str, top: int, as_json: bool, h
     from attnlab.models.sentence import load_encoder
 
     model, tokenizer = load_encoder(model_name)
+    _warn_inputs(tokenizer, texts, model.config.max_seq_length or model.config.max_len)
     pairs = explain_similarity(model, tokenizer, *texts)
     rows = pairs.top(top)
     if heatmap is not None:
@@ -307,6 +334,9 @@ def _embed_file(
         raise SystemExit(130) from None
     c = model.config
     _warn_truncated(summary["truncated"], summary["sentences"], c.max_seq_length or c.max_len)
+    _warn_unknown(summary["unknown"], summary["unknown_words"], summary["sentences"])
+    if not summary["sentences"]:
+        click.echo(f"warning: {source} holds no sentences: {output} has 0 rows", err=True)
     if as_json:
         click.echo(dumps_json(summary))
         return

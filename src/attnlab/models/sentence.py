@@ -145,6 +145,22 @@ def pool_packed(hidden: Tensor, lengths: Sequence[int], how: str) -> Tensor:
     return total / (lens if how == "mean" else lens.sqrt())
 
 
+def unknown_words(tokenizer, texts: Sequence[str], encodings) -> tuple[int, list[str]]:
+    """``(sentences, words)``: how many of ``texts`` hold a token the vocabulary lacks (WordPiece's
+    ``[UNK]``) and the distinct pieces of text it stood for, in order of appearance (``encodings``:
+    the ``tokenizers`` encodings of ``texts``; only what survived truncation is looked at)."""
+    unk_token = getattr(tokenizer.model, "unk_token", None)
+    unk = tokenizer.token_to_id(unk_token) if unk_token else None
+    if unk is None:
+        return 0, []
+    count, words = 0, {}
+    for text, e in zip(texts, encodings):
+        if unk in e.ids:  # (a C-level search: the loop below runs only for these)
+            count += 1
+            words.update(dict.fromkeys(text[a:b] for i, (a, b) in zip(e.ids, e.offsets) if i == unk))
+    return count, [w for w in words if w.strip()]
+
+
 _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -199,8 +215,9 @@ def embed(
 
     ``dtype``: ``"float32"`` (default), ``"bfloat16"`` or ``"int8"`` — the number format of the
     matmuls (:mod:`attnlab.models.precision`; pooling and the result are float32 either way).
-    ``stats``: a dict to fill with ``sentences``, ``tokens`` (after truncation) and ``truncated``
-    (how many sentences the tokenizer cut at its ``max_length``).
+    ``stats``: a dict to fill with ``sentences``, ``tokens`` (after truncation), ``truncated``
+    (how many sentences the tokenizer cut at its ``max_length``), ``unknown`` (how many hold a token
+    the vocabulary lacks) and ``unknown_words`` (what those tokens stood for: :func:`unknown_words`).
     ``on_batch(b)``: called after each batch of ``b`` sentences (progress within a long list).
     """
     if isinstance(sentences, str):
@@ -216,7 +233,7 @@ def embed(
     device = next(model.parameters()).device
     out = torch.empty(len(sentences), c.d_model, device=device)  # [N, d]
     if stats is not None:
-        stats.update(sentences=len(sentences), tokens=0, truncated=0)
+        stats.update(sentences=len(sentences), tokens=0, truncated=0, unknown=0, unknown_words=[])
     if not sentences:
         return out
     encodings = tokenizer.encode_batch(sentences)
@@ -226,6 +243,7 @@ def embed(
     if stats is not None:
         stats["tokens"] = sum(len(i) for i in ids)
         stats["truncated"] = sum(1 for e in encodings if e.overflowing)
+        stats["unknown"], stats["unknown_words"] = unknown_words(tokenizer, sentences, encodings)
     limit = c.max_seq_length or c.max_len
     longest = max(range(len(ids)), key=lambda i: len(ids[i]))
     if len(ids[longest]) > c.max_len:
