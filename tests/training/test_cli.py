@@ -68,6 +68,9 @@ def test_evaluate_and_translate(trained):
     result = run("translate", str(trained), "abc", "cab", "--json")
     assert result.exit_code == 0, result.output
     assert [r["src"] for r in json.loads(result.output)] == ["abc", "cab"]
+    wide = run("evaluate", str(trained), "--decode", "beam", "--beam-size", "100000", "--n", "2")
+    assert wide.exit_code == 2
+    assert wide.output.strip() == "Error: --beam-size 100,000 is more than the vocabulary (15 tokens)"
 
 
 @pytest.mark.parametrize(
