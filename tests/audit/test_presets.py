@@ -263,6 +263,9 @@ def test_mistral_preset_keeps_its_window_in_the_kv_cache():
     r = CliRunner().invoke(cli, ["audit", "cost", "--preset", "mistral-7b", "--seq", "8192", "--json"])
     kv = json.loads(r.output)["kv_cache"]
     assert (kv["bytes_per_token"], kv["tokens_cached"], kv["bytes_per_sequence"]) == (262_144, 4096, 2**30)
+    assert kv["sequence_tokens"] == 8192
+    text = CliRunner().invoke(cli, ["audit", "cost", "--preset", "mistral-7b", "--seq", "8192"]).output
+    assert "1.00 GiB (1,073,741,824 B) per sequence of 8192 tokens (the window keeps 4096)" in text
     r = CliRunner().invoke(cli, ["audit", "cost", "--preset", "llama-2-7b", "--seq", "8192", "--json"])
     kv = json.loads(r.output)["kv_cache"]
     assert (kv["bytes_per_token"], kv["tokens_cached"]) == (1_048_576, 8192)

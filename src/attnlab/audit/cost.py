@@ -367,6 +367,7 @@ def _kv_cache(a: ModelSpec, w: Workload, bytes_per_value: int) -> dict:
         "bytes_per_sequence": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=cached),
         "bytes_batch": kv_cache_bytes(L, a.h_kv, a.d_k, bytes_per_value, tokens=cached, batch=w.batch),
         "tokens_cached": cached,
+        "sequence_tokens": w.seq,
         "formula": "2·L·h_kv·d_h·bytes per token",
     }
 
@@ -596,9 +597,10 @@ def _render_memory(report: dict) -> list[str]:
     if k is None:
         return [*out, "KV cache: none (an encoder: nothing is decoded token by token)"]
     self_ = "self-attention " if "cross_attention" in k else ""
+    window = f" (the window keeps {k['tokens_cached']})" if k["tokens_cached"] < k["sequence_tokens"] else ""
     out.append(
         f"{self_}KV cache ({k['formula']}): {_bytes(k['bytes_per_token'])} per token, "
-        f"{_bytes(k['bytes_per_sequence'])} per sequence of {k['tokens_cached']} tokens, "
+        f"{_bytes(k['bytes_per_sequence'])} per sequence of {k['sequence_tokens']} tokens{window}, "
         f"{_bytes(k['bytes_batch'])} for the batch"
     )
     if "cross_attention" in k:
