@@ -111,6 +111,8 @@ def test_removal_order_keeps_a_head_per_layer_and_the_curve_counts_params(gpt):
     ids = _ids(12)
     rows = pruning_curve(gpt, order, lambda m: {"logits": m(ids)})
     assert [r["removed"] for r in rows] == [0, 1, 2, 4, 5, 6, 7, 8, 9, 9]
+    assert rows[-1]["fraction"] == 0.9 and rows[-1]["share"] == 9 / 12  # what was removed, not asked
+    assert rows[3]["heads"] == ["2.0", "2.1", "2.2", f"{order[3][0]}.{order[3][1]}"]
     per_head = 4 * 24 * 6 + 3 * 6
     assert [rows[0]["params"] - r["params"] for r in rows] == [per_head * r["removed"] for r in rows]
     for r in rows:  # each row's metric ran on the model with those heads removed (masked: the same outputs)
@@ -193,3 +195,22 @@ def test_mean_ablation_writes_the_constant_through_w_o(gpt):
             mean_out = attn(gpt.blocks[0].norm1(gpt.tok_embed(ids)), is_causal=True)[0]
         w_o = attn.out_proj.weight[:, 12:18]  # head 2's block [d_model, d_k]
     torch.testing.assert_close(mean_out, zeroed_out + w_o @ mean, rtol=0, atol=1e-6)
+
+
+def test_the_prune_table_shows_each_count_once_with_its_real_share(text_run):
+    import re
+
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    r = CliRunner().invoke(cli, ["prune", str(text_run), "--length", "4", "--batch", "2"])
+    assert r.exit_code == 0, r.output
+    counts = [line.split()[0] for line in r.output.splitlines() if re.match(r"^ +\d+ \( *\d+%\)", line)]
+    assert counts == ["0", "1", "2"]  # 2 layers x 2 heads, one kept per layer: each count once
+    assert " 1 ( 25%)" in r.output and " 2 ( 50%)" in r.output and "(10%)" not in r.output
+    last = r.output.strip().splitlines()[-1]
+    assert (
+        last.startswith("removed by importance, first to last: ")
+        and len(last.split(": ")[1].split(", ")) == 2
+    )

@@ -91,7 +91,9 @@ def test_no_pointer_and_a_complete_newest_checkpoint_resumes_from_it(runs, tmp_p
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
         f"{out}: it has no latest.json; resuming from ckpt-000010 (step 10), the newest checkpoint "
-        "that verifies"
+        "that verifies",
+        "Warning: nothing trained: the checkpoint is at step 10 and --steps is 10; give a larger --steps "
+        "to train on",
     ]
     assert json.loads(result.stdout)["step"] == STEPS and _same_weights(out, runs[0])
 

@@ -66,6 +66,14 @@ def test_train_reports_held_out_loss_and_bits_per_character(trained, corpus):
     assert (out / "tokenizer.json").is_file() and (out / "train.bin").is_file()
 
 
+def test_quiet_keeps_only_the_summary_and_loud_says_what_the_text_became(corpus, tmp_path):
+    quiet = run("train", "--text", corpus, *TINY, "--steps", 2, "--out", tmp_path / "q")
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr  # (TINY holds --quiet)
+    loud = [a for a in TINY if a != "--quiet"]
+    said = run("train", "--text", corpus, *loud, "--steps", 2, "--out", tmp_path / "l")
+    assert said.exit_code == 0 and "text: " in said.stderr and " training tokens (char, " in said.stderr
+
+
 def test_generate_streams_text_from_a_text_run(trained, tmp_path):
     out, _ = trained
     r = run("generate", out, "ROMEO:\n", "--max-new", 60, "--quiet")

@@ -22,9 +22,15 @@ def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
     return lines
 
 
+def _warn(line: str) -> None:
+    """One ``Warning:`` line on stderr (a text longer than the model's positions)."""
+    click.echo(f"Warning: {line}", err=True)
+
+
 MODEL_HELP = (
     "minilm, a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, BERT), or what attnlab train/save wrote"
 )
+DECODER_HELP = "a Hugging Face GPT-2, Llama, Mistral or Qwen2 folder, or a GPT attnlab trained or saved"
 
 
 HEADS_HELP = (
@@ -49,7 +55,7 @@ HEADS_HELP = (
     "--length",
     type=Positive(100_000),
     default=None,
-    help="L of the repeat probe (default 20, or what fits a GPT).",
+    help="L of the repeat probe (default: what fits the model and its vocabulary, at most 20).",
 )
 @click.option(
     "--batch", type=Positive(10_000), default=8, show_default=True, help="Repeat probes to average over."
@@ -95,7 +101,7 @@ def heads(
     else:
         if length is not None:
             raise BadInput("--length applies to --tokens repeat only")
-        scans = scan_text(read_text(tokens, "--tokens").strip(), model, **excl)
+        scans = scan_text(read_text(tokens, "--tokens").strip(), model, warn=_warn, **excl)
     if as_json:
         click.echo(dumps_json([s.to_json(threshold) for s in scans]))
         return
@@ -114,8 +120,8 @@ def heads(
 
 
 PRUNE_HELP = (
-    """Rank MODEL's heads ("""
-    + MODEL_HELP
+    """Rank MODEL's heads (minilm, or a decoder: """
+    + DECODER_HELP
     + """) by Michel et al.'s importance (|dL/d xi_h| of a head mask),
     remove them least important first or in a random order (their outputs zeroed: what removing them
     from W^Q/W^K/W^V/W^O computes), and report at 0, 10, ..., 90% of the heads removed: MiniLM's
@@ -167,9 +173,28 @@ def prune(model: str, text, length, batch, seed: int, as_json: bool) -> None:
     click.echo(f"{loaded.label}: {result['judged_on']}")
     click.echo("(heads zeroed, as removing them from the weights computes; every layer keeps one head)\n")
     click.echo(f"{'removed':>12}  {'parameters':>13}  {'loss, by importance':>19}  {'loss, random':>12}")
-    for a, b in zip(result["importance_order"], result["random_order"]):
-        removed = f"{a['removed']:>3} ({a['fraction']:>4.0%})"
-        click.echo(f"{removed}  {a['params']:>13,}  {a['loss']:>19.4f}  {b['loss']:>12.4f}")
+    for a, b in _distinct(result):
+        click.echo(f"{_removed(a)}  {a['params']:>13,}  {a['loss']:>19.4f}  {b['loss']:>12.4f}")
+    _removed_first(result)
+
+
+def _distinct(result: dict) -> list[tuple[dict, dict]]:
+    """The two curves' rows side by side, once per number of heads removed (a fraction asked for
+    can round to the count of the one before, or be capped when every layer keeps a head)."""
+    rows = list(zip(result["importance_order"], result["random_order"]))
+    return [r for i, r in enumerate(rows) if i == 0 or r[0]["removed"] != rows[i - 1][0]["removed"]]
+
+
+def _removed(row: dict) -> str:
+    """``' 6 ( 75%)'``: the heads removed and their share of all heads."""
+    return f"{row['removed']:>3} ({row['share']:>4.0%})"
+
+
+def _removed_first(result: dict) -> None:
+    """The heads the importance order removes first (the JSON lists each row's)."""
+    last = result["importance_order"][-1]["heads"]
+    shown = ", ".join(last[:12]) + (f" and {len(last) - 12} more" if len(last) > 12 else "")
+    click.echo(f"\nremoved by importance, first to last: {shown or 'none'}")
 
 
 def _minilm_table(result: dict, as_json: bool) -> None:
@@ -184,9 +209,9 @@ def _minilm_table(result: dict, as_json: bool) -> None:
         f"{'removed':>12}  {'parameters':>11}  {'cos, by importance':>18}  {'top-1':>5}  "
         f"{'cos, random':>11}  {'top-1':>5}"
     )
-    for a, b in zip(result["importance_order"], result["random_order"]):
+    for a, b in _distinct(result):
         click.echo(
-            f"{a['removed']:>3} ({a['fraction']:>4.0%})  {a['params']:>11,}  {a['mean_cosine']:>18.4f}  "
+            f"{_removed(a)}  {a['params']:>11,}  {a['mean_cosine']:>18.4f}  "
             f"{a['top1_agreement']:>5.2f}  {b['mean_cosine']:>11.4f}  {b['top1_agreement']:>5.2f}"
         )
     saved = result["importance_order"][0]["params"] - result["importance_order"][-1]["params"]

@@ -150,14 +150,18 @@ def pruning_curve(
 ) -> list[dict]:
     """``metric(model)`` with the first ``round(f * total heads)`` heads of ``order`` masked
     (:func:`mask_heads`: the outputs of their removal), for each fraction f; each row also gives
-    ``fraction``, ``removed`` and ``params`` (:func:`params_after`)."""
+    ``fraction`` (asked for), ``removed`` (how many: fewer than asked when ``order`` is shorter, as
+    when every layer keeps a head), ``share`` (``removed`` / total heads), ``heads`` (their names,
+    ``"layer.head"``) and ``params`` (:func:`params_after`)."""
     total = sum(a.num_heads for _, a in attention_layers(model))
     rows = []
     for f in fractions:
         n = min(round(f * total), len(order))
         with mask_heads(model, order[:n]):
             values = metric(model)
-        rows.append({"fraction": f, "removed": n, "params": params_after(model, order[:n]), **values})
+        named = [f"{layer}.{head}" for layer, head in order[:n]]
+        row = {"fraction": f, "removed": n, "share": n / total, "heads": named}
+        rows.append({**row, "params": params_after(model, order[:n]), **values})
     return rows
 
 

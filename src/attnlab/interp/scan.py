@@ -21,6 +21,9 @@ has none); a text needs the model's tokenizer (a task alphabet, a text run's or 
 from __future__ import annotations
 
 import dataclasses
+import re
+import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -31,7 +34,8 @@ from attnlab.models.load import Loaded, load
 from attnlab.nn.hooks import capture
 from attnlab.tasks import BOS
 
-FIRST_WORDPIECE = 1000  # MiniLM's vocabulary: ids below are [PAD], [unused*], [CLS], [SEP], [MASK], ...
+FIRST_WORDPIECE = 1000  # MiniLM's first probe id (_probe_ids): below are [PAD], [unused*], [CLS], ..., '!'
+PLACEHOLDER = re.compile(r"\[[^\[\]\s]+\]|<[^<>\s]+>")  # [unused0], [PAD], <unk>: no text's word piece
 APPLIES = {
     "causal": "all five scores apply (causal self-attention)",
     "self": "bidirectional: previous, current and first ([CLS]) apply; duplicate and induction count "
@@ -115,10 +119,12 @@ def scan_text(
     exclude_first: bool = False,
     exclude_current: bool = False,
     convention: str = "attnlab",
+    warn: Callable[[str], None] | None = None,
 ) -> list[HeadScan]:
     """Every self-attention view of ``model`` (a source for :func:`attnlab.models.load`, or what it
-    returned) on ``text``: a decoder's through its tokenizer and hook points, the rest through
-    :func:`attnlab.viz.attention_views`."""
+    returned) on ``text``: a decoder's or BERT's through its tokenizer and hook points, the rest
+    through :func:`attnlab.viz.attention_views`. A text longer than the model's positions is read up
+    to them, and ``warn`` (default: :func:`warnings.warn`) gets one line saying so."""
     excl = (exclude_first, exclude_current, convention)
     loaded = _loaded(model)
     if loaded.kind not in WEIGHTS:
@@ -129,13 +135,39 @@ def scan_text(
             f"{loaded.source} has no tokenizer (no tokenizer.json): "
             "score it on --tokens repeat, which needs none"
         )
-    ids = torch.tensor([tok.encode(text)])  # [1, T]
-    if ids.shape[1] == 0 or ids.shape[1] > loaded.model.config.max_len:
-        raise ValueError(
-            f"the text is {ids.shape[1]} tokens; the model reads 1 to {loaded.model.config.max_len}"
-        )
+    limit = loaded.model.config.max_len
+    row, total = _text_ids(tok, text, limit)
+    if not row:
+        raise ValueError(f"the text is 0 tokens; the model reads 1 to {limit}")
+    if total > len(row):
+        line = f"the text has {total} tokens; {loaded.source} reads only the first {len(row)} (its positions)"
+        (warn or (lambda m: warnings.warn(m, stacklevel=3)))(line)
+    ids = torch.tensor([row])  # [1, T], T <= limit
     view, kind = VIEWS[loaded.kind]
     return [_scan(loaded.label, view, kind, _weights(loaded.model, ids), ids, _tokens(loaded, ids), *excl)]
+
+
+def _text_ids(tok, text: str, limit: int) -> tuple[list[int], int]:
+    """``(ids, total)``: ``text``'s first ``limit`` ids and how many the whole text has. A
+    ``tokenizer.json`` cuts with its own truncation (which keeps the special tokens: BERT's closing
+    [SEP]), whatever truncation it had (MiniLM's: 256) put back after; characters it cannot represent
+    are warned about in the part read only."""
+    backend = getattr(tok, "backend", None)
+    if backend is None:  # a task alphabet: no special tokens to keep
+        ids = tok.encode(text)
+        return ids[:limit], len(ids)
+    saved = backend.truncation
+    try:
+        backend.no_truncation()
+        total = len(backend.encode(text, add_special_tokens=tok.add_special_tokens))  # no <unk> check
+        backend.enable_truncation(max_length=limit)
+        ids = tok.encode(text)
+    finally:
+        if saved is None:
+            backend.no_truncation()
+        else:
+            backend.enable_truncation(**saved)
+    return ids, total
 
 
 def _tokens(loaded, ids: torch.Tensor) -> list[str]:
@@ -191,12 +223,13 @@ def scan_repeat(
 ) -> list[HeadScan]:
     """Scores on ``batch`` probes ``[BOS, r_1..r_L, r_1..r_L]`` of distinct random tokens.
 
-    MiniLM (a BERT): BOS = [CLS], r from the ordinary word pieces, ``L`` default 20. A decoder (any
-    :func:`attnlab.models.load` source): BOS from :func:`probe_bos`, r from the whole vocabulary,
-    ``L`` default ``min(20, (max_len - 1) // 2)``; ``1 + 2 L`` must fit the model's context.
+    A BERT (MiniLM): BOS = [CLS], r from the ordinary word pieces (:func:`_probe_ids`). A decoder (any
+    :func:`attnlab.models.load` source): BOS from :func:`probe_bos`, r from the whole vocabulary.
+    ``L`` default ``min(20, (max_len - 1) // 2)`` (fewer where the vocabulary has fewer ids to draw
+    from); ``1 + 2 L`` must fit the model's context.
     """
     loaded = _loaded(model)
-    net, tok = loaded.model, loaded.tokenizer
+    net = loaded.model
     if loaded.kind not in WEIGHTS:
         raise ValueError(
             f"--tokens repeat needs a decoder (one causal sequence) or MiniLM; {loaded.source} holds a "
@@ -204,11 +237,17 @@ def scan_repeat(
         )
     vocab, max_len = net.config.vocab_size, net.config.max_len
     if loaded.kind == "bert":
-        cls = tok.backend.token_to_id("[CLS]")
-        length = 20 if length is None else length
+        bos, table = _probe_ids(loaded, vocab)
+        drawable = max(len(table) - 1, 0)  # table[1:]
+        length = min(20, (max_len - 1) // 2, max(drawable, 1)) if length is None else length
         _fits(length, max_len)
-        ids = repeated_tokens(batch, length, vocab - FIRST_WORDPIECE + 1, seed=seed)
-        ids = torch.where(ids == 0, torch.full_like(ids, cls), ids + FIRST_WORDPIECE - 1)  # [B, 1 + 2L]
+        if length > drawable:
+            raise ValueError(
+                f"--tokens repeat of length {length} needs {length} distinct ordinary tokens; the "
+                f"vocabulary of {vocab} ids of {loaded.source} has {drawable} to draw from"
+            )
+        raw = repeated_tokens(batch, length, len(table), seed=seed)  # [B, 1 + 2L] in 0..len(table)-1
+        ids = torch.where(raw == 0, torch.full_like(raw, bos), torch.tensor(table)[raw])  # [B, 1 + 2L]
     else:
         length = min(20, (max_len - 1) // 2, vocab - 1) if length is None else length
         _fits(length, max_len)
@@ -216,6 +255,28 @@ def scan_repeat(
     view, kind = VIEWS[loaded.kind]
     excl = (exclude_first, exclude_current, convention)
     return [_scan(loaded.label, view, kind, _weights(net, ids), ids, _tokens(loaded, ids), *excl)]
+
+
+def _probe_ids(loaded, vocab: int) -> tuple[int, list[int]]:
+    """``(bos, table)`` of a BERT's repeat probe: BOS = [CLS] (else :func:`probe_bos`), and the
+    ordinary ids in increasing order: below ``vocab`` and the tokenizer's vocabulary, neither a special
+    token it declares nor a bracketed placeholder (``[unused0]``, ``<unk>``). The probe draws from
+    ``table[1:]`` (index 0 is BOS's slot in :func:`repeated_tokens`): MiniLM's ids from
+    :data:`FIRST_WORDPIECE` up, as it always drew. Without a tokenizer: BOS 0, every other id."""
+    tok = loaded.tokenizer
+    backend = getattr(tok, "backend", None)
+    if backend is None:
+        return probe_bos(loaded), list(range(vocab))
+    cls = backend.token_to_id("[CLS]")
+    bos = probe_bos(loaded) if cls is None else cls
+    special = {i for i, added in backend.get_added_tokens_decoder().items() if added.special}
+    pieces = backend.get_vocab(with_added_tokens=True)
+    table = sorted(
+        i
+        for piece, i in pieces.items()
+        if i < vocab and i != bos and i not in special and not PLACEHOLDER.fullmatch(piece)
+    )
+    return bos, table
 
 
 def _fits(length: int, max_len: int) -> None:

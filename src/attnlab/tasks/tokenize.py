@@ -152,8 +152,22 @@ class HFTokenizer(Tokenizer):
 
     def _unknown(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> list[str]:
         if self._chars is None:
-            return super()._unknown(text, ids, offsets)
+            return super()._unknown(self._read(text, ids, offsets), ids, offsets)
         return unknown_characters(text, self._chars)  # whitespace too: every character is a token
+
+    def _read(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> str:
+        """``text`` as far as a truncating backend read it: cut at the end of the last id's characters
+        (truncation from the left: what it cut blanked to spaces, so the offsets still hold), so the
+        characters it cut are not taken for characters it dropped. Not truncated (fewer ids than its
+        ``max_length``): ``text`` as it is."""
+        cut = self.backend.truncation
+        spans = [(start, end) for start, end in offsets if end > start]  # special tokens stand for no text
+        if cut is None or len(ids) < cut["max_length"] or not spans:
+            return text
+        if cut.get("direction") == "left":
+            start = min(s for s, _ in spans)
+            return " " * start + text[start:]
+        return text[: max(e for _, e in spans)]
 
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)

@@ -237,7 +237,7 @@ def train(
     # the folder's lock, a text run's temporary folders, and the thread count (restored first)
     with contextlib.ExitStack() as held:
         with lead_first(rank, world):  # rank 0 prepares the folder; the others then read it
-            ckpt, source = _prepare(config, out_dir, resume, overwrite, rank, log, held)
+            ckpt, source = _prepare(config, out_dir, resume, overwrite, rank, log, held, progress)
         held.enter_context(torch_threads(threads))  # restored when the run ends, however it ends
         return _run(
             config,
@@ -266,11 +266,14 @@ def check_distributed(config: TrainConfig, out_dir, world: int) -> None:
         )
 
 
-def _prepare(config: TrainConfig, out_dir, resume: bool, overwrite: bool, rank: int, log, held):
+def _prepare(
+    config: TrainConfig, out_dir, resume: bool, overwrite: bool, rank: int, log, held, chatty: bool = True
+):
     """``(checkpoint to resume or None, the run's data)``. Rank 0 of a fresh text run first reads and
     tokenizes the text into a staging folder (every check of the text before the run folder is
     touched), then takes the folder's lock (kept in ``held`` for the run), runs :func:`preflight`
-    and moves the token files in. A text run without ``out_dir`` lives in a temporary folder."""
+    and moves the token files in. A text run without ``out_dir`` lives in a temporary folder.
+    ``log`` hears every repair, and, when ``chatty`` (progress shown), what the text became."""
     lead, staged, folder = rank == 0, None, out_dir
     if config.task == TEXT_TASK:
         prepare(config)  # the options first: a bad --context is refused before reading any text
@@ -285,7 +288,7 @@ def _prepare(config: TrainConfig, out_dir, resume: bool, overwrite: bool, rank: 
         rundir.refuse_foreign(out)
         held.enter_context(rundir.writer_lock(out, "training run"))
     ckpt = preflight(config, out_dir, resume, overwrite, log=log if lead else None)
-    return ckpt, _source(config, folder, staged, log if lead else None)
+    return ckpt, _source(config, folder, staged, log if lead and chatty else None)
 
 
 def _near(out_dir) -> str | None:
