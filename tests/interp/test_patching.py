@@ -111,3 +111,12 @@ def test_bad_pairs_are_named(model, pair):
     with pytest.raises(ValueError, match="the clean and corrupted runs give the same metric"):
         result.recovered(result.resid)
     assert "resid_recovered" not in result.to_json()
+
+
+def test_patching_warns_when_clean_and_corrupt_nearly_agree():
+    from attnlab.commands.patch import small_gap_warning
+
+    said = small_gap_warning(0.133, 0.118, "logit(' the')")
+    assert said.startswith("clean and corrupt differ by only 0.015 in logit(' the')")
+    assert small_gap_warning(2.5, 0.3, "m") is None and small_gap_warning(1.0, 1.0, "m") is None  # (a tie
+    # is reported in the table as not normalised)

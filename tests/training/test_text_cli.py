@@ -131,6 +131,11 @@ def test_bad_text_input_is_one_line_and_writes_nothing(tmp_path, corpus, content
     assert not out.exists()
 
 
+def test_a_folder_as_text_is_named_a_folder(tmp_path):
+    r = run("train", "--text", tmp_path, *TINY, "--steps", 2, "--out", tmp_path / "run")
+    assert r.exit_code == 2 and f"--text {tmp_path}: a folder, not a file (give a file, - for" in r.output
+
+
 def test_text_options_need_text(tmp_path):
     r = run("train", "--task", "reverse", "--context", 8, "--steps", 2, "--out", tmp_path / "run")
     assert r.exit_code == 2 and r.output.strip() == "Error: --context applies to a GPT on text (--text)"

@@ -115,8 +115,26 @@ def patch(model, clean, corrupt, target, wrong, point, heatmap_path, as_json, qu
     _report_patch(loaded, result, _metric_name(tok, t_id, w_id), heatmap_path, as_json)
 
 
+# nats of logit (difference): below it, (patched - corrupt) / (clean - corrupt) amplifies noise
+SMALL_GAP = 0.1
+
+
+def small_gap_warning(clean: float, corrupt: float, metric: str) -> str | None:
+    """The warning for a clean and a corrupted run whose metrics nearly agree, or None."""
+    gap = abs(clean - corrupt)
+    if not 1e-6 <= gap < SMALL_GAP:
+        return None
+    return (
+        f"clean and corrupt differ by only {gap:.3f} in {metric}: every recovered share divides by that, "
+        "so small changes look large; choose prompts the model tells apart"
+    )
+
+
 def _report_patch(loaded, result, metric: str, heatmap_path, as_json: bool) -> None:
     normalise = abs(result.clean - result.corrupt) >= 1e-6
+    warning = small_gap_warning(result.clean, result.corrupt, metric)
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
     resid = result.recovered(result.resid) if normalise else result.resid
     heads = result.recovered(result.heads) if normalise else result.heads
     what = "recovered" if normalise else f"{metric} (clean and corrupt tie: not normalised)"
