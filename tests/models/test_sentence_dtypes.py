@@ -76,7 +76,7 @@ def test_truncation_is_counted(setup):
     model, tokenizer, _, _ = setup
     stats: dict = {}
     embed(model, tokenizer, ["word " * 300, "short"], stats=stats)
-    assert stats == {"sentences": 2, "tokens": 256 + 3, "truncated": 1}
+    assert stats == {"sentences": 2, "tokens": 256 + 3, "truncated": 1, "unknown": 0, "unknown_words": []}
 
 
 def test_bad_dtype_and_the_slow_bfloat16_warning(setup, monkeypatch):
