@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from attnlab.commands._errors import BadInput
+from attnlab.tasks.text_source import decoded
 
 
 def text_or_file(value: str, what: str) -> str:
@@ -16,8 +17,6 @@ def text_or_file(value: str, what: str) -> str:
     a file, else ``value`` itself, as typed (a file's or standard input's last newline is dropped).
     Empty text, a folder, a binary or non-UTF-8 file are a one-line :class:`BadInput` naming ``what``
     (``"PROMPT"``, ``"--clean"``)."""
-    from attnlab.tasks.text_source import decoded
-
     if value == "-":
         text, source = sys.stdin.read(), "standard input"
     else:

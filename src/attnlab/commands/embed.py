@@ -16,6 +16,8 @@ from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import choice, device_option
 from attnlab.embed_stream import CHUNK_SIZE, FORMATS
 from attnlab.models.precision import DTYPES
+from attnlab.models.sentence import unknown_words
+from attnlab.tasks.text_tokenizer import describe_characters
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -34,8 +36,6 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
 def _warn_unknown(sentences: int, words: list[str], total: int) -> None:
     """One line naming what the vocabulary could not represent (embedded as ``[UNK]``)."""
     if sentences:
-        from attnlab.tasks.text_tokenizer import describe_characters
-
         shown = describe_characters(words) if all(len(w) == 1 for w in words) else _words(words)
         click.echo(
             f"warning: {sentences:,} of {total:,} sentences hold text the vocabulary cannot represent, "
@@ -51,8 +51,6 @@ def _words(words: list[str], most: int = 8) -> str:
 
 def _warn_inputs(tokenizer, texts, limit: int) -> list[int]:
     """Warn about truncated sentences and ``[UNK]`` among TEXTs; returns each one's token count."""
-    from attnlab.models.sentence import unknown_words
-
     encodings = tokenizer.encode_batch(list(texts))
     _warn_truncated(sum(1 for e in encodings if e.overflowing), len(texts), limit)
     _warn_unknown(*unknown_words(tokenizer, texts, encodings), len(texts))

@@ -76,7 +76,7 @@ def test_patching_everything_restores_transformers_clean_logits(loaded, causal_n
 def _run(*args) -> dict:
     result = CliRunner().invoke(cli, [*map(str, args)])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)  # (a warning, if any, is on stderr)
 
 
 def test_every_command_runs_on_the_folder(causal_name, hf_dirs, tmp_path):
