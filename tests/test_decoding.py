@@ -250,7 +250,11 @@ def test_bad_decoding_options():
     with pytest.raises(ValueError, match=r"top_p must lie in \(0, 1\]"):
         decoding.sample(model, src, max_len=3, top_p=1.5)
     gpt = _gpt(72)
-    with pytest.raises(ValueError, match="prompt length 20 \\+ max_new_tokens 5 exceeds max_len=24"):
+    with pytest.raises(
+        ValueError, match="prompt length 20 \\+ max_new_tokens 5 exceeds max_len=24 .*at most 4 new"
+    ):
         decoding.generate(gpt, torch.ones(1, 20, dtype=torch.long), 5)
+    with pytest.raises(ValueError, match="the prompt alone fills all 24"):
+        decoding.generate(gpt, torch.ones(1, 24, dtype=torch.long), 1)
     with pytest.raises(ValueError, match="cannot decode position 16: max_len=16"):
         decoding.greedy(model, src, max_len=17)

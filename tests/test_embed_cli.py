@@ -53,6 +53,11 @@ def test_bad_arguments_exit_2_with_one_line():
     assert runner.invoke(cli, ["embed"]).exit_code == 2
     bad_batch = runner.invoke(cli, ["embed", "hello", "--batch-size", "0"])
     assert bad_batch.exit_code == 2 and "--batch-size must be a positive integer" in bad_batch.output
+    bad_chunk = runner.invoke(cli, ["embed", "--input", "x.txt", "--output", "y.npy", "--chunk-size", "0"])
+    assert (
+        bad_chunk.exit_code == 2
+        and "Error: --chunk-size must be a positive integer, got 0" in bad_chunk.output
+    )
 
 
 def test_docs_page_examples_print_what_the_page_says(doc_examples):

@@ -343,7 +343,8 @@ def stream(
     prompt = as_prompt(gpt, prompt)  # [B, P]
     if prompt.shape[1] + max_new_tokens > limit:
         raise ValueError(
-            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit}"
+            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit} "
+            f"(the model's positions): {room_hint(limit, prompt.shape[1])}"
         )
     if temperature != 0:
         filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
@@ -435,3 +436,9 @@ def generate(
     if return_logits:
         return ids, torch.stack(all_logits, dim=1)  # [B, P + N], [B, N, V]
     return ids
+
+
+def room_hint(limit: int, prompt: int) -> str:
+    """What fits ``limit`` positions after a prompt of ``prompt`` tokens, said as a fix."""
+    room = limit - prompt
+    return f"ask for at most {room:,} new tokens" if room > 0 else f"the prompt alone fills all {limit}"

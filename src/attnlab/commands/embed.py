@@ -13,7 +13,7 @@ import click
 
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
-from attnlab.commands._types import choice, device_option
+from attnlab.commands._types import POSITIVE, choice, device_option
 from attnlab.embed_stream import CHUNK_SIZE, FORMATS
 from attnlab.models.precision import DTYPES
 from attnlab.models.sentence import unknown_words
@@ -94,7 +94,7 @@ def _warn_inputs(tokenizer, texts, limit: int) -> list[int]:
     "--chunk-size",
     default=CHUNK_SIZE,
     show_default=True,
-    type=int,
+    type=POSITIVE,
     help="Sentences held in memory and written per resumable part (an interrupt loses at most one).",
 )
 @click.option("--resume", is_flag=True, help="Continue an interrupted --input run into the same --output.")

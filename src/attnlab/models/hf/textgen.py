@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from attnlab._checks import memory_bytes
-from attnlab.decoding import beam_search, stream
+from attnlab.decoding import beam_search, room_hint, stream
 from attnlab.devices import resolve_device
 from attnlab.models.gpt import GPT
 from attnlab.models.gpt_decode import DecodeEngine, unsupported
@@ -204,7 +204,8 @@ def _beam(model, prompt: torch.Tensor, request: GenerationRequest, eos: list[int
     limit = model.config.max_len
     if prompt.shape[1] + request.max_new > limit:
         raise ValueError(
-            f"prompt length {prompt.shape[1]} + max_new_tokens {request.max_new} exceeds max_len={limit}"
+            f"prompt length {prompt.shape[1]} + max_new_tokens {request.max_new} exceeds max_len={limit} "
+            f"(the model's positions): {room_hint(limit, prompt.shape[1])}"
         )
     check_beam(model.config, request.beam, limit)
     best = beam_search(model, prompt, request.beam, request.max_new, eos_id=eos[0] if eos else -1)
