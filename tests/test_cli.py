@@ -131,3 +131,12 @@ def test_a_full_disk_on_stdout_is_one_line():
         )
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == ["Error: No space left on device"]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnlab", "myths"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.close()  # as `attnlab myths | head -0` does, before the command writes
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == "", err  # (click's answer to EPIPE: no traceback)

@@ -91,7 +91,7 @@ def leaf_commands(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point. Bad arguments exit with status 2 and a one-line message; a closed standard
-    input reads as empty; a reader that goes away (``| head``) ends the command quietly (status 141);
+    input reads as empty; a reader that goes away (``| head``) ends the command quietly (click's status 1);
     an error of the system's (a full disk, a file that cannot be written) is one line and status 1."""
     if sys.stdin is None:  # started with stdin closed (<&-): every '-' then says it read nothing
         sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
@@ -111,9 +111,6 @@ def main(argv: list[str] | None = None) -> None:
         said = str(cause) if isinstance(cause, KeyboardInterrupt) else ""
         click.echo(f"interrupted: {said}" if said else "interrupted", err=True)
         sys.exit(getattr(cause, "exit_code", 130))
-    except BrokenPipeError:  # the reader of stdout went away: stop as cat does
-        _drop_stdout()
-        sys.exit(141)
     except OSError as exc:
         _drop_stdout()  # it may be stdout that failed (a full disk): Python's flush at exit would again
         where = f" ({exc.filename})" if exc.filename else ""
