@@ -95,6 +95,10 @@ def test_evaluate_and_translate(trained):
             "--hidden does not apply to model 'transformer'",
         ),
         (["train", "--steps", "5"], "--task is required"),
+        (
+            ["train", "--task", "reverse", "--steps", "5", "--model", "transformer", "--heads", "3"],
+            "--d-model 64 is not divisible by --heads 3",
+        ),
         (["train", "--task", "reverse", "--resume"], "--resume needs --out DIR"),
         (["evaluate", "/nonexistent/dir"], "is not a model attnlab can load"),
         (["train", "--task", "reverse", "--steps", "5", "--schedule", "linear"], "schedule must be one of"),

@@ -9,7 +9,7 @@ import click
 from click.core import ParameterSource
 
 from attnlab._io import dumps_json
-from attnlab.commands._errors import usage_errors
+from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import (
     NON_NEGATIVE,
     POSITIVE,
@@ -169,6 +169,7 @@ def train(
     given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
     _text_options(opts, given, base)
     config = config_from_options(opts, given, base)
+    _check_heads(config)
     rank, world = (0, 1) if nproc > 1 else init_from_env()  # torchrun sets WORLD_SIZE/RANK
     chosen_out = out is None
     if chosen_out:  # named in the last line: never thrown away; under torchrun rank 0's choice
@@ -203,6 +204,18 @@ def train(
             )
     summarise = _text_summary if config.task == TEXT_TASK else _task_summary
     summarise(config, step, out, history, chosen_out, as_json)
+
+
+def _check_heads(config) -> None:
+    """``--d-model`` must split evenly over ``--heads``: said with the flags' names, before anything runs."""
+    from attnlab.models.registry import model_class
+
+    sizes = model_class(config.model).options(config.model_params)
+    d, h = sizes.get("d_model"), sizes.get("heads")
+    if isinstance(d, int) and isinstance(h, int) and h > 0 and d % h:
+        raise BadInput(
+            f"--d-model {d} is not divisible by --heads {h} (each head takes d_model / heads dimensions)"
+        )
 
 
 def _task_summary(config, step: int, out, history: list[dict], chosen_out: bool, as_json: bool) -> None:
