@@ -46,6 +46,7 @@ CASES = {
     "audit shapes": ["--seq", "4", "--batch", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32"],
     "embed": ["a cat", "a dog"],
     "evaluate": ["{run}", "--n", "4"],
+    "explore": ["a cat sat", "--out", "{tmp}/x.html"],
     "experiment bottleneck": ["--out", "{tmp}/b"],  # run replaced: a results file holding NaN
     "experiment extrapolation": ["--quick", "--steps", "1", "--finetune-steps", "1", "--models", "none"],
     "experiment induction": ["--out", "{tmp}/i"],  # run replaced: a results file holding NaN

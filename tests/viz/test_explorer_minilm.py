@@ -54,3 +54,19 @@ def test_minilm_shows_every_token_up_to_512_and_refuses_more():
     np.testing.assert_allclose(view.weights.sum(-1), 1.0, atol=1e-4)
     with pytest.raises(ValueError, match="has 512 positions"):
         attention_views("word " * 600)
+
+
+def test_explore_json_says_what_it_wrote(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    out = tmp_path / "x.html"
+    r = CliRunner().invoke(cli, ["explore", "a cat sat", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["out"] == str(out) and data["bytes"] == out.stat().st_size
+    (view,) = data["views"]
+    assert view["shape"] == [6, 12, 5, 5] and view["queries"] == ["[CLS]", "a", "cat", "sat", "[SEP]"]

@@ -108,14 +108,34 @@ def _plain(x):
     "--min-weight", default=0.01, show_default=True, type=RATE, help="Lightest edge drawn as a line."
 )
 @device_option()
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print what was written (path, size, model, each view's tokens)."
+)
 @usage_errors
-def explore(sentence: str, model: str, out_path: str, min_weight: float, device: str) -> None:
-    """Write ONE self-contained HTML page exploring MODEL's attention on SENTENCE."""
+def explore(sentence: str, model: str, out_path: str, min_weight: float, device: str, as_json: bool) -> None:
+    """Write ONE self-contained HTML page exploring MODEL's attention on SENTENCE (a text, a FILE, or -
+    for standard input)."""
     from attnlab._io import check_out_path
     from attnlab.viz.explorer import explore as explore_page
 
     check_out_path(out_path, "--out", folder=False)  # before the model runs
     page = explore_page(text_or_file(sentence, "SENTENCE"), model, min_weight=min_weight, device=device)
     path = page.save(out_path)
+    if as_json:
+        views = [
+            {
+                "name": v.name,
+                "shape": list(v.weights.shape),
+                "queries": list(v.query_tokens),
+                "keys": list(v.key_tokens),
+            }
+            for v in page.views
+        ]
+        click.echo(
+            dumps_json(
+                {"out": str(path), "bytes": path.stat().st_size, "model": page.model_label, "views": views}
+            )
+        )
+        return
     shapes = ", ".join(f"{v.name} {list(v.weights.shape)}" for v in page.views)
     click.echo(f"wrote {path} ({path.stat().st_size:,} bytes): {page.model_label}; {shapes}")
