@@ -123,6 +123,9 @@ def test_attnlab_check_lines_report_agreement_with_the_original_calls(outputs):
         numbers = [float(x) for x in re.findall(r"=(\d+\.\d+(?:e[-+]\d+)?)", line)]
         assert numbers and max(numbers) < 1e-6, line
     assert "equal=True" in outputs["04"][3] and "total=3,152,384" in outputs["04"][3]
+    weights = 4 * 512 * 512 + 2 * 512 * 2048  # the notes' "weights only", one layer
+    assert f"4d^2+2df={weights:,} (six layers {6 * weights:,})" in outputs["04"][4]
+    assert f"with biases and norms, six layers={6 * 3_152_384:,}" in outputs["04"][4]
 
 
 @pytest.mark.parametrize("number", list(NOTES_CODE))

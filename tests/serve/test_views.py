@@ -185,6 +185,7 @@ def test_audit_counts_the_loaded_model(minilm, gpt):
     [
         ("attention", {"text": ""}, "text is empty"),
         ("attention", {"text": 3}, "text must be a string"),
+        ("tokens", {"text": "\ud800 lone"}, r"text holds a lone surrogate \(U\+D800\)"),
         ("attention", {"text": "x" * (views.MAX_CHARS + 1)}, "at most 2,000"),
         ("attention", {"text": "a " * 200}, "more than 128 tokens"),
         ("attention", {}, "needs text"),
@@ -196,6 +197,7 @@ def test_audit_counts_the_loaded_model(minilm, gpt):
         ("next", {"text": "a"}, "does not apply"),
         ("similarity", {"text": "a"}, "needs text_b"),
         ("attentoin", {"text": "a"}, "did you mean 'attention'"),
+        ("heads", {"text": "a"}, "the heads tab is filled by the attention view"),
     ],
 )
 def test_bad_requests_are_one_line_errors(minilm, view, body, message):

@@ -33,7 +33,8 @@ def encoder_parameter_count() -> list[str]:
         "Course shorthand: about 3.15M with FFN biases; original paper's base layer count is approximate.",
         f"attnlab check: attnlab.ref params: attn={count['attn']:,}; ffn={count['ffn']:,}; "
         f"norms={count['norm1'] + count['norm2']:,}; total={ref_count:,}; equal={ref_count == formula}",
-        f"attnlab check: weights only 4d^2+2df={4*d*d + 2*d*ff:,}; six layers={6 * ref_count:,}",
+        f"attnlab check: weights only 4d^2+2df={4*d*d + 2*d*ff:,} (six layers {6 * (4*d*d + 2*d*ff):,}); "
+        f"with biases and norms, six layers={6 * ref_count:,}",
     ]
 
 

@@ -177,6 +177,9 @@ def text_field(value, field: str = "text") -> str:
         raise ValueError(f"{field} is empty: type some text")
     if len(value) > MAX_CHARS:
         raise ValueError(f"{field} has {len(value):,} characters; the server takes at most {MAX_CHARS:,}")
+    lone = next((c for c in value if "\ud800" <= c <= "\udfff"), None)  # JSON's "\ud800": no character
+    if lone is not None:
+        raise ValueError(f"{field} holds a lone surrogate (U+{ord(lone):04X}), which is not a character")
     return value
 
 
@@ -540,6 +543,8 @@ def check_request(view: str, loaded: Loaded, body: dict) -> None:
     """What can be checked without the model (cheap, so the server does it before queueing): the view
     exists and applies to ``loaded``, ``body`` has only its fields (and ``model``), and its texts are
     strings within :data:`MAX_CHARS`. A ``ValueError`` naming what is wrong."""
+    if view == "heads":  # a tab of the page, filled by the attention view's answer
+        raise ValueError("the heads tab is filled by the attention view: its answer holds the head scores")
     if view not in VIEWS:
         raise ValueError(f"there is no view {view!r}{did_you_mean(view, VIEWS)}")
     fields = VIEWS[view][1]
