@@ -46,3 +46,14 @@ def test_settings_refuse_bad_input():
         Settings(models=("3-layer",))
     with pytest.raises(ValueError, match="the probe \\[BOS, r, r\\] has 41 tokens, more than seq_len=32"):
         Settings(probe_len=20)
+
+
+def test_the_summary_does_not_claim_an_ablation_that_did_not_happen():
+    from attnlab.experiments.induction import ModelRun, _ablated
+
+    run = ModelRun("1-layer", 10, 1.0, [], 0.2, (0, 1), 0.9, (0, 0), 3.0, 2.435, 2.5, [], 2.435, 2.6, None)
+    assert _ablated(run) == "(no head scored as an induction head: nothing to ablate)"
+    two = ModelRun(
+        "2-layer", 10, 1.0, [], 0.8, (1, 0), 0.9, (0, 0), 3.0, 0.4, 2.0, [(1, 0), (1, 2)], 2.9, 2.6, 100
+    )
+    assert _ablated(two) == "(2.900 with the induction heads 1.0, 1.2 ablated)"

@@ -222,6 +222,14 @@ def _train_one(settings: Settings, name: str, show_progress: bool) -> tuple[GPT,
     return model, run
 
 
+def _ablated(r: ModelRun) -> str:
+    """The summary's note on ablating the run's induction heads (none above the threshold: nothing)."""
+    if not r.induction_heads:
+        return "(no head scored as an induction head: nothing to ablate)"
+    heads = ", ".join(f"{i}.{j}" for i, j in r.induction_heads)
+    return f"({r.loss_repeat_all_ablated:.3f} with the induction heads {heads} ablated)"
+
+
 @dataclasses.dataclass
 class InductionResult:
     """The settings, one :class:`ModelRun` per model, the trained models and the files written."""
@@ -320,8 +328,7 @@ def run(settings: Settings, out_dir: str | Path, *, show_progress: bool = True, 
         models[name] = model
         log(
             f"{name:<24} {r.params:>6,} params, {r.seconds:.0f} s: best induction {r.best_induction:.2f}, "
-            f"repeat loss {r.loss_repeat:.3f} "
-            f"({r.loss_repeat_all_ablated:.3f} with the induction heads ablated)"
+            f"repeat loss {r.loss_repeat:.3f} " + _ablated(r)
         )
     files = {
         "json": str(out / "results.json"),

@@ -159,12 +159,15 @@ class Study:
         return dict(self.conn.execute("SELECT lesson, at FROM ticks ORDER BY lesson"))
 
     def best_quiz(self) -> dict[str | None, tuple[int, int]]:
-        """``{topic: (right, asked)}`` of the best-scoring quiz per topic (``None`` = mixed)."""
+        """``{topic: (right, planned)}`` of the best-scoring quiz per topic (``None`` = mixed): a quiz
+        stopped early counts its unasked questions as not right (1 of 3 answered right and then
+        stopped is 1/3, not a perfect 1/1)."""
         best: dict[str | None, tuple[int, int]] = {}
-        for topic, right, asked in self.conn.execute("SELECT topic, right, asked FROM quiz WHERE asked > 0"):
+        rows = self.conn.execute("SELECT topic, right, max(asked, total) FROM quiz WHERE asked > 0")
+        for topic, right, planned in rows:
             old = best.get(topic)
-            if old is None or right / asked > old[0] / old[1]:
-                best[topic] = (right, asked)
+            if old is None or right / planned > old[0] / old[1]:
+                best[topic] = (right, planned)
         return best
 
     def latest_practice(self) -> dict[str, dict]:
