@@ -63,6 +63,9 @@ def test_practice_bad_inputs(tmp_path, learner_file):
     )
     _one_error_line(run("practice", "check", "block", str(block)), "line 4")
     _one_error_line(run("practice", "check", "attention", str(wrong), "--timeout", "abc"), "--timeout")
+    _one_error_line(run("practice", "check", "attention", str(tmp_path)), "is a folder, not a file")
+    _one_error_line(run("practice", "check", "block", str(tmp_path)), "is a folder, not a file")
+    _one_error_line(run("practice", "start", "block", "--seed", "-5"), "from 0 to 4,294,967,295, got '-5'")
 
 
 def test_oversized_or_deeply_nested_files_exit_2(tmp_path, learner_file):

@@ -24,12 +24,14 @@ DATA_DIR_HELP = "Folder of the study database (default: $ATTNLAB_DATA_DIR, else 
 def _number(flag: str, value: str | None, cast, low: float, high: float):
     if value is None:
         return None
+    lo, hi = (f"{int(b):,}" if b == int(b) else f"{b:g}" for b in (low, high))  # 4,294,967,295, not 4.29e+09
+    said = f"{flag} must be a number from {lo} to {hi}, got {value!r}"
     try:
         x = cast(value)
     except ValueError:
-        raise BadInput(f"{flag} must be a number from {low:g} to {high:g}, got {value!r}") from None
+        raise BadInput(said) from None
     if not low <= x <= high:
-        raise BadInput(f"{flag} must be a number from {low:g} to {high:g}, got {value!r}")
+        raise BadInput(said)
     return x
 
 

@@ -170,7 +170,8 @@ def read_drawing(file: str, stdin=None) -> str:
         text = stdin.read(MAX_DRAWING_CHARS + 1)
     else:
         if not Path(file).is_file():
-            raise ValueError(f"block file {file!r} does not exist")
+            what = "is a folder, not a file" if Path(file).is_dir() else "does not exist"
+            raise ValueError(f"block file {file!r} {what}")
         with open(file, encoding="utf-8", errors="replace") as f:
             text = f.read(MAX_DRAWING_CHARS + 1)
     if len(text) > MAX_DRAWING_CHARS:

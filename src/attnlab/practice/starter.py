@@ -142,7 +142,8 @@ def check_file(path: str | Path) -> None:
     grader's signatures. ``ValueError`` (one line, naming the function) otherwise."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"practice file {str(path)!r} does not exist")
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise ValueError(f"practice file {str(path)!r} {what}")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ValueError(f"{path} has {size} bytes; a practice file has at most {MAX_FILE_BYTES}")
