@@ -39,6 +39,7 @@ def list_tasks(as_json: bool) -> None:
         return
     for r in rows:
         click.echo(f"{r['name']:<8} {r['description']}")
+        click.echo(f"{'':<8} defaults: {_params_text(r['params'])}; vocabulary {r['vocab_size']} ids")
 
 
 def _params_text(params: dict) -> str:
