@@ -68,6 +68,13 @@ def test_evaluate_and_translate(trained):
     result = run("translate", str(trained), "abc", "cab", "--json")
     assert result.exit_code == 0, result.output
     assert [r["src"] for r in json.loads(result.output)] == ["abc", "cab"]
+    inputs = trained.parent / "inputs.txt"
+    inputs.write_text("abc\n\ncab\n")
+    from_file = run("translate", str(trained), str(inputs), "--json")  # one input per non-empty line
+    assert from_file.exit_code == 0 and from_file.output == result.output
+    long = run("translate", str(trained), "abcdefghij")  # the run trained on 3 to 5 symbols
+    assert long.exit_code == 0
+    assert "1 of 1 inputs are longer than the 3 to 5 symbols trained on" in long.stderr
     wide = run("evaluate", str(trained), "--decode", "beam", "--beam-size", "100000", "--n", "2")
     assert wide.exit_code == 2
     assert wide.output.strip() == "Error: --beam-size 100,000 is more than the vocabulary (15 tokens)"

@@ -323,6 +323,15 @@ def _task_run(directory: str, device):
     return loaded
 
 
+def _lines(value: str, read) -> list[str]:
+    """A TEXT of translate: a file's non-empty lines, else the text itself."""
+    try:
+        is_path = "\n" not in value and (Path(value).is_file() or Path(value).is_dir())  # a folder: refused
+    except OSError:
+        is_path = False
+    return [line for line in read(value, "TEXT").splitlines() if line.strip()] if is_path else [value]
+
+
 def _task_of(spec: dict, min_len: int | None, max_len: int | None):
     from attnlab.tasks import get_task
 
@@ -414,7 +423,9 @@ def evaluate(
 def translate(
     directory: str, text: tuple[str, ...], decode: str, beam_size: int, device: str, as_json: bool
 ) -> None:
-    """Run the model trained in DIRECTORY on TEXT (one or more inputs)."""
+    """Run the model trained in DIRECTORY on TEXT (one or more inputs; a FILE gives one input per
+    non-empty line, - standard input's lines)."""
+    from attnlab.commands._text import text_or_file
     from attnlab.devices import resolve_device
     from attnlab.training.evaluate import predict
 
@@ -422,10 +433,19 @@ def translate(
     loaded = _task_run(directory, device)
     model = loaded.model
     t = _task_of(loaded.task, None, None)
+    text = tuple(line for s in text for line in _lines(s, text_or_file))
     for s in text:
         t.tokenizer.check_text(s, t.name)
     if any(not s for s in text):
         raise ValueError("text must not be empty")
+    longest = t.params().get("max_len")
+    longer = [s for s in text if longest is not None and len(s) > longest]
+    if longer:
+        click.echo(
+            f"Warning: {len(longer)} of {len(text)} inputs are longer than the {t.params()['min_len']} to "
+            f"{longest} symbols trained on; the model has not learned such lengths",
+            err=True,
+        )
     preds = predict(model, t, list(text), decode=decode, beam_size=beam_size)
     if as_json:
         click.echo(dumps_json([{"src": s, "out": p} for s, p in zip(text, preds)], indent=2))
