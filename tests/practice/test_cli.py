@@ -218,3 +218,16 @@ def test_practice_next_after_every_pass():
     assert practice_next({}, {"block", "attention"}) == [
         "every graded exercise has passed; the stretch goal (summary) is not graded"
     ]
+
+
+def test_study_json_with_html_prints_json_and_where_the_page_went(tmp_path):
+    import json
+
+    page = tmp_path / "week.html"
+    r = run("study", "--data-dir", str(tmp_path), "--html", str(page), "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (
+        data["html"] == str(page) and page.is_file() and data["concept_pages"] == str(tmp_path / "concepts")
+    )
+    assert "lessons" in data

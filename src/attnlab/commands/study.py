@@ -81,10 +81,12 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
         folder = Path(html_out).parent / FOLDER
         write_pages(folder, back=(f"../{Path(html_out).name}", "the study page"))
         atomic_write_bytes(html_out, render_html(state, latest).encode("utf-8"))
-        click.echo(f"wrote {html_out} (concept pages: {folder})")
-        return
-    if as_json:
-        click.echo(dumps_json({"database": str(path), **state}, indent=2))
+        if not as_json:
+            click.echo(f"wrote {html_out} (concept pages: {folder})")
+            return
+    if as_json:  # (with --html: also where the page went)
+        written = {"html": str(html_out), "concept_pages": str(folder)} if html_out else {}
+        click.echo(dumps_json({"database": str(path), **written, **state}, indent=2))
         return
     from attnlab.practice.study_page import render_text
 
