@@ -158,3 +158,16 @@ def test_starter_parses_with_its_sizes():
     assert sizes["d"] % sizes["h"] == 0 and sizes["d_ff"] == 4 * sizes["d"]
     drawing = parse_block(block_starter(sizes))
     assert drawing.norm == "pre-norm" and drawing.sizes == sizes and len(drawing.arrows) == 1
+
+
+@pytest.mark.parametrize(
+    "size, message",
+    [
+        ("d/0", "the dimension 'd/0' divides by 0"),
+        ("d/5", r"the dimension 'd/5' is not a whole size \(36 / 5\)"),
+    ],
+)
+def test_a_size_that_cannot_be_is_refused(size, message):
+    drawing = f"block: pre-norm\nsizes: B=4 T=9 d=36 h=3 d_ff=144\nx -> [B, T, {size}]\n"
+    with pytest.raises(ValueError, match=f"line 3: {message}"):
+        parse_block(drawing)

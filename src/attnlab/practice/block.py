@@ -153,7 +153,10 @@ def _value(expr: str, sizes: dict[str, int], line: int) -> int:
             )
         if not expect_operand and value is not None:
             op = "*"  # 4d = 4 * d
-        value = x if value is None else (value * x if op == "*" else value // x if x else 0)
+        if value is not None and op == "/" and (x == 0 or value % x):
+            what = "divides by 0" if x == 0 else f"is not a whole size ({value} / {x})"
+            raise ValueError(f"line {line}: the dimension {expr.strip()!r} {what}")
+        value = x if value is None else (value * x if op == "*" else value // x)
         expect_operand = False
     if value is None or expect_operand:
         raise ValueError(f"line {line}: cannot read the dimension {expr!r}")
