@@ -108,7 +108,7 @@ def test_foreign_host_and_origin_are_refused(live):
         (b'["text"]', {"Content-Type": "application/json"}, 400, "JSON object"),
         (b'{"model": 7, "text": "a"}', {"Content-Type": "application/json"}, 404, "no model 7"),
         (b'{"model": "/etc", "text": "a"}', {"Content-Type": "application/json"}, 404, "no model"),
-        (b'{"model": true, "text": "a"}', {"Content-Type": "application/json"}, 404, "no model"),
+        (b'{"model": true, "text": "a"}', {"Content-Type": "application/json"}, 404, "no model true is"),
         (b'{"text": ""}', {"Content-Type": "application/json"}, 400, "empty"),
         (b'{"text": "a", "file": "/etc/passwd"}', {"Content-Type": "application/json"}, 400, "not file"),
     ],

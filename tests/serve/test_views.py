@@ -198,6 +198,7 @@ def test_audit_counts_the_loaded_model(minilm, gpt):
         ("similarity", {"text": "a"}, "needs text_b"),
         ("attentoin", {"text": "a"}, "did you mean 'attention'"),
         ("heads", {"text": "a"}, "the heads tab is filled by the attention view"),
+        ("ablate", {"text": "a", "heads": [None]}, r"or \[layer, head\], got null$"),
     ],
 )
 def test_bad_requests_are_one_line_errors(minilm, view, body, message):

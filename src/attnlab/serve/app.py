@@ -153,7 +153,9 @@ class Served:
             return self.loaded[self.names.index(value)]
         hint = did_you_mean(value, self.names) if isinstance(value, str) else ""
         raise HTTPException(
-            404, f"no model {value!r} is loaded: choose 0..{len(self.names) - 1} or {self.names}{hint}"
+            404,
+            f"no model {views.shown(value)} is loaded: choose 0..{len(self.names) - 1} or "
+            f"{views.shown(self.names)}{hint}",
         )
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import warnings
 from collections.abc import Callable
 
@@ -166,6 +167,15 @@ def describe(loaded: Loaded, index: int, name: str) -> dict:
         "max_beam": MAX_BEAM,
         "views": views,
     }
+
+
+def shown(value) -> str:
+    """``value`` as the JSON it came in (``true``, ``null``, ``"x"``), for an error message: the client
+    wrote JSON, not Python (``True``, ``None``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 # ------------------------------------------------------------------------------------------ text
@@ -339,7 +349,7 @@ def lens(loaded: Loaded, text: str) -> dict:
 
 def _int(name: str, value, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise ValueError(f"{name} must be an integer from {low} to {high}, got {shown(value)}")
     return value
 
 
@@ -383,7 +393,7 @@ def generate(
         or not isinstance(temperature, (int, float))
         or not 0 < temperature <= 10
     ):
-        raise ValueError(f"temperature must be a number in (0, 10], got {temperature!r}")
+        raise ValueError(f"temperature must be a number in (0, 10], got {shown(temperature)}")
     if top_k is not None:
         top_k = _int("top_k", top_k, 1, loaded.model.config.vocab_size)
     room = loaded.model.config.max_len - len(ids)
@@ -414,7 +424,7 @@ def parse_heads(loaded: Loaded, value) -> list[tuple[int, int]]:
     for item in value:
         parts = item.split(".") if isinstance(item, str) else item
         if not isinstance(parts, list) or len(parts) != 2:
-            raise ValueError(f"a head is written layer.head (e.g. '1.3') or [layer, head], got {item!r}")
+            raise ValueError(f"a head is written layer.head (e.g. '1.3') or [layer, head], got {shown(item)}")
         try:
             layer, head = (int(p) if isinstance(p, str) and p.isascii() and p.isdigit() else p for p in parts)
             layer = _int("a head's layer", layer, 0, c.num_layers - 1)
