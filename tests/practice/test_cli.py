@@ -153,6 +153,11 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
 
     r = run("study", "--reset", input="n\n")
     assert r.returncode == 1 and "not deleted" in r.stdout and os.path.exists(state["database"])
+    assert "--yes" not in r.stdout
+    r = run("study", "--reset", input="")  # no terminal to answer from
+    assert (
+        r.returncode == 1 and "not deleted (no answer: to delete without a question, add --yes)" in r.stdout
+    )
     r = run("study", "--reset", input="yes\n")
     assert r.returncode == 0 and not os.path.exists(state["database"])
 

@@ -62,7 +62,8 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
             click.echo(f"Delete {path} (every tick, quiz score and practice result)? [y/N] ", nl=False)
             answer = sys.stdin.readline().strip().lower()
             if answer not in ("y", "yes"):
-                click.echo("not deleted")
+                asked = "" if answer else " (no answer: to delete without a question, add --yes)"
+                click.echo(f"not deleted{asked}")
                 raise click.exceptions.Exit(1)
         delete(data_dir)
         click.echo(f"deleted {path}")
