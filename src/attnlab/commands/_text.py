@@ -12,6 +12,16 @@ from attnlab.commands._errors import BadInput
 from attnlab.tasks.text_source import decoded
 
 
+def path_kind(value: str) -> str | None:
+    """``"file"`` or ``"folder"`` when ``value`` names one on disk, else None (a text: one with a line
+    break, a blank one, or a name too long to be a path)."""
+    try:
+        path = Path(value) if "\n" not in value and value.strip() else None
+        return "file" if path and path.is_file() else "folder" if path and path.is_dir() else None
+    except OSError:  # a name too long to be a path: text
+        return None
+
+
 def text_or_file(value: str, what: str) -> str:
     """``value``'s text: standard input for ``-``, a file's text (UTF-8, checked) when ``value`` names
     a file, else ``value`` itself, as typed (a file's or standard input's last newline is dropped).
@@ -20,11 +30,7 @@ def text_or_file(value: str, what: str) -> str:
     if value == "-":
         text, source = sys.stdin.read(), "standard input"
     else:
-        try:
-            path = Path(value) if "\n" not in value and value.strip() else None
-            kind = "file" if path and path.is_file() else "folder" if path and path.is_dir() else None
-        except OSError:  # a name too long to be a path: text
-            kind = None
+        kind = path_kind(value)
         if kind == "folder":
             raise BadInput(f"{what} names a folder ({value}); give a text, a file, or - for standard input")
         if kind is None:

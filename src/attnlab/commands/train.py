@@ -323,13 +323,13 @@ def _task_run(directory: str, device):
     return loaded
 
 
-def _lines(value: str, read) -> list[str]:
-    """A TEXT of translate: a file's non-empty lines, else the text itself."""
-    try:
-        is_path = "\n" not in value and (Path(value).is_file() or Path(value).is_dir())  # a folder: refused
-    except OSError:
-        is_path = False
-    return [line for line in read(value, "TEXT").splitlines() if line.strip()] if is_path else [value]
+def _lines(value: str) -> list[str]:
+    """A TEXT of translate: a file's non-empty lines (a folder is refused), else the text itself."""
+    from attnlab.commands._text import path_kind, text_or_file
+
+    if path_kind(value) is None:
+        return [value]
+    return [line for line in text_or_file(value, "TEXT").splitlines() if line.strip()]
 
 
 def _task_of(spec: dict, min_len: int | None, max_len: int | None):
@@ -425,7 +425,6 @@ def translate(
 ) -> None:
     """Run the model trained in DIRECTORY on TEXT (one or more inputs; a FILE gives one input per
     non-empty line, - standard input's lines)."""
-    from attnlab.commands._text import text_or_file
     from attnlab.devices import resolve_device
     from attnlab.training.evaluate import predict
 
@@ -433,7 +432,7 @@ def translate(
     loaded = _task_run(directory, device)
     model = loaded.model
     t = _task_of(loaded.task, None, None)
-    text = tuple(line for s in text for line in _lines(s, text_or_file))
+    text = tuple(line for s in text for line in _lines(s))
     for s in text:
         t.tokenizer.check_text(s, t.name)
     if any(not s for s in text):
