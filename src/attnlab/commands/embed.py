@@ -49,12 +49,12 @@ def _words(words: list[str], most: int = 8) -> str:
     return shown + (f" and {len(words) - most} more" if len(words) > most else "")
 
 
-def _warn_inputs(tokenizer, texts, limit: int) -> list[int]:
-    """Warn about truncated sentences and ``[UNK]`` among TEXTs; returns each one's token count."""
+def _warn_inputs(tokenizer, texts, limit: int) -> None:
+    """Warn about truncated sentences and ``[UNK]`` among TEXTs (``--explain``, which tokenises them
+    itself, sentence by sentence)."""
     encodings = tokenizer.encode_batch(list(texts))
     _warn_truncated(sum(1 for e in encodings if e.overflowing), len(texts), limit)
     _warn_unknown(*unknown_words(tokenizer, texts, encodings), len(texts))
-    return [len(e.ids) for e in encodings]
 
 
 @click.command("embed")
@@ -186,8 +186,10 @@ def _embed_texts(
     norms = vectors.norm(dim=-1)  # [N]
     unit = vectors / norms.clamp_min(1e-12)[:, None]  # [N, d]
     cosine = unit @ unit.T  # [N, N]
+    tokens = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
     c = model.config
-    tokens = _warn_inputs(tokenizer, texts, c.max_seq_length or c.max_len)
+    _warn_truncated(stats["truncated"], len(texts), c.max_seq_length or c.max_len)
+    _warn_unknown(stats["unknown"], stats["unknown_words"], len(texts))  # what embed found encoding them
     if as_json:
         click.echo(
             dumps_json(
