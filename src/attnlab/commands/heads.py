@@ -9,6 +9,8 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import SEED, SHARE, Positive, choice
+from attnlab.commands.patch import MODEL_HELP as DECODER_HELP  # (patch, attribute, compose: the same models)
+from attnlab.commands.patch import load_decoder, read_text
 
 
 def _table(name: str, scores: list[list[float]], threshold: float) -> list[str]:
@@ -30,7 +32,6 @@ def _warn(line: str) -> None:
 MODEL_HELP = (
     "minilm, a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, BERT), or what attnlab train/save wrote"
 )
-DECODER_HELP = "a Hugging Face GPT-2, Llama, Mistral or Qwen2 folder, or a GPT attnlab trained or saved"
 
 
 HEADS_HELP = (
@@ -90,7 +91,6 @@ HEADS_HELP = (
 def heads(
     model, tokens, length, batch, seed, threshold, exclude_first, exclude_current, convention, as_json, quiet
 ) -> None:
-    from attnlab.commands.patch import read_text
     from attnlab.interp.scan import SHORT, scan_repeat, scan_text
 
     excl = {"exclude_first": exclude_first, "exclude_current": exclude_current, "convention": convention}
@@ -120,7 +120,7 @@ def heads(
 
 
 PRUNE_HELP = (
-    """Rank MODEL's heads (minilm, or a decoder: """
+    """Rank MODEL's heads (minilm, or """
     + DECODER_HELP
     + """) by Michel et al.'s importance (|dL/d xi_h| of a head mask),
     remove them least important first or in a random order (their outputs zeroed: what removing them
@@ -162,8 +162,6 @@ def prune(model: str, text, length, batch, seed: int, as_json: bool) -> None:
             )
         _minilm_table(prune_minilm(seed), as_json)
         return
-    from attnlab.commands.patch import load_decoder, read_text
-
     loaded = load_decoder(model, text=text is not None)
     words = None if text is None else read_text(text, "--text")
     result = prune_decoder(loaded, text=words, length=length, batch=batch, seed=seed)
