@@ -577,15 +577,16 @@ def _loop(
         last = loop.step in (config.steps, until)
         if lead and _due(config.eval_every, loop.step, last):
             _evaluate(loop, source, record, elapsed, bar, say=say and not last)
-        if lead and out_dir is not None and _due(config.ckpt_every, loop.step, last):
+        saves = lead and out_dir is not None
+        checkpointed = saves and _due(config.ckpt_every, loop.step, last)
+        if checkpointed:
             _checkpoint(loop, config, source, out_dir)
         signum = stop_asked()
         if signum is not None and loop.step < until:
-            saved = lead and out_dir is not None
-            if saved and not _due(config.ckpt_every, loop.step, last):
+            if saves and not checkpointed:
                 _checkpoint(loop, config, source, out_dir)
             bar.close()
-            raise TrainingInterrupted(loop.step, config.steps, str(out_dir) if saved else None, signum)
+            raise TrainingInterrupted(loop.step, config.steps, str(out_dir) if saves else None, signum)
 
 
 def _what(config: TrainConfig) -> str:
