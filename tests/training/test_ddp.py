@@ -1,12 +1,17 @@
 """Two DDP processes (gloo on CPU): the replicas end with identical weights, rank 0 checkpoints."""
 
+import os
+import socket
+
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from attnlab.models.registry import build_model
 from attnlab.tasks import get_task
-from attnlab.training.distributed import train_distributed
+from attnlab.training.distributed import group_from_env, train_distributed
 
 
 @pytest.mark.slow
@@ -34,3 +39,38 @@ def test_nproc_checks_run_before_spawning(tmp_path, tiny_config):
     with pytest.raises(ValueError, match="nproc must be a positive integer"):
         train_distributed(tiny_config(), tmp_path, nproc=0)
     assert not any(tmp_path.iterdir())
+
+
+def _join_and_leave(rank: int, world: int, port: int, results) -> None:
+    """One process of a torchrun-like launch: the environment names the group; inside, a sum over the
+    ranks; after the block (left normally on rank 0, by an exception on rank 1) no group is held."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    try:
+        with group_from_env() as (r, w):
+            total = torch.tensor([float(r + 1)])
+            dist.all_reduce(total)
+            results.put((rank, r, w, float(total)))
+            if rank == 1:
+                raise RuntimeError("a rank that fails")
+    except RuntimeError:
+        pass
+    results.put((rank, "held after", dist.is_initialized()))
+
+
+def test_the_group_torchrun_describes_is_left_when_the_block_ends():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    results = ctx.SimpleQueue()
+    mp.spawn(_join_and_leave, args=(2, port, results), nprocs=2, join=True)
+    seen = [results.get() for _ in range(4)]
+    assert sorted(x for x in seen if x[1] != "held after") == [(0, 0, 2, 3.0), (1, 1, 2, 3.0)]
+    left = sorted(x for x in seen if x[1] == "held after")
+    assert left == [(0, "held after", False), (1, "held after", False)]
+
+
+def test_outside_torchrun_there_is_one_process(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with group_from_env() as (rank, world):
+        assert (rank, world) == (0, 1) and not dist.is_initialized()

@@ -154,7 +154,7 @@ def train(
     text (--text: next-token loss, held-out loss per token and bits per character)."""
     from attnlab.devices import resolve_device
     from attnlab.training.checkpoint import load_resumable, load_trained
-    from attnlab.training.distributed import init_from_env, train_distributed
+    from attnlab.training.distributed import group_from_env, train_distributed
     from attnlab.training.ranks import same_everywhere
     from attnlab.training.trainer import train as run
 
@@ -170,7 +170,8 @@ def train(
     _text_options(opts, given, base)
     config = config_from_options(opts, given, base)
     _check_heads(config)
-    rank, world = (0, 1) if nproc > 1 else init_from_env()  # torchrun sets WORLD_SIZE/RANK
+    # torchrun sets WORLD_SIZE/RANK; the group is left when the command ends (click closes the resource)
+    rank, world = (0, 1) if nproc > 1 else ctx.with_resource(group_from_env())
     chosen_out = out is None
     if chosen_out:  # named in the last line: never thrown away; under torchrun rank 0's choice
         out = same_everywhere(_default_out(_source_name(config), config.model) if rank == 0 else None, world)

@@ -6,15 +6,17 @@ the same seed, takes rows ``rank, rank + W, ...`` of every global batch, and DDP
 (averages) the gradients, so every replica applies the same update and the weights stay
 identical. Only rank 0 evaluates, prints and writes checkpoints.
 
-Under ``torchrun`` (``WORLD_SIZE``/``RANK`` in the environment) use :func:`init_from_env` and call
+Under ``torchrun`` (``WORLD_SIZE``/``RANK`` in the environment) use :func:`group_from_env` and call
 :func:`attnlab.training.trainer.train` with the rank and world size directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -113,12 +115,24 @@ def _error_file(init_file: str, rank: int) -> Path:
     return Path(init_file).with_name(f"error-{rank}.txt")
 
 
-def init_from_env() -> tuple[int, int]:
-    """Join the process group torchrun describes in the environment -> ``(rank, world_size)``;
-    ``(0, 1)`` outside torchrun."""
+@contextlib.contextmanager
+def group_from_env() -> Iterator[tuple[int, int]]:
+    """Inside, the process group torchrun describes in the environment is joined -> ``(rank,
+    world_size)``; ``(0, 1)`` outside torchrun. A block that ends normally meets the other ranks at a
+    barrier, then every rank leaves the group (one that raised leaves without waiting for the others).
+
+    Why the barrier: gloo's worker thread releases a collective's tensors after the caller has been
+    told it is done, and that needs the GIL; a rank that went straight on to exit (rank 1, with
+    nothing to write) could reach interpreter shutdown first, and the worker then aborted the process
+    ("terminate called without an active exception", 4 runs in 33 under load). While a rank waits at
+    the barrier the GIL is free, so the worker finishes first, as ``train_distributed``'s do."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return 0, 1
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend)
-    return dist.get_rank(), world
+        yield 0, 1
+        return
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        yield dist.get_rank(), world
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
