@@ -69,6 +69,8 @@ def test_tiny_run_writes_every_file(tiny_run):
     for p in result.heatmaps:
         assert open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert "fixed (Seq2SeqRNN)" in result.table() and result.summary.count("exact") == 4
+    for m, line in zip(result.models, result.table().splitlines()[2:]):  # counts with separators
+        assert line[:33].split()[-1] == f"{m.params:,}"
 
 
 def test_alignments_are_distributions_over_the_source(tiny_run):

@@ -56,6 +56,9 @@ def test_a_port_in_use_is_one_line(gpt_dir):
     try:
         code, _, err = _invoke(["serve", str(gpt_dir), "--port", str(taken.getsockname()[1]), "--quiet"])
         _one_error(code, err, "cannot listen on 127.0.0.1")
+        code, _, err = _invoke(["serve", str(gpt_dir), "--port", str(taken.getsockname()[1])])
+        _one_error(code, err, "cannot listen on 127.0.0.1")
+        assert len(err.splitlines()) == 1  # said before any model loads: no "loading ..." line
     finally:
         taken.close()
 

@@ -78,11 +78,15 @@ def serve(sources, port, host, open_browser, threads, queue, quiet) -> None:
     chosen = list(sources) or server.default_sources()
     for source in chosen:
         origin_of(source)  # a source that is no model is one error line before anything is loaded
+    sock = server.bind(host, port)  # a port in use is said before minutes of loading, not after
     start = time.perf_counter()
     if not quiet:
         click.echo(f"loading {', '.join(chosen)} ...", err=True)
-    models = server.load_models(chosen, skip_unservable=not sources)
-    sock = server.bind(host, port)
+    try:
+        models = server.load_models(chosen, skip_unservable=not sources)
+    except BaseException:
+        sock.close()
+        raise
     bound = sock.getsockname()[1]
     url = server.url_of(sock, host)
     if not server.is_loopback(host):

@@ -199,7 +199,7 @@ class ExperimentResult:
         lines = [head, "-" * len(head)]
         for m in self.models:
             cells = "  ".join(f"{b['exact']:>6.2f}" for b in m.buckets)
-            lines.append(f"{m.name:<24} {m.params:>7}  {cells}   {m.overall['token_acc']:.3f}")
+            lines.append(f"{m.name:<24} {m.params:>7,}  {cells}   {m.overall['token_acc']:.3f}")
         return "\n".join(lines)
 
 
