@@ -160,7 +160,7 @@ def test_python_generate_takes_text_ids_or_a_tensor_and_refuses_the_rest(sources
 def test_unknown_characters_are_one_warning_line_or_a_char_runs_error(sources, tmp_path):
     code, _, err = _run("explore", "the cat 🦜 sat", "--out", tmp_path / "page.html")  # minilm: [UNK]
     assert code == 0 and err.strip().splitlines() == [
-        "Warning: characters the tokenizer cannot represent: '🦜' (U+1F99C); encoded as <unk>"
+        "Warning: characters the tokenizer cannot represent: '🦜' (U+1F99C); encoded as [UNK]"
     ]
     code, _, err = _run("generate", sources["text-run"], "the 🦜", "--max-new", 2)  # a char run refuses it
     assert code == 2 and len(err.strip().splitlines()) == 1 and "'🦜' (U+1F99C)" in err

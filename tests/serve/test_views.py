@@ -67,9 +67,9 @@ def test_tokens_flag_what_the_tokenizer_cannot_represent(minilm, gpt, char_gpt):
     out = views.answer("tokens", char_gpt, {"text": text})
     assert out["unknown"] == ["\u2603"] and len(out["tokens"]) == len(text) - 1
     assert "".join(t["text"] for t in out["tokens"]) == text.replace("\u2603", "")
-    # a word vocabulary: an unknown word is one [UNK] token, flagged, its characters named
+    # a word vocabulary: an unknown word is one [UNK] token, flagged, the word named
     out = views.answer("tokens", gpt, {"text": "the snow cat"})
-    assert [t["unk"] for t in out["tokens"]] == [False, True, False] and out["unknown"] == list("snow")
+    assert [t["unk"] for t in out["tokens"]] == [False, True, False] and out["unknown"] == ["snow"]
 
 
 def test_next_token_distribution_and_loss(gpt):

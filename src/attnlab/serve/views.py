@@ -73,7 +73,8 @@ def points(kind: str) -> dict[str, str]:
 # What each view shows, in the notes' terms, and the concept pages it draws on.
 EXPLAIN = {
     "tokens": "The text as the model reads it: one box per token, X = [T] ids embedded to [T, d_model]. "
-    "Characters the tokenizer cannot represent are flagged: they became <unk> or were dropped.",
+    "Text the tokenizer cannot represent is flagged: it became <unk> (a whole word, for WordPiece) or "
+    "was dropped.",
     "attention": "Each row of A = softmax(QK^T / sqrt(d_k) + M) is one query's weights over the keys and "
     "sums to 1. Click a token to draw its row as lines; the heatmap is A [T_q, T_k] of one layer and head "
     "(or their mean). In a decoder the causal mask M gives every later key -inf, so those cells are 0 "

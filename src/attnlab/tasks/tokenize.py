@@ -66,10 +66,10 @@ class Tokenizer:
         ids, offsets = self._encode(text)
         missing = self._unknown(text, ids, offsets)
         if missing:
-            what = f"characters the tokenizer cannot represent: {describe_characters(missing)}"
+            what = describe_unknown(missing)
             if strict or (strict is None and self.refuses_unknown):
                 raise ValueError(what)
-            fate = "<unk>" if self.unk_id is not None else "nothing (dropped)"
+            fate = self.token(self.unk_id) if self.unk_id is not None else "nothing (dropped)"
             warnings.warn(f"{what}; encoded as {fate}", UnknownCharacterWarning, stacklevel=2)
         return ids
 
@@ -83,7 +83,9 @@ class Tokenizer:
         return [self.token(int(i)) for i in ids]
 
     def unknown(self, text: str) -> list[str]:
-        """The distinct characters of ``text`` the tokenizer cannot represent, in order of appearance."""
+        """The distinct characters of ``text`` the tokenizer cannot represent, in order of appearance;
+        where one unknown token stands for several characters (WordPiece turns a whole word into
+        ``[UNK]`` when one piece of it is missing), that word, as one item."""
         ids, offsets = self._encode(text)
         return self._unknown(text, ids, offsets)
 
@@ -94,7 +96,8 @@ class Tokenizer:
             for p in range(start, min(end, len(text))):
                 covered[p] = True
             if self.unk_id is not None and i == self.unk_id:
-                bad.extend(ch for ch in text[start:end] if not ch.isspace())
+                span = text[start:end].strip()
+                bad.extend([span] if len(span) > 1 else span)  # a word WordPiece could not spell, whole
         # a character no id covers was dropped (whitespace is dropped by design in many vocabularies)
         bad.extend(ch for ch, c in zip(text, covered) if not c and not ch.isspace())
         return list(dict.fromkeys(bad))
@@ -119,6 +122,20 @@ class Tokenizer:
             ids[b, : len(r)] = torch.tensor(r, dtype=torch.long)
             mask[b, : len(r)] = 1
         return {"input_ids": ids, "attention_mask": mask}
+
+
+def describe_unknown(missing: list[str]) -> str:
+    """What a tokenizer could not represent, for a warning: the characters with their code points,
+    then the words that became one unknown token whole (``missing``: :meth:`Tokenizer.unknown`)."""
+    chars = [m for m in missing if len(m) == 1]
+    words = [m for m in missing if len(m) > 1]
+    said = [f"characters the tokenizer cannot represent: {describe_characters(chars)}"] if chars else []
+    if words:
+        shown = ", ".join(repr(w) for w in words[:8]) + (
+            f" and {len(words) - 8} more" if len(words) > 8 else ""
+        )
+        said.append(f"words the tokenizer cannot spell from its pieces: {shown}")
+    return "; ".join(said)
 
 
 class HFTokenizer(Tokenizer):

@@ -88,3 +88,24 @@ def test_a_character_vocabulary_names_the_characters_it_drops():
     tok = HFTokenizer(char_tokenizer("hello world"))
     assert tok.unknown("hello 日本 world") == ["日", "本"]
     assert tok.offsets("hé w") == [(0, 1), (2, 3), (3, 4)]  # 'é' dropped, the offsets still true
+
+
+def test_a_word_piece_vocabulary_names_the_word_it_could_not_spell():
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import models, pre_tokenizers
+
+    from attnlab.tasks.tokenize import HFTokenizer
+
+    vocab = {"[UNK]": 0, "[PAD]": 1, "bird": 2, "##s": 3, "the": 4}
+    backend = Backend(models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok = HFTokenizer(backend)
+    assert tok.unknown("the birds") == []
+    assert tok.unknown("the 🦜 birdsx") == ["🦜", "birdsx"]  # 'b', 'i', ... of birdsx are not unknown
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tok.encode("the 🦜 birdsx") == [4, 0, 0]
+    assert [str(w.message) for w in caught] == [
+        "characters the tokenizer cannot represent: '🦜' (U+1F99C); words the tokenizer cannot spell from "
+        "its pieces: 'birdsx'; encoded as [UNK]"
+    ]

@@ -130,7 +130,7 @@
       box.appendChild(b);
     });
     $("unknown").hidden = !data.unknown.length;
-    $("unknown").textContent = data.unknown.length ? "Characters this tokenizer cannot represent (<unk> or dropped): " +
+    $("unknown").textContent = data.unknown.length ? "Text this tokenizer cannot represent (<unk> or dropped): " +
       data.unknown.join(" ") : "";
   }
 
