@@ -5,6 +5,7 @@ n-best, seeded sampling with temperature / top-k / top-p, bad options."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -258,3 +259,42 @@ def test_bad_decoding_options():
         decoding.generate(gpt, torch.ones(1, 24, dtype=torch.long), 1)
     with pytest.raises(ValueError, match="cannot decode position 16: max_len=16"):
         decoding.greedy(model, src, max_len=17)
+
+
+def test_generate_refuses_a_model_that_is_not_decoder_only_and_ids_outside_the_vocabulary():
+    gpt = _gpt(80)  # vocabulary 5
+    for model in (_transformer(81), _rnn(82)):
+        with pytest.raises(ValueError, match="generate needs a decoder-only model .* got a .* model"):
+            decoding.generate(model, [3, 4], 2)
+        with pytest.raises(ValueError, match="stream needs a decoder-only model"):
+            decoding.stream(model, [3, 4], 2)
+    for kw, message in [
+        (dict(eos_id=-1), "eos_id must be a token id in 0..4 (or a list of them), got -1"),
+        (dict(eos_id=[2, 5]), "eos_id must be a token id in 0..4 (or a list of them), got [2, 5]"),
+        (dict(eos_id=2, pad_id=999), "pad_id must be a token id in 0..4, got 999"),
+        (dict(temperature=1.0, seed=1.5), "seed must be an integer, got 1.5"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            decoding.generate(gpt, [3, 4], 2, **kw)
+    assert decoding.generate(gpt, [3, 4], 2, pad_id=4).shape == (1, 4)  # the ends of the range are ids
+    assert decoding.generate(gpt, [3, 4], 1, eos_id=[0, 4]).shape == (1, 3)
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn", "gpt"])
+def test_greedy_sample_and_beam_search_take_lists_and_check_src_and_seed(family):
+    """A list of ids is the tensor they make; text, a float seed and an all-padding row are named."""
+    model, src = _model(family, 90), _src(91, b=2, s=3)
+    rows = src.tolist()
+    assert torch.equal(decoding.greedy(model, rows, max_len=4), decoding.greedy(model, src, max_len=4))
+    assert torch.equal(decoding.sample(model, rows, 4, seed=3), decoding.sample(model, src, 4, seed=3))
+    assert torch.equal(
+        decoding.beam_search(model, rows, 2, 4).tokens, decoding.beam_search(model, src, 2, 4).tokens
+    )
+    with pytest.raises(ValueError, match="src must be token ids .*not text"):
+        decoding.greedy(model, "abc", max_len=4)
+    with pytest.raises(ValueError, match="seed must be an integer, got 'a'"):
+        decoding.sample(model, src, 4, seed="a")
+    if family != "gpt":
+        padded = torch.tensor([[3, 4, 0], [0, 0, 0]])
+        with pytest.raises(ValueError, match=re.escape("src row 1 is all padding (pad_id 0)")):
+            decoding.greedy(model, padded, max_len=4)

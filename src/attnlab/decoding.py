@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import NamedTuple
 
 import torch
@@ -28,6 +29,48 @@ def _pad_id(model, pad_id: int | None) -> int:
     if pad_id is not None:
         return pad_id
     return int(getattr(getattr(model, "config", None), "pad_id", 0))
+
+
+def _check_decoder(model, what: str = "generate") -> None:
+    """A ``ValueError`` unless ``model`` is decoder-only (a GPT): what :func:`generate` and
+    :func:`stream` continue. A seq2seq model decodes from a source with greedy/sample/beam_search."""
+    if not getattr(model, "DECODER_ONLY", False):
+        kind = getattr(model, "kind", None)
+        named = f"a {kind} model ({type(model).__name__})" if kind else f"a {type(model).__name__}"
+        raise ValueError(
+            f"{what} needs a decoder-only model (a GPT-family checkpoint), got {named}; "
+            "a seq2seq model decodes a source with greedy, sample or beam_search"
+        )
+
+
+def _check_token(name: str, value, vocab: int, *, many: bool = False) -> None:
+    """A ``ValueError`` naming ``name`` unless ``value`` is a token id in ``0..vocab-1`` (with
+    ``many``: also a non-empty list of them)."""
+    values = list(value) if many and isinstance(value, (list, tuple)) and value else [value]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < vocab:
+            also = " (or a list of them)" if many else ""
+            raise ValueError(f"{name} must be a token id in 0..{vocab - 1}{also}, got {value!r}")
+
+
+def _seed(seed):
+    """``seed`` if it is None or an integer (not a bool), else a ``ValueError``."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    return seed
+
+
+def as_source(model, src) -> torch.Tensor:
+    """``src`` as source ids ``[B, S]`` (long, on ``model``'s device) for :func:`greedy`,
+    :func:`sample` and :func:`beam_search`: a tensor ``[B, S]`` or ``[S]``, or a list of ids (or of
+    equal-length lists of ids), as :func:`as_prompt` reads a prompt. Text is a ``ValueError``:
+    these functions take no tokenizer (encode it first; :func:`generate` takes text)."""
+    if isinstance(src, str):
+        raise ValueError(
+            "src must be token ids [B, S] (a tensor or a list of lists of ints), not text: "
+            "encode it with the model's tokenizer first"
+        )
+    return as_prompt(model, src, name="src")
 
 
 def _begin(model, src: torch.Tensor, bos_id: int):
@@ -136,7 +179,8 @@ def sample(
     positive_int("max_len", max_len)
     if temperature != 0:
         filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)  # validate the options up front
-    gen = _generator(generator, seed, src.device)
+    src = as_source(model, src)  # [B, S]
+    gen = _generator(generator, _seed(seed), src.device)
     pad = _pad_id(model, pad_id)
     logits, state = _begin(model, src, bos_id)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -265,6 +309,7 @@ def beam_search(
     if not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
     pad = _pad_id(model, pad_id)
+    src = as_source(model, src)  # [B, S]
     hyps = [
         _beam_one(model, src[b : b + 1], beam_size, max_len, float(length_penalty), n_best, bos_id, eos_id)
         for b in range(src.shape[0])
@@ -278,34 +323,43 @@ def beam_search(
 
 
 # ----------------------------------------------------------------------------------------- GPT generation
-def as_prompt(model, prompt, tokenizer=None) -> torch.Tensor:
+def as_prompt(model, prompt, tokenizer=None, *, name: str = "prompt") -> torch.Tensor:
     """``prompt`` as token ids ``[B, P]`` (long, on ``model``'s device): a tensor ``[B, P]`` or ``[P]``,
     a list of ids (or of equal-length lists of ids), or a string, which ``tokenizer`` (any
     tokenizer :func:`attnlab.tasks.tokenize.wrap` takes) encodes. Anything else, or an empty prompt,
-    is a one-line ``ValueError``."""
+    is a one-line ``ValueError`` (naming the argument ``name``)."""
     if isinstance(prompt, str):
         if tokenizer is None:
-            raise ValueError("a text prompt needs tokenizer= (model, tokenizer = attnlab.models.load(...))")
+            raise ValueError(f"a text {name} needs tokenizer= (model, tokenizer = attnlab.models.load(...))")
         prompt = [wrap(tokenizer).encode(prompt)]
     if isinstance(prompt, (list, tuple)):
         rows = [prompt] if not prompt or not isinstance(prompt[0], (list, tuple)) else prompt
         if any(isinstance(i, bool) or not isinstance(i, int) for r in rows for i in r):
-            raise ValueError("prompt must be token ids (ints), a list of equal-length lists of them, or text")
+            raise ValueError(
+                f"{name} must be token ids (ints), a list of equal-length lists of them, or text"
+            )
         if len({len(r) for r in rows}) > 1:
-            raise ValueError(f"prompt rows have different lengths {sorted({len(r) for r in rows})}")
+            raise ValueError(f"{name} rows have different lengths {sorted({len(r) for r in rows})}")
         prompt = torch.tensor(rows, dtype=torch.long)  # [B, P]
     if not torch.is_tensor(prompt):
         raise ValueError(
-            f"prompt must be a string, a list of token ids or a tensor [B, P], got {type(prompt).__name__}"
+            f"{name} must be a string, a list of token ids or a tensor [B, P], got {type(prompt).__name__}"
         )
     if prompt.dtype.is_floating_point or prompt.dtype == torch.bool or prompt.is_complex():
-        raise ValueError(f"prompt must hold integer token ids, got dtype {prompt.dtype}")
+        raise ValueError(f"{name} must hold integer token ids, got dtype {prompt.dtype}")
     if prompt.ndim == 1:
         prompt = prompt[None]  # [P] -> [1, P]
     if prompt.ndim != 2 or prompt.shape[1] == 0:
-        raise ValueError(f"prompt must be [B, P] with P >= 1, got shape {list(prompt.shape)}")
-    device = next(model.parameters()).device
-    return prompt.to(device=device, dtype=torch.long)  # [B, P]
+        raise ValueError(f"{name} must be [B, P] with P >= 1, got shape {list(prompt.shape)}")
+    return prompt.to(device=_device(model, prompt.device), dtype=torch.long)  # [B, P]
+
+
+def _device(model, default: torch.device) -> torch.device:
+    """Where ``model``'s parameters live; ``default`` for a model without any (a lookup table that
+    only speaks the decoding protocol)."""
+    params = getattr(model, "parameters", None)
+    first = next(iter(params()), None) if callable(params) else None
+    return default if first is None else first.device
 
 
 def stream(
@@ -338,7 +392,13 @@ def stream(
     :class:`~attnlab.models.gpt_decode.DecodeEngine`); the KV caches are allocated once for
     ``P + max_new_tokens`` positions.
     """
+    _check_decoder(gpt, "stream")
     max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
+    vocab = gpt.config.vocab_size
+    if eos_id is not None:
+        _check_token("eos_id", eos_id, vocab, many=True)
+    if pad_id is not None:
+        _check_token("pad_id", pad_id, vocab)
     limit = gpt.config.max_len
     prompt = as_prompt(gpt, prompt)  # [B, P]
     if prompt.shape[1] + max_new_tokens > limit:
@@ -366,7 +426,7 @@ class _Stream:
             choice,
         )
         self.engine = engine
-        self.gen = _generator(generator, seed, prompt.device)
+        self.gen = _generator(generator, _seed(seed), prompt.device)
         self.eos = None if eos_id is None else torch.tensor(eos_id, device=prompt.device).reshape(-1)  # [E]
         self.pad = _pad_id(gpt, pad_id)
         self.state = None
@@ -425,6 +485,7 @@ def generate(
         ``ids [B, P + N]`` (prompt then new tokens), and with ``return_logits`` also the logits
         of each new token ``[B, N, V]``.
     """
+    _check_decoder(gpt)
     prompt = as_prompt(gpt, prompt, tokenizer)  # [B, P]
     rule = (temperature, top_k, top_p)
     steps = stream(gpt, prompt, max_new_tokens, use_cache, *rule, generator, seed, eos_id, pad_id, engine)

@@ -152,3 +152,75 @@ def test_bad_input_is_one_named_error():
         logit_attribution(
             BertEncoder(BertConfig(vocab_size=20, d_model=8, num_heads=2, num_layers=1)), ids, 1
         )
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda m, ids: logit_attribution(m, [[1, 2, 3]], 5),
+            r"ids must be an integer tensor \[B, T\], got list",
+        ),
+        (
+            lambda m, ids: logit_attribution(m, torch.tensor([1, 2, 3]), 5),
+            r"ids must be an integer tensor \[B, T\] with B, T >= 1, got shape \[3\] "
+            r"\(one sequence: ids\[None\]\)",
+        ),
+        (
+            lambda m, ids: logit_attribution(m, ids.double(), 5),
+            r"ids must be an integer tensor \[B, T\], got dtype torch.float64",
+        ),
+        (lambda m, ids: logit_attribution(m, ids, 5, position=2.0), r"position must be an integer, got 2.0"),
+        (
+            lambda m, ids: logit_attribution(m, ids, 5, position=True),
+            r"position must be an integer, got True",
+        ),
+        (
+            lambda m, ids: logit_attribution(m, ids, 5, position=-10),
+            r"position -10 is outside the 9 tokens \(-9..8\)",
+        ),
+        (
+            lambda m, ids: accumulated_attribution(m, ids, 5, position=100),
+            r"position 100 is outside the 9 tokens",
+        ),
+        (
+            lambda m, ids: accumulated_attribution(m, ids, True),
+            r"target must be a token id \(an integer\) in 0..28, got True",
+        ),
+        (lambda m, ids: logit_attribution(m, ids, 5, wrong=-1), r"wrong must be a token id in 0..28, got -1"),
+        (
+            lambda m, ids: logit_attribution(m, ids, torch.tensor([5])),
+            r"target must be a token id \(an integer\)",
+        ),
+        (
+            lambda m, ids: head_outputs(m, run_with_cache(m, ids)[1], 5),
+            r"layer 5 is out of range: the model has layers 0..2",
+        ),
+        (
+            lambda m, ids: head_outputs(m, run_with_cache(m, ids)[1], -1),
+            r"layer -1 is out of range: the model has layers 0..2",
+        ),
+    ],
+)
+def test_attribution_arguments_are_checked_by_name(call, message):
+    """ids are an integer tensor [B, T]; position an int, negative counting from the end; layer an int
+    from 0 (negative refused); target an id of the vocabulary (trial B, #15)."""
+    model, ids = _model("gpt2"), _ids()
+    with pytest.raises(ValueError, match=f"^{message}"):
+        call(model, ids)
+
+
+def test_a_tensor_or_numpy_integer_target_is_that_id():
+    """A 0-d integer tensor or a NumPy integer is the id it holds, not "out of range" (trial B, #23)."""
+    import numpy as np
+
+    model, ids = _model("gpt2"), _ids()
+    want = logit_attribution(model, ids, 5, 7, position=-2)
+    for target, wrong, position in (
+        (torch.tensor(5), np.int64(7), np.int32(-2)),
+        (np.int16(5), torch.tensor(7), torch.tensor(-2)),
+    ):
+        got = logit_attribution(model, ids, target, wrong, position=position)
+        assert (got.target, got.wrong, got.position) == (5, 7, -2) and torch.equal(got.values, want.values)
+    labels, values = accumulated_attribution(model, ids, torch.tensor(5), position=np.int64(-1))
+    torch.testing.assert_close(values, accumulated_attribution(model, ids, 5)[1], rtol=0, atol=0)

@@ -107,6 +107,16 @@ def test_bad_heads_are_named():
         path_ablation(model, probe, (0, 0), (1, 1), "o")
     with pytest.raises(ValueError, match=r"kind must be one of \['Q', 'K', 'V'\]"):
         composition_scores(model, "O")
+    # heads are int pairs or the library's "layer.head"; a float or a bool is not a layer (trial B, #16)
+    with pytest.raises(ValueError, match=r"^sender \(0.0, 0\): the layer must be an integer, got 0.0$"):
+        path_ablation(model, probe, (0.0, 0), (1, 0), "k")
+    with pytest.raises(ValueError, match=r"^receiver \(True, 0\): the layer must be an integer, got True$"):
+        path_ablation(model, probe, (0, 0), (True, 0), "k")
+    with pytest.raises(ValueError, match=r"^ids must be an integer tensor \[B, T\]"):
+        path_ablation(model, probe[0], (0, 0), (1, 0), "k")
+    pattern, logits = path_ablation(model, probe, "0.1", "2.3", "q")
+    want = path_ablation(model, probe, (0, 1), (2, 3), "q")
+    assert torch.equal(pattern, want[0]) and torch.equal(logits, want[1])
 
 
 def test_circuit_report_and_the_command(tmp_path):

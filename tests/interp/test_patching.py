@@ -120,3 +120,20 @@ def test_patching_warns_when_clean_and_corrupt_nearly_agree():
     assert said.startswith("clean and corrupt differ by only 0.015 in logit(' the')")
     assert small_gap_warning(2.5, 0.3, "m") is None and small_gap_warning(1.0, 1.0, "m") is None  # (a tie
     # is reported in the table as not normalised)
+
+
+def test_logit_metric_refuses_ids_outside_the_vocabulary(model, pair):
+    """As logit_attribution does, with its message: -1 is not the last token, 999 not an IndexError
+    (trial B, #3); an id in a 0-d tensor is that id."""
+    clean, corrupt = pair
+    for bad in (-1, 31, 999):
+        with pytest.raises(ValueError, match=rf"^target must be a token id in 0..30, got {bad}$"):
+            activation_patching(model, clean, corrupt, logit_metric(bad))
+    with pytest.raises(ValueError, match=r"^wrong must be a token id in 0..30, got -3$"):
+        activation_patching(model, clean, corrupt, logit_metric(3, -3))
+    with pytest.raises(ValueError, match=r"^target must be an integer, got 3.0$"):
+        logit_metric(3.0)
+    with pytest.raises(ValueError, match=r"^position 8 is outside the 8 tokens"):
+        activation_patching(model, clean, corrupt, logit_metric(3, position=8))
+    logits = torch.randn(2, 8, 31)
+    assert torch.equal(logit_metric(torch.tensor(3), 4)(logits), logits[:, -1, 3] - logits[:, -1, 4])

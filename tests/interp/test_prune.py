@@ -13,7 +13,7 @@ from attnlab.audit.build import count_by_group
 from attnlab.interp.ablation import ablate_heads, attention_layers, head_importance
 from attnlab.interp.prune import mask_heads, params_after, prune_heads, pruning_curve, removal_order
 from attnlab.models.gpt import GPT, GPTConfig
-from attnlab.nn import capture
+from attnlab.nn import capture, patch
 
 
 @pytest.fixture
@@ -214,3 +214,186 @@ def test_the_prune_table_shows_each_count_once_with_its_real_share(text_run):
         last.startswith("removed by importance, first to last: ")
         and len(last.split(": ")[1].split(", ")) == 2
     )
+
+
+# ------------------------------------------------- a pruned model keeps its heads' names (trial B, #2)
+def test_pruned_heads_keep_their_original_numbers(gpt, tmp_path):
+    from attnlab.interp.attribution import logit_attribution
+
+    ids = _ids(9, 1)
+    pruned = prune_heads(copy.deepcopy(gpt), [(0, 1)])
+    assert attention_layers(pruned)[0][1].kept_heads == (0, 2, 3)
+    labels = logit_attribution(pruned, ids, 3, 4).labels
+    assert labels[:4] == ["embed", "head 0.0", "head 0.2", "head 0.3"]  # not renamed to 0.1, 0.2
+    # indices stay the unpruned model's: pruning 0.3 next equals masking 0.1 and 0.3 of the original
+    prune_heads(pruned, ["0.3"])
+    assert attention_layers(pruned)[0][1].kept_heads == (0, 2)
+    with torch.no_grad(), ablate_heads(gpt, [(0, 1), (0, 3)]):
+        torch.testing.assert_close(pruned(ids), gpt(ids), rtol=0, atol=2e-6)
+    with torch.no_grad(), ablate_heads(pruned, [(0, 2)]), ablate_heads(gpt, [(0, 1), (0, 2), (0, 3)]):
+        torch.testing.assert_close(pruned(ids), gpt(ids), rtol=0, atol=2e-6)  # 0.2, not position 2
+    with pytest.raises(
+        ValueError, match=r"^head 0.1 was removed by prune_heads: blocks.0.self_attn keeps heads \[0, 2\]$"
+    ):
+        with ablate_heads(pruned, [(0, 1)]):
+            pass
+    assert params_after(pruned, [(0, 2)]) == sum(p.numel() for p in pruned.parameters()) - (
+        4 * 24 * 6 + 3 * 6
+    )
+
+
+def test_tools_that_need_every_head_refuse_a_pruned_model_naming_the_layer(gpt, tmp_path):
+    from attnlab.interp.attribution import logit_attribution
+    from attnlab.interp.composition import composition_scores
+    from attnlab.interp.patching import activation_patching, logit_metric
+
+    pruned = prune_heads(copy.deepcopy(gpt), [(1, 2)])
+    ids = _ids(9, 1)
+    grid = "lays heads out as a layer x head grid, but prune_heads removed heads of blocks.1.self_attn"
+    kept = r"\(it keeps heads \[0, 1, 3\] of 4\)"
+    with pytest.raises(ValueError, match=f"^composition {grid} {kept}"):
+        composition_scores(pruned, "K")
+    with pytest.raises(ValueError, match=f"^activation_patching {grid} {kept}"):
+        activation_patching(pruned, ids, ids.flip(1), logit_metric(3))
+    with pytest.raises(ValueError, match=f"^head_importance {grid} {kept}"):
+        head_importance(pruned, lambda m, b: m(b).sum(), [ids])
+    with pytest.raises(
+        ValueError, match=r"layer 1 has only heads \[0, 1, 3\] \(prune_heads removed the others\)"
+    ):
+        logit_attribution(pruned, ids, 3, 4).heads()
+    assert logit_attribution(gpt, ids, 3, 4).heads().shape == (3, 4, 1)  # unpruned: the whole grid
+
+
+def test_saving_a_pruned_model_is_refused_and_writes_nothing(gpt, tmp_path):
+    from attnlab.models import load
+
+    pruned = prune_heads(copy.deepcopy(gpt), [(0, 1), (2, 0)])
+    removed = "blocks.0.self_attn, blocks.2.self_attn, which config.json cannot describe"
+    with pytest.raises(ValueError, match=f"^cannot save this model: prune_heads removed heads of {removed}"):
+        pruned.save(tmp_path / "pruned")
+    assert not (tmp_path / "pruned").exists()
+    gpt.save(tmp_path / "whole")  # the unpruned model saves and loads back as before
+    assert load(tmp_path / "whole").model.blocks[0].self_attn.kept_heads is None
+
+
+@pytest.mark.parametrize(
+    "head, message",
+    [
+        ((0.0, 1), r"head \(0.0, 1\): the layer must be an integer, got 0.0"),
+        ((True, 1), r"head \(True, 1\): the layer must be an integer, got True"),
+        ((0, -1), r"head \(0, -1\): layers and heads count from 0 \(no negative indices\)"),
+        ("0:1", r"head '0:1' is not a head: write 'layer.head' \(e.g. '0.1'\) or a pair \(0, 1\)"),
+        ((0, 1, 2), r"head must be a pair \(layer, head\) or 'layer.head', got \(0, 1, 2\)"),
+    ],
+)
+def test_head_indices_in_other_forms_are_named(gpt, head, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        with ablate_heads(gpt, [head]):
+            pass
+
+
+def test_heads_as_strings_numpy_and_tensor_integers_are_the_same_heads(gpt):
+    import numpy as np
+
+    ids = _ids(9)
+    with torch.no_grad():
+        with ablate_heads(gpt, [(1, 2)]):
+            want = gpt(ids)
+        for head in ("1.2", (np.int64(1), torch.tensor(2))):
+            with ablate_heads(gpt, [head]):
+                assert torch.equal(gpt(ids), want)
+
+
+# ------------------------------------ a Transformer's heads are numbered within one stack (trial B, #29)
+def test_a_transformer_needs_a_stack_and_numbers_layers_within_it():
+    from attnlab.interp.ablation import attention_stacks
+    from attnlab.models.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, num_heads=2, d_ff=32,
+                            num_encoder_layers=2, num_decoder_layers=2)  # fmt: skip
+    model = Transformer(cfg).eval()
+    assert {s: [n for n, _ in layers] for s, layers in attention_stacks(model).items()} == {
+        "encoder.layers.*.self_attn": ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"],
+        "decoder.layers.*.self_attn": ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"],
+        "decoder.layers.*.cross_attn": ["decoder.layers.0.cross_attn", "decoder.layers.1.cross_attn"],
+    }
+    with pytest.raises(
+        ValueError, match=r"^Transformer has 3 attention stacks \(encoder.layers.\*.self_attn, "
+    ):
+        with ablate_heads(model, [(2, 0)]):
+            pass
+    src, tgt = torch.tensor([[5, 6, 7, 8]]), torch.tensor([[1, 9, 4]])
+    stack = "decoder.layers.*.self_attn"
+
+    def zero_head_0(z):  # z [B, T, h, d_k]
+        z = z.clone()
+        z[:, :, 0] = 0.0
+        return z
+
+    with torch.no_grad():
+        with ablate_heads(model, [(1, 0)], stack=stack):  # `attnlab heads` calls it decoder head 1.0
+            got = model(src, tgt)
+        with patch(model, {"decoder.layers.1.self_attn.z": zero_head_0}):
+            want = model(src, tgt)
+        assert torch.equal(got, want) and not torch.equal(got, model(src, tgt))
+    with pytest.raises(
+        ValueError, match=r"layer 2 is out of range: the model has 2 attention layers \(decoder"
+    ):
+        with ablate_heads(model, [(2, 0)], stack=stack):
+            pass
+    with pytest.raises(ValueError, match="stack must be one of"):
+        prune_heads(model, [(0, 0)], stack="decoder.self_attn")
+    pruned = prune_heads(copy.deepcopy(model), [(1, 1)], stack="decoder.layers.*.cross_attn")
+    assert (
+        pruned.decoder.layers[1].cross_attn.kept_heads == (0,)
+        and pruned.decoder.layers[1].self_attn.kept_heads is None
+    )
+
+
+# ---------------------------------------------- prune_decoder on what load returns (trial B, #10)
+def _loaded(model, tokenizer=None, source="folder"):
+    from attnlab.models.load import Loaded
+
+    return Loaded(model.eval(), tokenizer, source, "saved", source)
+
+
+def test_prune_decoder_refuses_other_models_and_text_without_a_tokenizer(gpt):
+    from attnlab.interp.prune import prune_decoder
+    from attnlab.models.bert import BertConfig, BertEncoder
+    from attnlab.models.transformer import Transformer, TransformerConfig
+
+    bert = BertEncoder(BertConfig(vocab_size=30, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=16))
+    with pytest.raises(ValueError, match=r"^prune_decoder needs a decoder \(a GPT\); folder holds a model of "
+                       r"kind 'bert' \(MiniLM and BERT: attnlab.interp.minilm_pruning\)$"):  # fmt: skip
+        prune_decoder(_loaded(bert))
+    cfg = TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, num_heads=2, d_ff=32)
+    with pytest.raises(
+        ValueError,
+        match=r"^prune_decoder needs a decoder \(a GPT\); folder holds a model of kind 'transformer'$",
+    ):
+        prune_decoder(_loaded(Transformer(cfg)))
+    with pytest.raises(
+        ValueError, match=r"^folder has no tokenizer \(no tokenizer.json\): it cannot read a text"
+    ):
+        prune_decoder(_loaded(gpt), text="the cat sat on the mat " * 10)
+
+
+def test_prune_decoder_default_length_fits_a_small_vocabulary(tmp_path):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+    from attnlab.interp.prune import prune_decoder
+
+    torch.manual_seed(0)
+    small = GPT(GPTConfig(vocab_size=15, d_model=16, num_heads=2, num_layers=2, d_ff=32, max_len=256))
+    result = prune_decoder(_loaded(small), batch=2)
+    assert "probes of L = 14" in result["judged_on"]  # 14 ids besides BOS, not 20
+    with pytest.raises(
+        ValueError,
+        match=r"^probes of length 15 need 15 distinct ids besides BOS; the vocabulary has 14 \(15 ids\)$",
+    ):
+        prune_decoder(_loaded(small), length=15, batch=2)
+    small.save(tmp_path / "small")
+    r = CliRunner().invoke(cli, ["prune", str(tmp_path / "small"), "--batch", "2"])
+    assert r.exit_code == 0 and "probes of L = 14" in r.output, r.output

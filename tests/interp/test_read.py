@@ -66,8 +66,30 @@ def test_transformer_stacks_are_named_by_module_path():
     assert float(maps[2].weights[..., 4].abs().max()) == 0.0  # the padded source key
     cross = attention(model, src, tgt, stack="decoder.layers.*.cross_attn")
     torch.testing.assert_close(cross.sum(-1), torch.ones(1, 1, 2, 3), rtol=0, atol=1e-6)
-    with pytest.raises(ValueError, match=r"stack must be one of \['encoder.layers.\*.self_attn'"):
+    several = (
+        "Transformer has 3 attention stacks (encoder.layers.*.self_attn, decoder.layers.*.self_attn, "
+        "decoder.layers.*.cross_attn): pass stack= the one to read"
+    )
+    with pytest.raises(ValueError) as err:  # nothing passed: say there are several, list them
         attention(model, src, tgt)
+    assert str(err.value) == several
+    with pytest.raises(ValueError, match=r"stack must be one of \['encoder.layers.\*.self_attn'"):
+        attention(model, src, tgt, stack="decoder.layers.*.self_attention")
+
+
+def test_an_encoder_decoder_without_its_target_names_the_missing_argument():
+    torch.manual_seed(1)
+    cfg = TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, num_heads=2, d_ff=32,
+                            num_encoder_layers=1, num_decoder_layers=1)  # fmt: skip
+    src = torch.tensor([[5, 6, 7, 8]])
+    rnn = AttentionRNN(AttentionRNNConfig(src_vocab=12, tgt_vocab=12, emb=4, hidden=8)).eval()
+    for model, stack in ((Transformer(cfg).eval(), "decoder.layers.*.cross_attn"), (rnn, None)):
+        name = type(model).__name__
+        with pytest.raises(ValueError) as err:
+            attention(model, src, stack=stack)
+        assert str(err.value) == f"{name}.forward needs tgt_in too: call attention(model, src, tgt_in)"
+        with pytest.raises(ValueError, match=f"{name}.forward needs tgt_in too"):
+            attention_maps(model, src)
 
 
 def test_an_rnn_alignment_is_one_layer_of_one_head():

@@ -192,3 +192,62 @@ def test_folders_cut_a_long_text_with_the_same_warning(name, total, limit, bert_
     want = f"Warning: the text has {total} tokens; {directory} reads only the first {limit} (its positions)"
     assert want in result.stderr and "cannot represent" not in result.stderr
     assert len(json.loads(result.stdout)[0]["tokens"]) == limit
+
+
+# ------------------------------------- Python speaks Python, the command its flags (trial B, #26)
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A GPT and a Transformer as ``save()`` writes them: no tokenizer beside either."""
+    import torch
+
+    from attnlab.models import GPT, GPTConfig
+    from attnlab.models.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("saved")
+    GPT(GPTConfig(vocab_size=30, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32)).save(
+        root / "gpt"
+    )
+    cfg = TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, num_heads=2, d_ff=32)
+    Transformer(cfg).save(root / "tr")
+    return root
+
+
+def test_scan_refusals_name_no_command_line_flag(saved):
+    gpt, tr = saved / "gpt", saved / "tr"
+    no_tok = "score its heads on the repeat probe instead, which needs no tokenizer"
+    no_probe = "the repeat probe needs a decoder (one causal sequence) or a BERT such as MiniLM"
+    too_long = (
+        "a repeat probe of length 16 needs 1 + 2*16 = 33 positions, more than the model's context of 32"
+    )
+    cases = [
+        (lambda: scan_text("the cat", str(gpt)), f"{gpt} has no tokenizer (no tokenizer.json), so it "
+         f"cannot read a text: {no_tok}"),
+        (lambda: scan_repeat(str(tr)), f"{no_probe}; {tr} holds a model of kind 'transformer': score its "
+         "heads on a text instead"),
+        (lambda: scan_repeat(str(gpt), length=16), too_long),
+    ]  # fmt: skip
+    for call, message in cases:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message and "--" not in str(err.value)
+
+
+def test_the_command_adds_its_flags_to_the_way_out(saved):
+    gpt, tr = saved / "gpt", saved / "tr"
+    result = _heads(gpt, "--tokens", "the cat")
+    assert result.exit_code == 2, result.output
+    assert (
+        "score its heads on the repeat probe instead, which needs no tokenizer (--tokens repeat, the default)"
+        in result.output
+    )
+    result = _heads(tr)
+    assert result.exit_code == 2, result.output
+    assert (
+        "holds a model of kind 'transformer': score its heads on a text instead (--tokens TEXT)"
+        in result.output
+    )
+    result = _heads(gpt, "--length", "16")
+    assert (
+        result.exit_code == 2 and "a repeat probe of length 16 needs 1 + 2*16 = 33 positions" in result.output
+    )

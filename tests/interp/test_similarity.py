@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from attnlab.cli import cli
 from attnlab.interp.similarity import explain_similarity, pair_terms
+from attnlab.models import load
 from attnlab.models.pretrained import load_pretrained
 from attnlab.models.sentence import embed
 
@@ -100,3 +101,26 @@ def test_the_pair_heatmap_colours_span_the_terms(minilm, tmp_path, monkeypatch):
     reach = float(pairs.terms.abs().max())
     assert image.norm.vmax == pytest.approx(reach) and image.norm.vmin == pytest.approx(-reach)
     assert reach < 0.5  # the terms are far from the old scale's top of 1
+
+
+def test_the_tokenizer_load_returns_gives_the_same_terms(minilm):
+    """``attnlab.models.load``'s tokenizer (an HFTokenizer) reads the sentences as the raw one does."""
+    model, tokenizer = minilm
+    want = explain_similarity(model, tokenizer, *PAIRS[0])
+    got = explain_similarity(model, load("minilm").tokenizer, *PAIRS[0])
+    assert got.tokens_a == want.tokens_a and got.tokens_b == want.tokens_b
+    torch.testing.assert_close(got.terms, want.terms, rtol=0, atol=1e-12)
+
+
+def test_a_decoder_is_refused_by_name():
+    """explain_similarity splits a sentence encoder's cosine: a GPT is a ValueError, not an
+    AttributeError about pooling (trial B, #11)."""
+    from attnlab.models import GPT, GPTConfig
+
+    gpt = GPT(GPTConfig(vocab_size=30, d_model=16, num_heads=2, num_layers=1, d_ff=32, max_len=32))
+    with pytest.raises(ValueError) as err:
+        explain_similarity(gpt, None, "a cat", "a dog")
+    assert str(err.value) == (
+        "explain_similarity needs a sentence encoder (a mean-pooling BERT such as MiniLM), got GPT: it "
+        "splits the cosine of two sentence embeddings"
+    )

@@ -117,6 +117,17 @@ def test_wrong_kind_and_unknown_kind(saved):
         load_model(path)
 
 
+def test_a_hugging_face_folder_or_a_pretrained_name_points_to_load(tmp_path):
+    """load_model reads attnlab's own folders; the others are named, with the function that reads them."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 8}))
+    with pytest.raises(
+        ValueError, match="is a Hugging Face checkpoint \\(model_type 'gpt2'\\).*attnlab.models.load"
+    ):
+        load_model(tmp_path)
+    with pytest.raises(ValueError, match=r"'minilm' is a pretrained model.*attnlab.models.load\('minilm'\)"):
+        load_model("minilm")
+
+
 def test_missing_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model(tmp_path)

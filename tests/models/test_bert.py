@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,8 +15,9 @@ from safetensors.torch import load_file, save_file
 from attnlab.models import load, load_model
 from attnlab.models.bert import BertConfig, BertEncoder
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
-from attnlab.models.sentence import embed, encode_packed, pool, pool_packed
+from attnlab.models.sentence import TruncationWarning, embed, encode_packed, pool, pool_packed
 from attnlab.nn import capture
+from attnlab.tasks.tokenize import from_file
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -112,7 +114,9 @@ def test_long_sentences_are_truncated_like_sentence_transformers(minilm, oracle)
     long = " ".join(["attention"] * 20 + ["bottleneck"] * 300)  # 620 word pieces + 2 specials
     assert len(tokenizer.encode(long).ids) == 256  # max_seq_length of sentence_bert_config.json
     reference, _ = _reference_embeddings(oracle, [long, "short"])
-    cos = F.cosine_similarity(embed(model, tokenizer, [long, "short"]), reference, dim=-1)
+    with pytest.warns(TruncationWarning, match="1 of 2 sentences were longer than 256 tokens"):
+        ours = embed(model, tokenizer, [long, "short"])
+    cos = F.cosine_similarity(ours, reference, dim=-1)
     assert cos.min().item() >= 0.99999
 
 
@@ -264,6 +268,12 @@ def test_packed_encoder_equals_the_padded_one():
             "token_type_ids holds",
         ),
         (lambda m: m(torch.ones(3)), r"input_ids must be an integer tensor \[B, T\]"),
+        (lambda m: m(torch.ones(1, 0, dtype=torch.long)), r"input_ids is empty \(shape \[1, 0\]\)"),
+        (lambda m: m(torch.ones(1, 3, dtype=torch.long), torch.full((1, 3), 0.5)), "only 0 and 1.*got 0.5"),
+        (
+            lambda m: m(torch.ones(1, 3, dtype=torch.long), np.ones((1, 3), dtype=bool)),
+            "attention_mask must be a torch tensor",
+        ),
     ],
 )
 def test_bad_inputs(call, match):
@@ -288,3 +298,32 @@ def test_bad_config():
         BertConfig(vocab_size=5, d_model=10, num_heads=4)
     with pytest.raises(ValueError, match="pooling must be one of"):
         BertConfig(vocab_size=5, pooling="sum")
+
+
+def test_embed_takes_the_tokenizer_load_returns_and_truncates_like_the_raw_one(minilm):
+    """``load``'s HFTokenizer (its backend truncating, or, read from the file, not) gives the raw
+    tokenizer's embeddings; the caller's tokenizer is left untruncated."""
+    model, raw = minilm
+    wrapped = load("minilm").tokenizer
+    untruncated = from_file(pretrained_path("minilm") / "tokenizer.json")
+    sentences = [*SENTENCES[:4], "attention " * 400]
+    with pytest.warns(TruncationWarning):
+        want = embed(model, raw, sentences)
+    for tok in (wrapped, untruncated):
+        with pytest.warns(TruncationWarning):
+            torch.testing.assert_close(embed(model, tok, sentences), want, rtol=0, atol=1e-6)
+    assert untruncated.backend.truncation is None
+    with pytest.raises(ValueError, match="tokenizer must be a tokenizers.Tokenizer or the tokenizer"):
+        embed(model, "not a tokenizer", ["x"])
+
+
+def test_embed_warns_once_when_it_truncates_unless_stats_are_asked_for(minilm, recwarn):
+    model, tokenizer = minilm
+    long = "cat " * 1000
+    with pytest.warns(TruncationWarning, match=r"^1 of 2 sentences were longer than 256 tokens"):
+        embed(model, tokenizer, [long, "short"])
+    recwarn.clear()
+    stats: dict = {}
+    embed(model, tokenizer, [long, "short"], stats=stats)  # the caller (attnlab embed) reports the count
+    embed(model, tokenizer, ["short"])
+    assert stats["truncated"] == 1 and not [w for w in recwarn if w.category is TruncationWarning]

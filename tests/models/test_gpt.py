@@ -3,6 +3,8 @@ tying through save/load, config validation and bad ids."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -147,3 +149,43 @@ def test_bad_ids_and_lengths():
     state = model.start(torch.ones(1, 12, dtype=torch.long))
     with pytest.raises(ValueError, match="exceed max_len=12"):
         model.step(torch.tensor([1]), state)
+
+
+def test_attention_mask_takes_bool_or_0_1_and_refuses_anything_else():
+    """A 0/1 mask of any dtype is the bool mask; 0.5, 2, an empty row and a NumPy array are refused."""
+    model = _model()
+    ids = torch.randint(0, 17, (2, 6), generator=torch.Generator().manual_seed(3))
+    keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    with torch.no_grad():
+        want = model(ids, attention_mask=keep)
+        for dtype in (torch.long, torch.int32, torch.float32, torch.float64):
+            assert torch.equal(model(ids, attention_mask=keep.to(dtype)), want)
+        assert (want[1, :4] - model(ids[1:, :4])[0]).abs().max() <= 1e-5  # the padding changed nothing
+    for bad, message in [
+        (torch.full((2, 6), 0.5), "attention_mask must hold only 0 and 1 (or False and True), got 0.5"),
+        (torch.full((2, 6), 2), "attention_mask must hold only 0 and 1 (or False and True), got 2"),
+        (torch.tensor([[1.0] * 6, [float("nan")] * 6]), "got nan"),
+        (torch.tensor([[1] * 6, [0] * 6]), "attention_mask has a row with no real token (row 1 is all 0)"),
+        (np.ones((2, 6)), "attention_mask must be a torch tensor [B, T] of 1/True (real token) and 0/False"),
+        (torch.ones(2, 5), "attention_mask has shape [2, 5] but ids has shape [2, 6]"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            model(ids, attention_mask=bad)
+
+
+def test_step_and_reorder_refuse_a_missing_state_and_rows_outside_the_batch():
+    model = _model()
+    with pytest.raises(
+        ValueError, match="state must be the GPTState that model.start\\(prompt\\) returned, got NoneType"
+    ):
+        model.step(torch.tensor([1]), None)
+    state = model.start(torch.tensor([[1, 2, 3]]))
+    with pytest.raises(
+        ValueError, match=re.escape("index holds rows [5] but the state holds a batch of 1 (rows 0..0)")
+    ):
+        model.reorder(state, torch.tensor([5]))
+    with pytest.raises(
+        ValueError, match=re.escape("index must be an integer tensor [B'] of batch rows, got list")
+    ):
+        model.reorder(state, [0])
+    assert model.reorder(state, torch.tensor([0, 0])).last_logits.shape == (2, 17)

@@ -4,6 +4,8 @@ that match the tensors, and nothing left behind (or made slower) when no hook is
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -197,3 +199,26 @@ def test_the_shape_audit_labels_every_declared_attention_point():
     from attnlab.audit.shapes import TRACE_LABELS
 
     assert set(MultiHeadAttention.POINTS) <= set(TRACE_LABELS)
+
+
+@pytest.mark.parametrize(
+    "replace,returned",
+    [
+        (lambda x: x.mean(1, keepdim=True), "[1, 1, 16] float64"),  # would broadcast into [1, 1, V] logits
+        (lambda x: x.float(), "[1, 7, 16] float32"),
+        (lambda x: x.numpy(), "a ndarray, not a torch tensor"),
+    ],
+)
+def test_a_patch_must_return_the_points_shape_dtype_and_device(replace, returned):
+    """A replacement that is not a tensor of the point's shape, dtype and device is one ValueError
+    naming the point, what came back and what was expected; the hook is gone afterwards."""
+    model, ids = _gpt(), _ids(1, 7)
+    with torch.no_grad():
+        want = model(ids)
+        message = f"patch for blocks.0.resid_post returned {returned}; expected [1, 7, 16] float64"
+        with pytest.raises(ValueError, match=re.escape(message)):
+            with patch(model, {"blocks.0.resid_post": replace}):
+                model(ids)
+        with patch(model, {"blocks.*.resid_post": lambda x: None, "blocks.1.self_attn.z": lambda z: z * 1}):
+            torch.testing.assert_close(model(ids), want, rtol=0, atol=0)  # None and same-shaped: accepted
+    assert all("_hooks" not in vars(m) for m in model.modules())

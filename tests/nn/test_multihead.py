@@ -3,6 +3,8 @@ GQA against SDPA's own enable_gqa, the lower-right causal cache, the trace hook,
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -259,6 +261,30 @@ def test_bad_forward_inputs_name_the_shapes():
         m(x, mask=torch.ones(3, 3))
     with pytest.raises(ValueError, match="x_kv has batch 1 but x_q has batch 2"):
         m(x, torch.randn(1, 3, 8))
+
+
+def test_inputs_of_another_type_or_dtype_are_named_with_the_dtype_expected():
+    """A NumPy array, a float64/float16 or integer tensor against float32 weights, and a NumPy mask:
+    one ValueError each naming the argument and what it must be (no linear()/matmul traceback)."""
+    m = MultiHeadAttention(BlockConfig(8, 2))
+    x = torch.randn(2, 3, 8)
+    for bad, message in [
+        (x.numpy(), "x_q must be a torch tensor (torch.float32, the weights' dtype), got ndarray"),
+        (x.double(), "x_q has dtype torch.float64 but the weights are torch.float32"),
+        (x.half(), "x_q has dtype torch.float16 but the weights are torch.float32"),
+        (x.long(), "x_q has dtype torch.int64 but the weights are torch.float32"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            m(bad)
+    with pytest.raises(
+        ValueError, match=re.escape("x_kv has dtype torch.float64 but the weights are torch.float32")
+    ):
+        m(x, x.double())
+    with pytest.raises(
+        ValueError, match=re.escape("mask must be a torch bool tensor (True = may attend), got ndarray")
+    ):
+        m(x, mask=np.ones((2, 3, 3), dtype=bool))
+    assert m.double()(x.double())[0].dtype == torch.float64  # the module's own dtype is the one expected
 
 
 @pytest.mark.parametrize("case", [dict(), dict(num_kv_heads=2, positions="rope")])

@@ -43,6 +43,14 @@ def test_heatmap_accepts_a_torch_head_and_draws_into_given_axes():
     plt.close(fig)
 
 
+def test_a_tensor_that_requires_grad_or_is_bfloat16_is_drawn_as_its_values():
+    w = torch.tensor([[0.25, 0.75], [1.0, 0.0]], requires_grad=True) * 1  # part of a graph
+    for weights in (w, w.detach().bfloat16()):
+        ax = heatmap(weights, ["a", "b"], ["c", "d"])
+        np.testing.assert_array_equal(ax.images[0].get_array(), [[0.25, 0.75], [1.0, 0.0]])
+        plt.close(ax.figure)
+
+
 def test_large_matrices_are_not_annotated_by_default():
     w = np.full((20, 30), 1 / 30)
     ax = heatmap(w, [str(i) for i in range(30)], [str(i) for i in range(20)])

@@ -91,17 +91,21 @@ HEADS_HELP = (
 def heads(
     model, tokens, length, batch, seed, threshold, exclude_first, exclude_current, convention, as_json, quiet
 ) -> None:
-    from attnlab.interp.scan import SHORT, scan_repeat, scan_text
+    from attnlab.interp.scan import ON_REPEAT, ON_TEXT, SHORT, scan_repeat, scan_text
 
     excl = {"exclude_first": exclude_first, "exclude_current": exclude_current, "convention": convention}
     if batch <= 0:
         raise BadInput(f"--batch must be a positive integer, got {batch}")
-    if tokens == "repeat":
-        scans = scan_repeat(model, length=length, batch=batch, seed=seed, **excl)
-    else:
-        if length is not None:
-            raise BadInput("--length applies to --tokens repeat only")
-        scans = scan_text(read_text(tokens, "--tokens").strip(), model, warn=_warn, **excl)
+    if tokens != "repeat" and length is not None:
+        raise BadInput("--length applies to --tokens repeat only")
+    try:
+        if tokens == "repeat":
+            scans = scan_repeat(model, length=length, batch=batch, seed=seed, **excl)
+        else:
+            scans = scan_text(read_text(tokens, "--tokens").strip(), model, warn=_warn, **excl)
+    except ValueError as exc:  # the way out a scan names, with this command's flags
+        line = str(exc).replace(ON_TEXT, f"{ON_TEXT} (--tokens TEXT)")
+        raise BadInput(line.replace(ON_REPEAT, f"{ON_REPEAT} (--tokens repeat, the default)")) from None
     if as_json:
         click.echo(dumps_json([s.to_json(threshold) for s in scans]))
         return

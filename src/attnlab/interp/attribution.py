@@ -19,6 +19,12 @@ and the shares plus ``b · (u_t - u_w)`` (the final norm's bias) add up to the m
 :func:`decompose_resid` returns the parts themselves (``[n, B, T, d]``), :func:`accumulated_resid`
 the stream after each sub-block (``0_pre``, ``0_mid``, ``1_pre``, ..., ``final_post``:
 TransformerLens's labels), :func:`head_outputs` every head's write ``z_{l,h} W^O_{l,h}``.
+
+Arguments: ``ids`` is an integer tensor ``[B, T]`` (one sequence: ``ids[None]``); ``target`` and
+``wrong`` are token ids in ``0..V-1`` (a Python or NumPy integer, or a 0-d integer tensor);
+``position`` counts from 0 or, Python-style, from the end (-1, the default, is the last token);
+``layer`` counts from 0, and a negative layer is refused (layers and heads are names, as in
+``head 1.3``). After :func:`attnlab.interp.prune_heads` the heads keep their original numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import dataclasses
 import torch
 from torch import Tensor
 
+from attnlab.interp.ablation import as_index, kept_heads
 from attnlab.nn.hooks import capture
 from attnlab.nn.layers import LayerNorm
 from attnlab.nn.multihead import MultiHeadAttention
@@ -56,10 +63,42 @@ def logits_of(out) -> Tensor:
     return out if isinstance(out, Tensor) else out.logits
 
 
+def check_ids(ids) -> Tensor:
+    """``ids`` if it is an integer tensor ``[B, T]`` with ``B, T >= 1``, else a ``ValueError`` naming
+    what it is (a ``[T]`` row: add the batch axis, ``ids[None]``)."""
+    if not isinstance(ids, Tensor):
+        raise ValueError(f"ids must be an integer tensor [B, T], got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(f"ids must be an integer tensor [B, T], got dtype {ids.dtype}")
+    if ids.ndim != 2 or 0 in ids.shape:
+        hint = " (one sequence: ids[None])" if ids.ndim == 1 else ""
+        raise ValueError(
+            f"ids must be an integer tensor [B, T] with B, T >= 1, got shape {list(ids.shape)}{hint}"
+        )
+    return ids
+
+
+def check_position(position, t: int) -> int:
+    """``position`` as an int in ``-t..t-1`` (Python-style: -1 is the last of ``t`` tokens)."""
+    position = as_index("position", position)
+    if not -t <= position < t:
+        raise ValueError(f"position {position} is outside the {t} tokens (-{t}..{t - 1})")
+    return position
+
+
+def check_layer(model, layer) -> int:
+    """``layer`` as an int in ``0..L-1`` (a decoder's blocks; negative numbers are refused)."""
+    layer = as_index("layer", layer)
+    if not 0 <= layer < len(model.blocks):
+        raise ValueError(f"layer {layer} is out of range: the model has layers 0..{len(model.blocks) - 1}")
+    return layer
+
+
 def run_with_cache(model, ids: Tensor, names: list[str] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """``(logits [B, T, V], cache)``: one forward of ``ids [B, T]`` keeping the points ``names``
     (default: every point this module reads)."""
     check_decoder(model)
+    check_ids(ids)
     if names is None:
         names = [EMBED, FINAL_SCALE, "blocks.*.resid_*", "blocks.*.self_attn.z", "blocks.*.self_attn.out"]
         if any(b.ffn is not None for b in model.blocks):
@@ -72,7 +111,8 @@ def run_with_cache(model, ids: Tensor, names: list[str] | None = None) -> tuple[
 @torch.no_grad()
 def head_outputs(model, cache: dict[str, Tensor], layer: int) -> Tensor:
     """Each head's write ``z_{l,h} W^O_{l,h}``: ``[B, T, h, d_model]`` (summed over h and plus b^O,
-    the attention sub-block's output)."""
+    the attention sub-block's output); after pruning, ``h`` is the heads left (:func:`kept_heads`)."""
+    layer = check_layer(model, layer)
     attn = model.blocks[layer].self_attn
     z = cache[Z.format(l=layer)]  # [B, T, h, d_k]
     w = attn.out_proj.weight.view(attn.d_model, attn.num_heads, attn.d_k)  # [d_model, h, d_k] (torch's W^O^T)
@@ -100,7 +140,7 @@ def decompose_resid(model, cache: dict[str, Tensor], *, heads: bool = False) -> 
     for l, block in enumerate(model.blocks):
         if heads:
             per_head = head_outputs(model, cache, l)  # [B, T, h, d]
-            labels += [f"head {l}.{h}" for h in range(per_head.shape[2])]
+            labels += [f"head {l}.{h}" for h in kept_heads(block.self_attn)]  # original numbers
             parts += list(per_head.unbind(2))
             bias = block.self_attn.out_proj.bias
             if bias is not None:
@@ -155,10 +195,24 @@ class Attribution:
     position: int
 
     def heads(self) -> Tensor:
-        """The heads' values ``[L, h, B]`` (from the ``head {l}.{h}`` labels)."""
+        """The heads' values ``[L, h, B]`` (from the ``head {l}.{h}`` labels). A model with heads
+        removed (:func:`attnlab.interp.prune_heads`) has no full grid: a ``ValueError`` naming the
+        layer (read its heads by label instead)."""
         found = [(lab, v) for lab, v in zip(self.labels, self.values) if lab.startswith("head ")]
-        layers = 1 + max(int(lab[5:].split(".")[0]) for lab, _ in found)
-        return torch.stack([v for _, v in found]).view(layers, -1, self.values.shape[1])
+        if not found:
+            raise ValueError("no per-head values: this attribution was made with heads=False")
+        by_layer: dict[int, list[int]] = {}
+        for lab, _ in found:
+            layer, head = lab[5:].split(".")
+            by_layer.setdefault(int(layer), []).append(int(head))
+        full = max(len(h) for h in by_layer.values())
+        for layer, heads in by_layer.items():
+            if heads != list(range(full)):
+                raise ValueError(
+                    f"heads() lays heads out as [L, h], but layer {layer} has only heads {heads} "
+                    "(prune_heads removed the others): read its heads by label from labels and values"
+                )
+        return torch.stack([v for _, v in found]).view(len(by_layer), full, self.values.shape[1])
 
     def top(self, n: int = 10, row: int = 0) -> list[tuple[str, float]]:
         """The ``n`` parts of largest |value| in batch row ``row``, largest first."""
@@ -166,8 +220,13 @@ class Attribution:
         return [(self.labels[i], float(self.values[i, row])) for i in order.tolist()]
 
 
-def _check_token(name: str, token, vocab: int) -> int:
-    if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < vocab:
+def check_token(name: str, token, vocab: int) -> int:
+    """``token`` as an int id in ``0..vocab-1`` (a Python or NumPy integer or a 0-d integer tensor)."""
+    try:
+        token = as_index(name, token)
+    except ValueError:
+        raise ValueError(f"{name} must be a token id (an integer) in 0..{vocab - 1}, got {token!r}") from None
+    if not 0 <= token < vocab:
         raise ValueError(f"{name} must be a token id in 0..{vocab - 1}, got {token!r}")
     return token
 
@@ -181,12 +240,10 @@ def logit_attribution(
     frozen). The parts' sum is the logit (difference) the model computes, to float rounding."""
     check_decoder(model)
     vocab = model.lm_head.weight.shape[0]
-    target = _check_token("target", target, vocab)
+    target = check_token("target", target, vocab)
     if wrong is not None:
-        wrong = _check_token("wrong", wrong, vocab)
-    t = ids.shape[1]
-    if not -t <= position < t:
-        raise ValueError(f"position {position} is outside the {t} tokens")
+        wrong = check_token("wrong", wrong, vocab)
+    position = check_position(position, check_ids(ids).shape[1])
     logits, cache = run_with_cache(model, ids)
     parts = decompose_resid(model, cache, heads=heads)
     u = model.lm_head.weight[target]  # [d]
@@ -214,10 +271,11 @@ def accumulated_attribution(
     ``(labels, values [n, B])``; the last, ``final_post``, is the model's logit (difference)."""
     check_decoder(model)
     vocab = model.lm_head.weight.shape[0]
-    target = _check_token("target", target, vocab)
+    target = check_token("target", target, vocab)
     u = model.lm_head.weight[target]  # [d]
     if wrong is not None:
-        u = u - model.lm_head.weight[_check_token("wrong", wrong, vocab)]
+        u = u - model.lm_head.weight[check_token("wrong", wrong, vocab)]
+    position = check_position(position, check_ids(ids).shape[1])
     _, cache = run_with_cache(model, ids)
     acc = accumulated_resid(model, cache)
     scale = cache[FINAL_SCALE][:, position]  # [B, 1]

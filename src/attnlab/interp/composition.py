@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab._checks import choice
-from attnlab.interp.attribution import check_decoder, logits_of
+from attnlab.interp.ablation import parse_head, refuse_pruned
+from attnlab.interp.attribution import check_decoder, check_ids, logits_of
 from attnlab.interp.detectors import head_score, score_heads
 from attnlab.interp.sequences import repeated_tokens
 from attnlab.nn.hooks import capture, patch
@@ -73,6 +74,7 @@ def _per_head(linear, n: int, h: int, gain: Tensor, centre: bool) -> Tensor:
 def head_matrices(model) -> HeadMatrices:
     """The factored QK and OV circuits of every head of ``model`` (a decoder), in float64."""
     check_decoder(model)
+    refuse_pruned(model, "composition")
     qs, ks, vs, os_ = [], [], [], []
     for block in model.blocks:
         attn = block.self_attn
@@ -143,12 +145,17 @@ def random_baseline(model, *, samples: int = 256, seed: int = 0) -> float:
     return float((num / (_frob(a, None, o) * _frob(first, None, second))).mean())
 
 
-def _check_heads(model, sender: tuple[int, int], receiver: tuple[int, int]) -> None:
+def _check_heads(model, sender, receiver) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``(sender, receiver)`` parsed (pairs of integers or ``"layer.head"``,
+    :func:`attnlab.interp.ablation.parse_head`) and checked: both exist, the sender's layer is earlier."""
+    refuse_pruned(model, "path ablation")
+    sender, receiver = parse_head(sender, "sender"), parse_head(receiver, "receiver")
     for name, (layer, head) in (("sender", sender), ("receiver", receiver)):
-        if not 0 <= layer < len(model.blocks) or not 0 <= head < model.blocks[layer].self_attn.num_heads:
+        if not layer < len(model.blocks) or not head < model.blocks[layer].self_attn.num_heads:
             raise ValueError(f"{name} head {layer}.{head} does not exist in this model")
     if sender[0] >= receiver[0]:
         raise ValueError(f"sender {sender[0]}.{sender[1]} must sit in an earlier layer than the receiver")
+    return sender, receiver
 
 
 @torch.no_grad()
@@ -156,10 +163,12 @@ def path_ablation(model, ids: Tensor, sender: tuple[int, int], receiver: tuple[i
     """Run ``ids [B, T]`` with head ``sender``'s write ``z_s W^O_s`` removed from the input of the
     receiver head's ``path`` (q, k or v) only: that projection is recomputed from
     ``norm1(resid_pre - z_s W^O_s)``, every other read of the stream keeps the sender. Returns
-    ``(pattern [B, T, T], logits [B, T, V])``: the receiver head's attention and the model's output."""
+    ``(pattern [B, T, T], logits [B, T, V])``: the receiver head's attention and the model's output.
+    Heads are pairs of integers ``(layer, head)`` or ``"layer.head"`` strings."""
     check_decoder(model)
+    check_ids(ids)
     choice("path", path, PATHS)
-    _check_heads(model, sender, receiver)
+    sender, receiver = _check_heads(model, sender, receiver)
     (ls, hs), (lr, hr) = sender, receiver
     block, attn = model.blocks[lr], model.blocks[lr].self_attn
     d_k = attn.d_k
@@ -213,6 +222,7 @@ def path_scores(model, probe: Tensor, receiver: tuple[int, int], detector: str =
     on repeat probes ``probe [B, 1 + 2L]`` (:func:`attnlab.interp.repeated_tokens`); scores with
     ``exclude_first`` (heads park spare attention on BOS)."""
     check_decoder(model)
+    receiver = parse_head(receiver, "receiver")
     if receiver[0] == 0:
         raise ValueError(
             f"receiver {receiver[0]}.{receiver[1]} is in layer 0: no earlier head can compose into it"

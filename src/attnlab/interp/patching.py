@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 from attnlab._checks import choice
-from attnlab.interp.attribution import check_decoder, logits_of
+from attnlab.interp.ablation import as_index, refuse_pruned
+from attnlab.interp.attribution import check_decoder, check_position, check_token, logits_of
 from attnlab.nn.hooks import capture, patch
 
 POINTS = ("resid_pre", "resid_mid", "resid_post")
@@ -38,19 +39,35 @@ Metric = Callable[[Tensor], Tensor]  # logits [B, T, V] -> [B]
 
 
 def logit_metric(target: int, wrong: int | None = None, position: int = -1) -> Metric:
-    """``logits [B, T, V] -> [B]``: the target's logit at ``position``, minus the wrong token's."""
+    """``logits [B, T, V] -> [B]``: the target's logit at ``position``, minus the wrong token's.
+
+    ``target`` and ``wrong`` are token ids (integers, checked here; their range ``0..V-1`` when the
+    metric meets the logits, with :func:`attnlab.interp.attribution.logit_attribution`'s message);
+    ``position`` counts from the end when negative (-1: the last token)."""
+    as_index("target", target)
+    if wrong is not None:
+        as_index("wrong", wrong)
+    as_index("position", position)
 
     def metric(logits: Tensor) -> Tensor:
-        m = logits[:, position, target]
-        return m if wrong is None else m - logits[:, position, wrong]
+        vocab = logits.shape[-1]
+        t_id = check_token("target", target, vocab)
+        w_id = None if wrong is None else check_token("wrong", wrong, vocab)
+        p = check_position(position, logits.shape[1])
+        m = logits[:, p, t_id]
+        return m if w_id is None else m - logits[:, p, w_id]
 
     return metric
+
+
+def _integer(ids: Tensor) -> bool:
+    return not (ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool)
 
 
 def check_pair(clean: Tensor, corrupt: Tensor) -> None:
     """Both ``[1, T]`` id tensors of one length: positions are paired one to one."""
     for name, ids in (("clean", clean), ("corrupt", corrupt)):
-        if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.shape[0] != 1 or ids.dtype.is_floating_point:
+        if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.shape[0] != 1 or not _integer(ids):
             raise ValueError(f"{name} must be token ids [1, T], got {getattr(ids, 'shape', type(ids))}")
     if clean.shape != corrupt.shape:
         raise ValueError(
@@ -180,6 +197,7 @@ def activation_patching(
     """Both sweeps (module doc) of ``clean`` against ``corrupt`` (``[1, T]`` ids each) under ``metric``;
     ``on_layer(done)`` is called after each layer of each sweep (progress)."""
     check_decoder(model)
+    refuse_pruned(model, "activation_patching")
     check_pair(clean, corrupt)
     choice("point", point, POINTS)
     cache = clean_run(model, clean, point)

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from attnlab.interp.ablation import _check_head, attention_layers, head_importance
-from attnlab.interp.attribution import logits_of
+from attnlab._checks import positive_int
+from attnlab.interp.ablation import _head_position, attention_layers, head_importance, kept_heads, parse_head
+from attnlab.interp.attribution import check_decoder, logits_of
 from attnlab.interp.composition import repeat_loss
 from attnlab.interp.scan import probe_bos
 from attnlab.interp.sequences import repeated_tokens
@@ -52,34 +53,46 @@ def _keep_cols(linear: nn.Linear, cols: torch.Tensor) -> nn.Linear:
     return new.to(linear.weight.device, linear.weight.dtype)
 
 
-def prune_heads(model: nn.Module, heads: Sequence[tuple[int, int]]) -> nn.Module:
-    """Remove heads ``(layer, head)`` (indices of :func:`attention_layers`, as in the unpruned model)
-    from ``model``'s weights, in place; returns ``model``. GQA layers are refused (a key/value head
-    serves several query heads)."""
-    layers = attention_layers(model)
+def _by_layer(layers, heads) -> dict[int, set[int]]:
+    """``heads`` (:func:`attnlab.interp.ablation.parse_head`) checked against ``layers``, as each
+    layer's positions in its ``z [B, T, h, d_k]``."""
     by_layer: dict[int, set[int]] = {}
-    for layer, head in heads:
-        _check_head(layers, layer, head)
-        by_layer.setdefault(layer, set()).add(head)
-    for layer, drop in by_layer.items():
+    for head in heads:
+        layer, _, position = _head_position(layers, head)
+        by_layer.setdefault(layer, set()).add(position)
+    return by_layer
+
+
+def prune_heads(model: nn.Module, heads: Sequence, *, stack: str | None = None) -> nn.Module:
+    """Remove heads ``(layer, head)`` (or ``"layer.head"``; layers of :func:`attention_layers` of
+    ``stack``, heads numbered as in the unpruned model) from ``model``'s weights, in place; returns
+    ``model``. GQA layers are refused (a key/value head serves several query heads).
+
+    Each cut layer records the original numbers of the heads it keeps (``kept_heads``): labels and
+    indices everywhere stay the unpruned model's (``head 0.3`` is still ``head 0.3``), pruning again
+    takes them too, tools that lay heads out as a ``[L, h]`` grid refuse the model, and ``save()``
+    refuses it (its config cannot describe the cut)."""
+    layers = attention_layers(model, stack)
+    for layer, drop in _by_layer(layers, heads).items():
         name, attn = layers[layer]
         if attn.num_kv_heads != attn.num_heads:
             raise ValueError(
                 f"layer {layer} ({name}) uses GQA ({attn.num_kv_heads} key/value heads): cannot prune"
             )
-        keep = [h for h in range(attn.num_heads) if h not in drop]
+        keep = [p for p in range(attn.num_heads) if p not in drop]  # positions left
         if not keep:
             raise ValueError(
                 f"cannot remove all {attn.num_heads} heads of layer {layer}: keep at least one "
                 f"(the layer would only add its W^O bias)"
             )
-        d_k = attn.d_k
-        index = torch.tensor([h * d_k + i for h in keep for i in range(d_k)])  # [len(keep) d_k]
+        d_k, numbers = attn.d_k, kept_heads(attn)
+        index = torch.tensor([p * d_k + i for p in keep for i in range(d_k)])  # [len(keep) d_k]
         attn.q_proj = _keep_rows(attn.q_proj, index)  # [len(keep) d_k, d_model]
         attn.k_proj = _keep_rows(attn.k_proj, index)
         attn.v_proj = _keep_rows(attn.v_proj, index)
         attn.out_proj = _keep_cols(attn.out_proj, index)  # [d_model, len(keep) d_k]
         attn.num_heads = attn.num_kv_heads = len(keep)
+        attn.kept_heads = tuple(numbers[p] for p in keep)
     return model
 
 
@@ -102,35 +115,29 @@ def removal_order(importance: torch.Tensor, *, random_seed: int | None = None) -
 
 
 @contextlib.contextmanager
-def mask_heads(model: nn.Module, heads: Sequence[tuple[int, int]]) -> Iterator[None]:
-    """Within the block, heads ``(layer, head)`` (indices of :func:`attention_layers`) output zero:
-    their slice of the point ``{layer}.z [B, T, h, d_k]`` is zeroed (``ablate_heads``' outputs, through
-    :func:`attnlab.nn.patch` instead of the weights)."""
-    layers = attention_layers(model)
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
-        _check_head(layers, layer, head)
-        by_layer.setdefault(layer, []).append(head)
+def mask_heads(model: nn.Module, heads: Sequence, *, stack: str | None = None) -> Iterator[None]:
+    """Within the block, heads ``(layer, head)`` (indices of :func:`attention_layers` of ``stack``, as
+    :func:`prune_heads` takes them) output zero: their slice of the point ``{layer}.z [B, T, h, d_k]``
+    is zeroed (``ablate_heads``' outputs, through :func:`attnlab.nn.patch` instead of the weights)."""
+    layers = attention_layers(model, stack)
 
-    def zero(drop: list[int]):
-        index = torch.tensor(drop)
+    def zero(drop: set[int]):
+        index = torch.tensor(sorted(drop))
         return lambda z: z.index_fill(2, index.to(z.device), 0.0)  # z [B, T, h, d_k]
 
-    with patch(model, {f"{layers[layer][0]}.z": zero(drop) for layer, drop in by_layer.items()}):
+    points = {f"{layers[layer][0]}.z": zero(drop) for layer, drop in _by_layer(layers, heads).items()}
+    with patch(model, points):
         yield
 
 
-def params_after(model: nn.Module, heads: Sequence[tuple[int, int]]) -> int:
-    """The parameter count of ``model`` with ``heads`` removed: each query head's ``d_k`` rows of W^Q
-    and of W^O (``2 d_model d_k`` weights, and its ``d_k`` query biases), each key/value head whose
-    query heads are all removed its rows of W^K and W^V (``2 d_model d_k``, and ``2 d_k`` biases)."""
-    layers = attention_layers(model)
+def params_after(model: nn.Module, heads: Sequence, *, stack: str | None = None) -> int:
+    """The parameter count of ``model`` with ``heads`` removed (as :func:`prune_heads` takes them):
+    each query head's ``d_k`` rows of W^Q and of W^O (``2 d_model d_k`` weights, and its ``d_k`` query
+    biases), each key/value head whose query heads are all removed its rows of W^K and W^V
+    (``2 d_model d_k``, and ``2 d_k`` biases)."""
+    layers = attention_layers(model, stack)
     total = sum(p.numel() for p in model.parameters())
-    by_layer: dict[int, set[int]] = {}
-    for layer, head in heads:
-        _check_head(layers, layer, head)
-        by_layer.setdefault(layer, set()).add(head)
-    for layer, drop in by_layer.items():
+    for layer, drop in _by_layer(layers, heads).items():
         attn = layers[layer][1]
         d, d_k, bias = attn.d_model, attn.d_k, attn.q_proj.bias is not None
         total -= len(drop) * (2 * d * d_k + bias * d_k)
@@ -147,21 +154,24 @@ def pruning_curve(
     order: Sequence[tuple[int, int]],
     metric: Callable[[nn.Module], dict],
     fractions: Sequence[float] = tuple(i / 10 for i in range(10)),
+    *,
+    stack: str | None = None,
 ) -> list[dict]:
     """``metric(model)`` with the first ``round(f * total heads)`` heads of ``order`` masked
     (:func:`mask_heads`: the outputs of their removal), for each fraction f; each row also gives
     ``fraction`` (asked for), ``removed`` (how many: fewer than asked when ``order`` is shorter, as
     when every layer keeps a head), ``share`` (``removed`` / total heads), ``heads`` (their names,
-    ``"layer.head"``) and ``params`` (:func:`params_after`)."""
-    total = sum(a.num_heads for _, a in attention_layers(model))
+    ``"layer.head"``) and ``params`` (:func:`params_after`); heads are layers of ``stack`` when the
+    model has several."""
+    total = sum(a.num_heads for _, a in attention_layers(model, stack))
     rows = []
     for f in fractions:
         n = min(round(f * total), len(order))
-        with mask_heads(model, order[:n]):
+        with mask_heads(model, order[:n], stack=stack):
             values = metric(model)
-        named = [f"{layer}.{head}" for layer, head in order[:n]]
+        named = ["{}.{}".format(*parse_head(head)) for head in order[:n]]
         row = {"fraction": f, "removed": n, "share": n / total, "heads": named}
-        rows.append({**row, "params": params_after(model, order[:n]), **values})
+        rows.append({**row, "params": params_after(model, order[:n], stack=stack), **values})
     return rows
 
 
@@ -214,10 +224,25 @@ def prune_decoder(
     loaded, *, text: str | None = None, length: int | None = None, batch: int = 16, seed: int = 0
 ) -> dict:
     """:func:`decoder_pruning` of a loaded decoder (:func:`attnlab.models.load`): by the language-model
-    loss on ``text`` (:func:`text_windows`), or by :func:`repeat_probe_loss` on ``batch`` probes of
-    length ``length`` (ranked on seed ``seed``, judged on ``seed + 1``). Adds ``judged_on``, a line."""
-    model, c = loaded.model, loaded.model.config
+    loss on ``text`` (:func:`text_windows`; needs the model's tokenizer), or by
+    :func:`repeat_probe_loss` on ``batch`` probes ``[BOS, r, r] [batch, 1 + 2 L]`` of length ``length``
+    (default ``min(20, (max_len - 1) // 2, vocab_size - 1)``: what fits the context and the ids there
+    are to draw from; ranked on seed ``seed``, judged on ``seed + 1``). Adds ``judged_on``, a line.
+    A model that is not a decoder (MiniLM: :mod:`attnlab.interp.minilm_pruning`) is a ``ValueError``."""
+    model = loaded.model
+    if getattr(model, "kind", None) != "gpt":
+        raise ValueError(
+            f"prune_decoder needs a decoder (a GPT); {loaded.source} holds a model of kind {loaded.kind!r}"
+            + (" (MiniLM and BERT: attnlab.interp.minilm_pruning)" if loaded.kind == "bert" else "")
+        )
+    check_decoder(model)
+    c = model.config
     if text is not None:
+        if loaded.tokenizer is None:
+            raise ValueError(
+                f"{loaded.source} has no tokenizer (no tokenizer.json): it cannot read a text; judge it on "
+                "the repeat probes instead, which need none"
+            )
         ids = loaded.tokenizer.encode(text)
         calibration, held_out = text_windows(ids, c.max_len)
         judged = (
@@ -226,9 +251,7 @@ def prune_decoder(
         judged += f": {len(calibration)} rank the heads, {len(held_out)} judge the pruned model)"
         result = decoder_pruning(model, calibration, held_out, lm_loss, random_seed=seed)
     else:
-        length = min(20, (c.max_len - 1) // 2) if length is None else length
-        if length < 2 or 1 + 2 * length > c.max_len:
-            raise ValueError(f"probes of length {length} need 2 <= L and 1 + 2 L <= {c.max_len} positions")
+        length = _probe_length(length, c.max_len, c.vocab_size)
         bos = probe_bos(loaded)
         calibration = [repeated_tokens(batch, length, c.vocab_size, bos=bos, seed=seed)]  # [B, 1 + 2L]
         held_out = [repeated_tokens(batch, length, c.vocab_size, bos=bos, seed=seed + 1)]
@@ -236,3 +259,19 @@ def prune_decoder(
         judged += " seed, judged on another)"
         result = decoder_pruning(model, calibration, held_out, repeat_probe_loss, random_seed=seed)
     return {"judged_on": judged, **result}
+
+
+def _probe_length(length: int | None, max_len: int, vocab: int) -> int:
+    """The repeat probes' ``L``: ``length`` checked, or the default that fits ``max_len`` positions
+    (``1 + 2 L``) and ``vocab - 1`` distinct ids besides BOS."""
+    if length is None:
+        length = min(20, (max_len - 1) // 2, vocab - 1)
+    positive_int("length", length)
+    if length < 2 or 1 + 2 * length > max_len:
+        raise ValueError(f"probes of length {length} need 2 <= L and 1 + 2 L <= {max_len} positions")
+    if length > vocab - 1:
+        raise ValueError(
+            f"probes of length {length} need {length} distinct ids besides BOS; the vocabulary has "
+            f"{vocab - 1} ({vocab} ids)"
+        )
+    return length

@@ -14,14 +14,14 @@ a new model with hook points is read the same way.
 from __future__ import annotations
 
 import dataclasses
-import re
+import inspect
 
 import torch
 from torch import Tensor
 
+from attnlab._checks import did_you_mean
+from attnlab.interp.ablation import stack_name
 from attnlab.nn.hooks import HookPoints, capture, resolve
-
-_NUMBER = re.compile(r"\.\d+(?=\.|$)")  # a layer's number inside a module path: ``blocks.3.self_attn``
 
 
 @dataclasses.dataclass
@@ -65,7 +65,7 @@ def weight_points(model) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for name in points:
         if name.rsplit(".", 1)[-1] == "weights":
-            groups.setdefault(_NUMBER.sub(".*", name.removesuffix(".weights")), []).append(name)
+            groups.setdefault(stack_name(name.removesuffix(".weights")), []).append(name)
     if not groups:
         raise ValueError(
             f"{type(model).__name__} has no attention weights to read (no 'weights' hook point: "
@@ -96,6 +96,7 @@ def attention_maps(model, *inputs, **kwargs) -> list[AttentionMaps]:
     """
     groups = weight_points(model)
     cross = set(cross_stacks(model))
+    _check_inputs(model, inputs, kwargs)
     with torch.no_grad(), capture(model, [n for names in groups.values() for n in names]) as cache:
         model(*inputs, **kwargs)
     out = []
@@ -119,10 +120,37 @@ def attention(model, *inputs, stack: str | None = None, **kwargs) -> Tensor:
     the only one (a GPT's ``blocks.*.self_attn``, BERT's ``layers.*.self_attn``) or the one named
     (a Transformer's ``encoder.layers.*.self_attn``, ``decoder.layers.*.self_attn``,
     ``decoder.layers.*.cross_attn``). E.g. ``attention(gpt, ids)[1, :, 3]`` is head ``1.3``'s
-    ``[B, T, T]``."""
+    ``[B, T, T]``. A ``ValueError`` names what is missing: ``stack`` when the model has several, an
+    input its forward needs (an encoder-decoder's target ``tgt_in [B, T_tgt]``)."""
+    stacks = list(weight_points(model))
+    _check_inputs(model, inputs, kwargs)
+    if stack is None and len(stacks) > 1:
+        raise ValueError(
+            f"{type(model).__name__} has {len(stacks)} attention stacks ({', '.join(stacks)}): pass "
+            "stack= the one to read"
+        )
+    if stack is not None and stack not in stacks:
+        raise ValueError(f"stack must be one of {stacks}, got {stack!r}{did_you_mean(stack, stacks)}")
     maps = {m.stack: m for m in attention_maps(model, *inputs, **kwargs)}
-    if stack is None and len(maps) == 1:
-        return next(iter(maps.values())).weights
-    if stack not in maps:
-        raise ValueError(f"stack must be one of {list(maps)}, got {stack!r}")
-    return maps[stack].weights
+    return maps[stacks[0] if stack is None else stack].weights
+
+
+def _check_inputs(model, inputs: tuple, kwargs: dict) -> None:
+    """A ``ValueError`` naming the arguments ``model``'s forward still needs (an encoder-decoder's
+    target: ``attention(transformer, src)`` without ``tgt_in``), before it runs."""
+    try:
+        inspect.signature(model.forward).bind(*inputs, **kwargs)
+    except TypeError as exc:
+        params = inspect.signature(model.forward).parameters
+        needed = [
+            n
+            for n, p in params.items()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        missing = [n for n in needed[len(inputs) :] if n not in kwargs]
+        if missing:
+            raise ValueError(
+                f"{type(model).__name__}.forward needs {', '.join(missing)} too: call "
+                f"attention(model, {', '.join(needed)})"
+            ) from None
+        raise ValueError(f"{type(model).__name__} cannot run on these inputs: {exc}") from None

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import torch
 
+from attnlab.interp.ablation import refuse_pruned
 from attnlab.interp.badges import SHORT, badges, ids_of  # noqa: F401  (SHORT, badges: read from here too)
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
@@ -36,6 +37,10 @@ from attnlab.tasks import BOS
 
 FIRST_WORDPIECE = 1000  # MiniLM's first probe id (_probe_ids): below are [PAD], [unused*], [CLS], ..., '!'
 PLACEHOLDER = re.compile(r"\[[^\[\]\s]+\]|<[^<>\s]+>")  # [unused0], [PAD], <unk>: no text's word piece
+# the way out each refusal names, in words for Python and the command line alike (`attnlab heads`
+# adds its flags to them)
+ON_TEXT = "score its heads on a text instead"
+ON_REPEAT = "score its heads on the repeat probe instead, which needs no tokenizer"
 APPLIES = {
     "causal": "all five scores apply (causal self-attention)",
     "self": "bidirectional: previous, current and first ([CLS]) apply; duplicate and induction count "
@@ -127,13 +132,13 @@ def scan_text(
     to them, and ``warn`` (default: :func:`warnings.warn`) gets one line saying so."""
     excl = (exclude_first, exclude_current, convention)
     loaded = _loaded(model)
+    refuse_pruned(loaded.model, "scan_text")
     if loaded.kind not in WEIGHTS:
         return _scan_views(text, loaded.source, *excl)
     tok = loaded.tokenizer
     if tok is None:
         raise ValueError(
-            f"{loaded.source} has no tokenizer (no tokenizer.json): "
-            "score it on --tokens repeat, which needs none"
+            f"{loaded.source} has no tokenizer (no tokenizer.json), so it cannot read a text: {ON_REPEAT}"
         )
     limit = loaded.model.config.max_len
     row, total = _text_ids(tok, text, limit)
@@ -232,9 +237,10 @@ def scan_repeat(
     net = loaded.model
     if loaded.kind not in WEIGHTS:
         raise ValueError(
-            f"--tokens repeat needs a decoder (one causal sequence) or MiniLM; {loaded.source} holds a "
-            f"{loaded.kind!r}: score it on a text"
+            f"the repeat probe needs a decoder (one causal sequence) or a BERT such as MiniLM; "
+            f"{loaded.source} holds a model of kind {loaded.kind!r}: {ON_TEXT}"
         )
+    refuse_pruned(net, "scan_repeat")
     vocab, max_len = net.config.vocab_size, net.config.max_len
     if loaded.kind == "bert":
         bos, table = _probe_ids(loaded, vocab)
@@ -243,7 +249,7 @@ def scan_repeat(
         _fits(length, max_len)
         if length > drawable:
             raise ValueError(
-                f"--tokens repeat of length {length} needs {length} distinct ordinary tokens; the "
+                f"a repeat probe of length {length} needs {length} distinct ordinary tokens; the "
                 f"vocabulary of {vocab} ids of {loaded.source} has {drawable} to draw from"
             )
         raw = repeated_tokens(batch, length, len(table), seed=seed)  # [B, 1 + 2L] in 0..len(table)-1
@@ -284,6 +290,6 @@ def _fits(length: int, max_len: int) -> None:
         raise ValueError(f"length must be a positive integer, got {length!r}")
     if 1 + 2 * length > max_len:
         raise ValueError(
-            f"--tokens repeat of length {length} needs 1 + 2*{length} = {1 + 2 * length} positions, "
+            f"a repeat probe of length {length} needs 1 + 2*{length} = {1 + 2 * length} positions, "
             f"more than the model's context of {max_len}"
         )

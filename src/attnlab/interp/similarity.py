@@ -16,6 +16,8 @@ import dataclasses
 import torch
 from torch import Tensor
 
+from attnlab.models.sentence import sentence_tokenizer
+
 
 @dataclasses.dataclass
 class PairTerms:
@@ -62,10 +64,17 @@ def explain_similarity(model, tokenizer, text_a: str, text_b: str) -> PairTerms:
     Each sentence is tokenised as :func:`attnlab.models.sentence.embed` does and run alone (no
     padding); ``terms [n, m]`` sum to the cosine of the two sentence embeddings.
     """
-    if getattr(model.config, "pooling", None) != "mean":
+    pools = getattr(getattr(model, "config", None), "pooling", None)
+    if not hasattr(getattr(model, "config", None), "pooling"):
+        raise ValueError(
+            f"explain_similarity needs a sentence encoder (a mean-pooling BERT such as MiniLM), got "
+            f"{type(model).__name__}: it splits the cosine of two sentence embeddings"
+        )
+    if pools != "mean":
         raise ValueError(
             f"the token-pair split needs mean pooling, but the model pools with {model.config.pooling!r}"
         )
+    tokenizer = sentence_tokenizer(model, tokenizer)  # the one load() gives, or its tokenizers backend
     vectors, tokens = [], []
     was_training = model.training
     model.eval()

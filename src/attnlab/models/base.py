@@ -73,6 +73,42 @@ def check_probability(config: Any, *names: str) -> None:
         probability(f"{type(config).__name__}.{name}", getattr(config, name))
 
 
+def padding_keep(attention_mask, shape: tuple[int, ...], ids_name: str = "ids") -> torch.Tensor:
+    """``attention_mask [B, T]`` as a bool tensor, True = real token: a torch tensor of ``shape`` that
+    is bool or holds only 0 and 1 (any integer or float dtype, as Hugging Face passes it), with a
+    real token in every row. Anything else is a ``ValueError`` (a NumPy array too: ``torch.as_tensor``
+    converts it). One host sync (the value and row checks read back together)."""
+    if not isinstance(attention_mask, torch.Tensor):
+        hint = "; torch.as_tensor(mask) converts it" if hasattr(attention_mask, "__array__") else ""
+        raise ValueError(
+            "attention_mask must be a torch tensor [B, T] of 1/True (real token) and 0/False (padding), "
+            f"got {type(attention_mask).__name__}{hint}"
+        )
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(
+            f"attention_mask has shape {list(attention_mask.shape)} but {ids_name} has shape {list(shape)}"
+        )
+    if attention_mask.is_complex():
+        raise ValueError(f"attention_mask must be bool or hold 0 and 1, got dtype {attention_mask.dtype}")
+    if attention_mask.dtype == torch.bool:
+        keep, odd = attention_mask, torch.zeros((), dtype=torch.bool, device=attention_mask.device)
+    else:
+        keep = attention_mask != 0  # [B, T]
+        odd = (keep & (attention_mask != 1)).any()  # a value other than 0 and 1 (NaN included)
+    empty = ~keep.any(dim=1)  # [B]: rows with no real token
+    has_odd, has_empty = torch.stack([odd, empty.any()]).tolist()
+    if has_odd:
+        value = attention_mask[keep & (attention_mask != 1)][0].item()
+        raise ValueError(
+            f"attention_mask must hold only 0 and 1 (or False and True), got {value!r}: "
+            "1 marks a real token, 0 padding"
+        )
+    if has_empty:
+        row = int(empty.nonzero()[0, 0])
+        raise ValueError(f"attention_mask has a row with no real token (row {row} is all 0)")
+    return keep
+
+
 def _looks_like_safetensors(head: bytes, size: int) -> bool:
     """A safetensors file starts with an 8-byte little-endian header length N, then N bytes of JSON."""
     if len(head) < 9:
@@ -167,7 +203,16 @@ class SavableModel(nn.Module):
         """Write ``config.json`` and ``model.safetensors`` into ``directory`` (each atomically).
 
         Tied weights are stored once (safetensors refuses shared storage; the tie is rebuilt by
-        ``__init__`` on load)."""
+        ``__init__`` on load). A model whose heads :func:`attnlab.interp.prune_heads` removed is refused:
+        its config still says how many heads every layer had, so the folder would not load back."""
+        pruned = [n for n, m in self.named_modules() if getattr(m, "kept_heads", None) is not None]
+        if pruned:
+            raise ValueError(
+                f"cannot save this model: prune_heads removed heads of {', '.join(pruned)}, which "
+                "config.json cannot describe (the folder would not load back); save the unpruned model "
+                "and prune it again after loading, or use attnlab.interp.prune.mask_heads (the same "
+                "outputs, the weights kept)"
+            )
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = {}
@@ -261,6 +306,11 @@ def read_config(directory: str | Path) -> tuple[str, dict[str, Any]]:
     data = read_json(path, kind=None)
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise ValueError(f"{path} must be a JSON object with 'model' and 'config', got {type(data).__name__}")
+    if "model_type" in data and "model" not in data:
+        raise ValueError(
+            f"{directory} is a Hugging Face checkpoint (model_type {data['model_type']!r}), not a model "
+            "saved by attnlab: load it with attnlab.models.load"
+        )
     kind = data.get("model")
     if not isinstance(kind, str) or kind not in _REGISTRY:
         raise ValueError(f"{path} names model {kind!r}; known models: {sorted(_REGISTRY)}")

@@ -20,7 +20,14 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._checks import positive_float
-from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
+from attnlab.models.base import (
+    ModelConfig,
+    SavableModel,
+    check_choice,
+    check_positive,
+    check_probability,
+    padding_keep,
+)
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import EncoderLayer, LayerNorm
@@ -152,21 +159,17 @@ class BertEncoder(HookPoints, SavableModel):
         c = self.config
         check_id_tensor("input_ids", input_ids, None, c.vocab_size)
         B, T = input_ids.shape
+        if T == 0:
+            raise ValueError(f"input_ids is empty (shape {[B, T]}): give at least one token per row")
         if T > c.max_len:
             raise ValueError(f"input_ids has T={T} tokens but the model has max_len={c.max_len} positions")
         if token_type_ids is not None:
             check_id_tensor("token_type_ids", token_type_ids, (B, T), c.type_vocab_size)
         if attention_mask is None:
             return None
-        if tuple(attention_mask.shape) != (B, T):
-            raise ValueError(
-                f"attention_mask has shape {list(attention_mask.shape)} but input_ids has shape {[B, T]}"
-            )
-        keep = attention_mask.bool()  # [B, T], True = real token
+        keep = padding_keep(attention_mask, (B, T), "input_ids")  # [B, T], True = real token
         if bool(keep.all()):
             return None  # nothing to mask: the fused kernel runs without a mask
-        if not bool(keep.any(dim=1).all()):
-            raise ValueError("attention_mask has a row with no real token")
         return keep[:, None, :]  # [B, 1, T]: every query sees the real keys
 
     def embed_tokens(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:

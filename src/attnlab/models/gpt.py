@@ -29,7 +29,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from attnlab.models.base import ModelConfig, SavableModel, check_positive
+from attnlab.models.base import ModelConfig, SavableModel, check_positive, padding_keep
 from attnlab.models.gpt_decode import DecodeEngine, unsupported
 from attnlab.models.transformer import check_ids
 from attnlab.nn.config import BlockConfig
@@ -122,12 +122,9 @@ def _padding_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> tor
     j is a real token, or j = i (so that a query at a padding position is never left with no key)."""
     if attention_mask is None:
         return None
-    if attention_mask.shape != ids.shape:
-        raise ValueError(
-            f"attention_mask has shape {list(attention_mask.shape)} but ids has {list(ids.shape)}"
-        )
+    keep = padding_keep(attention_mask, tuple(ids.shape))  # [B, T]: bool or 0/1 only, checked
     eye = torch.eye(ids.shape[1], dtype=torch.bool, device=ids.device)  # [T, T]
-    return attention_mask.bool()[:, None, :] | eye  # [B, T, T]
+    return keep[:, None, :] | eye  # [B, T, T]
 
 
 @dataclasses.dataclass
@@ -141,6 +138,14 @@ class GPTState:
     length: int
     last_logits: torch.Tensor
     engine: DecodeEngine | None = None
+
+
+def _check_state(state) -> None:
+    """A ``ValueError`` unless ``state`` is what :meth:`GPT.start` returned."""
+    if not isinstance(state, GPTState):
+        raise ValueError(
+            f"state must be the GPTState that model.start(prompt) returned, got {type(state).__name__}"
+        )
 
 
 class GPT(HookPoints, SavableModel):
@@ -307,6 +312,7 @@ class GPT(HookPoints, SavableModel):
     def step(self, tokens: torch.Tensor, state: GPTState) -> tuple[torch.Tensor, GPTState]:
         """Feed ``tokens [B]`` at position ``state.length`` -> ``(logits [B, V], state)``."""
         c = self.config
+        _check_state(state)
         check_ids("tokens", tokens, c.vocab_size, c.max_len, ndim=1)
         if state.length >= c.max_len:
             raise ValueError(
@@ -316,7 +322,22 @@ class GPT(HookPoints, SavableModel):
         return state.last_logits, state
 
     def reorder(self, state: GPTState, index: torch.Tensor) -> GPTState:
-        """Keep batch rows ``index [B']`` of the state (beam search)."""
+        """Keep batch rows ``index [B']`` of the state (beam search): ids in ``0..B-1`` (checked when
+        ``index`` is on the CPU, as beam search builds it; on an accelerator that would cost a sync)."""
+        _check_state(state)
+        batch = state.last_logits.shape[0]
+        if not torch.is_tensor(index) or index.ndim != 1 or index.dtype not in (torch.int64, torch.int32):
+            got = f"{index.dtype} {list(index.shape)}" if torch.is_tensor(index) else type(index).__name__
+            raise ValueError(f"index must be an integer tensor [B'] of batch rows, got {got}")
+        if (
+            index.device.type == "cpu"
+            and index.numel()
+            and not 0 <= int(index.min()) <= int(index.max()) < batch
+        ):
+            raise ValueError(
+                f"index holds rows {index.tolist()[:8]} but the state holds a batch of {batch} "
+                f"(rows 0..{batch - 1})"
+            )
         for cache in state.caches:
             cache.reorder(index)
         state.last_logits = state.last_logits.index_select(0, index)

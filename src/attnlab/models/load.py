@@ -21,6 +21,7 @@ is. The model comes back in eval mode; the tokenizer behind the one interface of
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from torch import nn
 
 from attnlab._io import file_sha256, read_json
 from attnlab._runs import checkpoint_dir, is_run, verify
+from attnlab.devices import resolve_device
 from attnlab.models.base import CONFIG_FILE, ModelConfig, SavableModel
 from attnlab.models.hf.load import config_dtype_bytes, load_hf, model_config_from_hf
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
@@ -119,9 +121,44 @@ def _saved(directory: Path) -> Loaded:
     return Loaded(model, tokenizer, str(directory), "saved", f"{directory.name}: {_sizes(model)}")
 
 
+def _check_source(source) -> None:
+    """A ``ValueError`` unless ``source`` is a non-empty string or path (``""`` is not the current
+    folder: it is most likely a name that was never filled in)."""
+    if not isinstance(source, (str, os.PathLike)) or not str(source).strip():
+        got = repr(source) if isinstance(source, str) else f"{source!r} ({type(source).__name__})"
+        raise ValueError(
+            f"source must be {' or '.join(map(repr, PRETRAINED))} or the path of a model folder, got {got}"
+        )
+
+
+def resolve_load_device(device) -> torch.device:
+    """``device`` for :func:`load`: ``"auto"`` (CUDA when PyTorch sees it, else the CPU), a device
+    string (``"cpu"``, ``"cuda"``, ``"cuda:1"``) or a ``torch.device``; a ``ValueError`` for anything
+    else, and for CUDA on a build or machine without it (as ``--device`` says)."""
+    if isinstance(device, str) and device == "auto":
+        device = resolve_device("auto")
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be 'cpu', 'cuda', 'auto' or a torch.device, got {device!r}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device must be 'cpu', 'cuda', 'cuda:N', 'auto' or a torch.device, got {device!r}"
+        ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {str(device)!r} was asked for but PyTorch sees no CUDA device (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use device='cpu' or 'auto'"
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {str(device)!r}: PyTorch sees {torch.cuda.device_count()} CUDA device(s)")
+    return dev
+
+
 def origin_of(source: str | Path) -> str:
     """Which of :data:`ORIGINS` ``source`` is, without loading anything; a ``ValueError`` naming
     what ``source`` would have to be when it is none of them."""
+    _check_source(source)
     if str(source) in PRETRAINED:
         return "pretrained"
     directory = Path(source)
@@ -148,7 +185,9 @@ def origin_of(source: str | Path) -> str:
 
 def load(source: str | Path, *, device: str | torch.device = "cpu") -> Loaded:
     """Load ``source`` (see the module doc) onto ``device``; errors are one-line ``ValueError`` or
-    ``FileNotFoundError`` naming the source and what is wrong."""
+    ``FileNotFoundError`` naming the source and what is wrong (a bad ``device`` too:
+    :func:`resolve_load_device`)."""
+    device = resolve_load_device(device)
     origin = origin_of(source)
     if origin == "pretrained":
         loaded = _pretrained(str(source))
@@ -162,6 +201,7 @@ def load_config(source: str | Path) -> ModelConfig:
     """The config of ``source`` without reading its weights (what ``attnlab audit --config`` counts):
     any source :func:`load` takes (a run's from its verified checkpoint), or a ``config.json`` file,
     Hugging Face's (``model_type``) or attnlab's (``model`` and ``config``)."""
+    _check_source(source)
     path = Path(source)
     if path.suffix == ".json" and not path.is_file():
         raise FileNotFoundError(f"no such file {path}")

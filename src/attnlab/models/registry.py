@@ -16,6 +16,7 @@ from attnlab._runs import checkpoint_dir, is_run, verify
 from attnlab.models.base import ModelConfig, SavableModel, read_config
 from attnlab.models.bert import BertEncoder
 from attnlab.models.gpt import GPT
+from attnlab.models.pretrained import PRETRAINED
 from attnlab.models.rnn import ATTENTIONS, AttentionRNN, Seq2SeqRNN
 from attnlab.models.transformer import Transformer
 from attnlab.nn.config import ATTENTION_KINDS
@@ -46,7 +47,14 @@ def attention_choices() -> tuple[str, ...]:
 def load_model(directory: str | Path, map_location: str = "cpu") -> SavableModel:
     """Load any saved attnlab model (the class is named in ``config.json``). A run folder of
     ``attnlab train`` gives its newest checkpoint, verified, never the top-level copy (which a kill
-    while it was being replaced could have left stale); nothing is written."""
+    while it was being replaced could have left stale); nothing is written. A pretrained model's
+    name (``"minilm"``) or a Hugging Face folder is a ``ValueError`` pointing to
+    :func:`attnlab.models.load`, which reads those."""
+    if str(directory) in PRETRAINED:
+        raise ValueError(
+            f"{str(directory)!r} is a pretrained model, not a folder saved by attnlab: "
+            f"load it with attnlab.models.load({str(directory)!r})"
+        )
     if is_run(directory):
         path = checkpoint_dir(directory)
         verify(path)

@@ -168,9 +168,15 @@ class _RNNSeq2Seq(SavableModel):
         c = self.config
         check_tokens("src", src, c.src_vocab, 2)
         mask = src != c.pad_id  # [B, S]
-        if src.shape[1] == 0 or not bool(mask[:, 0].all()):
+        if src.shape[1] == 0:
+            raise ValueError(f"src {list(src.shape)} has an empty source (no position)")
+        if not bool(mask[:, 0].all()):
+            row = int((~mask[:, 0]).nonzero()[0, 0])
+            if not bool(mask[row].any()):
+                raise ValueError(f"src row {row} is all padding (pad_id {c.pad_id}): an empty source")
             raise ValueError(
-                f"src {list(src.shape)} has an empty source (a row starting with pad_id={c.pad_id})"
+                f"src row {row} starts with padding (pad_id {c.pad_id}): src must be right-padded, "
+                "real tokens first"
             )
         if bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(

@@ -8,18 +8,26 @@ sorting by length so that batches carry almost no padding, and running each batc
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from itertools import chain
 
 import torch
 import torch.nn.functional as F
+from tokenizers import Tokenizer as Backend
 from torch import Tensor
 
 from attnlab.models.bert import BertEncoder, check_id_tensor
 from attnlab.models.int8 import int8_kernel
 from attnlab.models.load import load
 from attnlab.models.precision import PackedLayer, check_dtype, prepare_layers, warn_if_slow
+from attnlab.tasks.tokenize import HFTokenizer
+
+
+class TruncationWarning(UserWarning):
+    """A sentence was longer than the encoder's sentence-embedding limit and was cut to it."""
+
 
 # Packed rows are padded to a multiple of ROWS: oneDNN builds (and caches, up to 1,024 entries) one
 # kernel per matmul shape, and a file of 100,000 sentences meets hundreds of token counts; measured:
@@ -176,6 +184,36 @@ def packed_layers(model: BertEncoder, dtype: str = "float32") -> list[PackedLaye
     return cached[key][1]
 
 
+_TRUNCATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def sentence_tokenizer(model: BertEncoder, tokenizer) -> Backend:
+    """The ``tokenizers.Tokenizer`` that :func:`embed` reads sentences with: ``tokenizer`` itself when
+    it is one (as :func:`load_encoder` and ``load_pretrained`` give it), or the backend of the
+    :class:`~attnlab.tasks.tokenize.HFTokenizer` that :func:`attnlab.models.load` gives, cutting at
+    the model's sentence-embedding length (a copy when the backend does not truncate: the
+    caller's tokenizer is left as it is). Anything else is a ``ValueError``."""
+    if isinstance(tokenizer, Backend):
+        return tokenizer
+    if not isinstance(tokenizer, HFTokenizer):
+        raise ValueError(
+            "tokenizer must be a tokenizers.Tokenizer or the tokenizer attnlab.models.load returns "
+            f"for an encoder, got {type(tokenizer).__name__}"
+        )
+    backend = tokenizer.backend
+    if backend.truncation is not None:
+        return backend
+    c = model.config
+    limit = c.max_seq_length or c.max_len
+    cached = _TRUNCATING.get(tokenizer)
+    if cached is None or cached[0] is not backend or cached[1] != limit:
+        copy = Backend.from_str(backend.to_str())
+        copy.no_padding()
+        copy.enable_truncation(max_length=limit)
+        cached = _TRUNCATING[tokenizer] = (backend, limit, copy)
+    return cached[2]
+
+
 def load_encoder(source: str = "minilm", device: str | torch.device = "cpu"):
     """``(encoder, tokenizer)`` for :func:`embed`: the model ``source`` names (anything
     :func:`attnlab.models.load` reads: ``minilm``, a BERT checkpoint folder, a saved encoder with its
@@ -192,6 +230,36 @@ def load_encoder(source: str = "minilm", device: str | torch.device = "cpu"):
     c = loaded.model.config
     backend.enable_truncation(max_length=c.max_seq_length or c.max_len)
     return loaded.model, backend
+
+
+def _read(tokenizer: Backend, sentences: list[str], c, stats: dict | None):
+    """``(ids, types)``: each sentence's token ids and segment ids (lists, padding dropped), as
+    :func:`embed` reads them; fills ``stats`` (see :func:`embed`) or, without it, warns once when a
+    sentence was truncated. A sentence longer than the model's positions ``c.max_len`` is a ``ValueError``."""
+    encodings = tokenizer.encode_batch(sentences)
+    padded = tokenizer.padding is not None
+    ids = [e.ids[: sum(e.attention_mask)] if padded else e.ids for e in encodings]
+    types = [e.type_ids[: len(i)] for e, i in zip(encodings, ids)]
+    truncated = sum(1 for e in encodings if e.overflowing)
+    if stats is not None:
+        stats["tokens"] = sum(len(i) for i in ids)
+        stats["truncated"] = truncated
+        stats["unknown"], stats["unknown_words"] = unknown_words(tokenizer, sentences, encodings)
+    elif truncated:
+        cut = tokenizer.truncation["max_length"]
+        warnings.warn(
+            f"{truncated} of {len(sentences)} sentences were longer than {cut} tokens and were truncated "
+            f"to {cut} (the model's sentence-embedding limit); pass stats={{}} to get the count instead",
+            TruncationWarning,
+            stacklevel=3,
+        )
+    longest = max(range(len(ids)), key=lambda i: len(ids[i]))
+    if len(ids[longest]) > c.max_len:
+        raise ValueError(
+            f"sentence {longest} has {len(ids[longest])} tokens, more than the model's "
+            f"{c.max_len} positions; enable truncation to {c.max_seq_length or c.max_len} on the tokenizer"
+        )
+    return ids, types
 
 
 def embed(
@@ -219,6 +287,11 @@ def embed(
     (how many sentences the tokenizer cut at its ``max_length``), ``unknown`` (how many hold a token
     the vocabulary lacks) and ``unknown_words`` (what those tokens stood for: :func:`unknown_words`).
     ``on_batch(b)``: called after each batch of ``b`` sentences (progress within a long list).
+    Truncated sentences get one :class:`TruncationWarning` unless ``stats`` is given (the caller then
+    has the count, and reports it: ``attnlab embed`` does).
+
+    ``tokenizer``: a ``tokenizers.Tokenizer`` or the tokenizer :func:`attnlab.models.load` returns
+    (:func:`sentence_tokenizer`).
     """
     if isinstance(sentences, str):
         raise ValueError("sentences must be a list of strings, not one string")
@@ -227,6 +300,9 @@ def embed(
         raise ValueError("sentences must all be strings")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if not isinstance(model, BertEncoder):
+        raise ValueError(f"embed needs an encoder (minilm or a BERT model), got {type(model).__name__}")
+    tokenizer = sentence_tokenizer(model, tokenizer)
     check_dtype(dtype)
     warn_if_slow(dtype)
     c = model.config
@@ -236,21 +312,7 @@ def embed(
         stats.update(sentences=len(sentences), tokens=0, truncated=0, unknown=0, unknown_words=[])
     if not sentences:
         return out
-    encodings = tokenizer.encode_batch(sentences)
-    padded = tokenizer.padding is not None
-    ids = [e.ids[: sum(e.attention_mask)] if padded else e.ids for e in encodings]
-    types = [e.type_ids[: len(i)] for e, i in zip(encodings, ids)]
-    if stats is not None:
-        stats["tokens"] = sum(len(i) for i in ids)
-        stats["truncated"] = sum(1 for e in encodings if e.overflowing)
-        stats["unknown"], stats["unknown_words"] = unknown_words(tokenizer, sentences, encodings)
-    limit = c.max_seq_length or c.max_len
-    longest = max(range(len(ids)), key=lambda i: len(ids[i]))
-    if len(ids[longest]) > c.max_len:
-        raise ValueError(
-            f"sentence {longest} has {len(ids[longest])} tokens, more than the model's "
-            f"{c.max_len} positions; enable truncation to {limit} on the tokenizer"
-        )
+    ids, types = _read(tokenizer, sentences, c, stats)  # [N] lists of token and segment ids
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first
     was_training = model.training
     model.eval()

@@ -186,8 +186,16 @@ class Transformer(HookPoints, SavableModel):
         return self.dropout(self.positions(x, offset))  # [B, T, d]
 
     def _src_mask(self, src: torch.Tensor) -> torch.Tensor | None:
-        real = src != self.config.pad_id  # [B, S]
-        return None if bool(real.all()) else real[:, None, :]  # [B, 1, S] or None (no padding)
+        """``src [B, S]`` -> the key mask ``[B, 1, S]`` of its real tokens (None: no padding); a row
+        that is all padding is a ``ValueError`` naming it (it leaves the encoder nothing to read)."""
+        pad = self.config.pad_id
+        real = src != pad  # [B, S]
+        if bool(real.all()):
+            return None
+        empty = ~real.any(dim=1)  # [B]
+        if bool(empty.any()):
+            raise ValueError(f"src row {int(empty.nonzero()[0, 0])} is all padding (pad_id {pad})")
+        return real[:, None, :]  # [B, 1, S]
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``src [B, S]`` -> ``(memory [B, S, d], src key mask [B, 1, S] or None)``."""

@@ -151,10 +151,37 @@ def patch(model: HookPoints, replacements: dict[str, Hook]) -> Iterator[None]:
     added = []
     try:
         for pattern, fn in replacements.items():
-            for _, module, point in resolve(model, [pattern]):
-                add_hook(module, point, fn)
-                added.append((module, point, fn))
+            for name, module, point in resolve(model, [pattern]):
+                checked = _checked(name, fn)
+                add_hook(module, point, checked)
+                added.append((module, point, checked))
         yield
     finally:
         for module, point, fn in added:
             remove_hook(module, point, fn)
+
+
+def _describe(t) -> str:
+    """``"[1, 11, 32] float32"`` for a tensor (plus its device when not the CPU), else the type name."""
+    if not isinstance(t, Tensor):
+        return f"a {type(t).__name__}, not a torch tensor"
+    where = "" if t.device.type == "cpu" else f" on {t.device}"
+    return f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}{where}"
+
+
+def _checked(name: str, fn: Hook) -> Hook:
+    """``fn`` for point ``name``, refusing a replacement that is not a tensor of the input's shape,
+    dtype and device (a ``[1, 1, d]`` result would otherwise broadcast into a wrong answer)."""
+
+    def run(t: Tensor) -> Tensor | None:
+        out = fn(t)
+        if out is None or (
+            isinstance(out, Tensor)
+            and out.shape == t.shape
+            and out.dtype == t.dtype
+            and out.device == t.device
+        ):
+            return out
+        raise ValueError(f"patch for {name} returned {_describe(out)}; expected {_describe(t)}")
+
+    return run

@@ -15,19 +15,17 @@ from attnlab._checks import positive_int
 
 
 def causal_mask(t_q: int, t_k: int | None = None, *, device=None) -> torch.Tensor:
-    """Lower-right causal mask: query ``i`` sees keys ``0 .. t_k - t_q + i``.
+    """Lower-right causal mask, as :func:`attnlab.ref.causal_mask`: query ``i`` sees keys
+    ``0 .. t_k - t_q + i``.
 
     Args:
-        t_q: number of queries. t_k: number of keys (default ``t_q``).
+        t_q: number of queries. t_k: number of keys (default ``t_q``). With ``t_q > t_k`` the first
+            ``t_q - t_k`` rows are empty (attention over them needs ``empty_rows="zero"``), as in ``ref``.
     Returns:
         bool ``[t_q, t_k]``.
     """
     t_q = positive_int("t_q", t_q)
     t_k = t_q if t_k is None else positive_int("t_k", t_k)
-    if t_k < t_q:
-        raise ValueError(
-            f"causal_mask needs t_k >= t_q (queries are the last keys), got t_q={t_q}, t_k={t_k}"
-        )
     i = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # absolute query positions  [t_q, 1]
     j = torch.arange(t_k, device=device)[None, :]  # [1, t_k]
     return j <= i  # [t_q, t_k]

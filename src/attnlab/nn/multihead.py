@@ -87,6 +87,11 @@ class KVCache:
 
 def _check_mask(mask: torch.Tensor, shape: tuple[int, int, int, int]) -> torch.Tensor:
     """Boolean mask -> broadcastable to ``shape = [B, h, T_q, T_k]`` (a 3-D mask gets a head axis)."""
+    if not isinstance(mask, torch.Tensor):
+        hint = "; torch.as_tensor(mask) converts it" if hasattr(mask, "__array__") else ""
+        raise ValueError(
+            f"mask must be a torch bool tensor (True = may attend), got {type(mask).__name__}{hint}"
+        )
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
     given = list(mask.shape)
@@ -138,6 +143,8 @@ class MultiHeadAttention(HookPoints, nn.Module):
     Submodules ``q_proj [d_model -> h d_k]``, ``k_proj``/``v_proj [kv_dim -> h_kv d_k]``,
     ``out_proj [h d_k -> d_model]``. Hook points: :attr:`POINTS`. Attribute ``trace``: when set,
     forward runs the explicit path and calls ``trace(name, tensor)`` at every point, in order.
+    Attribute ``kept_heads``: None, or after :func:`attnlab.interp.prune_heads` the original numbers
+    of the heads left (a config cannot describe that: ``save`` refuses such a model).
     """
 
     POINTS = {
@@ -173,6 +180,7 @@ class MultiHeadAttention(HookPoints, nn.Module):
         self.k_proj = nn.Linear(self.kv_dim, kv_width, bias=c.qkv_bias)
         self.v_proj = nn.Linear(self.kv_dim, kv_width, bias=c.qkv_bias)
         self.out_proj = nn.Linear(c.d_model, c.d_model, bias=c.out_bias)
+        self.kept_heads: tuple[int, ...] | None = None  # after attnlab.interp.prune_heads: the heads left
 
     def forward(
         self,
@@ -275,6 +283,21 @@ class MultiHeadAttention(HookPoints, nn.Module):
         return q, apply_rope(k, cos[n - t_new :], sin[n - t_new :], layout)
 
     def _check_inputs(self, x_q: torch.Tensor, x_kv: torch.Tensor | None) -> None:
+        """``x_q [B, T_q, d_model]`` and ``x_kv [B, T_k, kv_dim]`` (or None): torch tensors in the
+        weights' dtype (any dtype under ``torch.autocast``), else a ``ValueError`` naming it."""
+        want = self.q_proj.weight.dtype
+        for name, x in (("x_q", x_q), ("x_kv", x_kv)):
+            if x is None or (isinstance(x, torch.Tensor) and x.dtype == want):
+                continue
+            if not isinstance(x, torch.Tensor):
+                raise ValueError(
+                    f"{name} must be a torch tensor ({want}, the weights' dtype), got {type(x).__name__}"
+                )
+            if not torch.is_autocast_enabled(x.device.type):
+                raise ValueError(
+                    f"{name} has dtype {x.dtype} but the weights are {want}: pass a {want} tensor "
+                    "(or convert the module, e.g. .to(dtype))"
+                )
         if x_q.ndim != 3 or x_q.shape[-1] != self.d_model:
             raise ValueError(f"x_q must be [B, T_q, d_model={self.d_model}], got {list(x_q.shape)}")
         if x_kv is not None:

@@ -20,6 +20,11 @@ ANNOTATE_MAX_CELLS = 144  # 12 x 12: above this, numbers in cells become unreada
 
 
 def _check(weights, x_tokens: Sequence[str], y_tokens: Sequence[str]) -> np.ndarray:
+    """``weights [T_q, T_k]`` as a finite float64 array (a torch tensor detached and copied to the CPU
+    first, bfloat16 and float16 read as float64), or a ``ValueError`` naming what is wrong."""
+    if hasattr(weights, "detach") and hasattr(weights, "is_floating_point"):  # a torch tensor
+        weights = weights.detach().cpu()
+        weights = weights.double() if weights.is_floating_point() else weights
     a = np.asarray(weights)
     if a.dtype == bool or not np.issubdtype(a.dtype, np.number):
         raise ValueError(f"weights must be a numeric matrix, got dtype {a.dtype}")
@@ -57,7 +62,8 @@ def heatmap(
     """Draw an attention/alignment matrix A [T_q, T_k]; row i is query ``y_tokens[i]``.
 
     Args:
-        weights: ``[T_q, T_k]`` array (NumPy or anything ``np.asarray`` accepts, e.g. a CPU tensor).
+        weights: ``[T_q, T_k]`` array (NumPy, anything ``np.asarray`` accepts, or a torch tensor on
+            any device, even one that requires grad: it is detached).
         x_tokens: ``T_k`` key/source labels (columns, along the top).
         y_tokens: ``T_q`` query/target labels (rows, down the side).
         ax: matplotlib Axes to draw into; a new figure is made when None.

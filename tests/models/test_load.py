@@ -1,0 +1,37 @@
+"""``attnlab.models.load``'s arguments: a source that is no path and a device torch cannot use are one
+``ValueError`` each, before anything is read (the resolver itself: ``tests/models/hf/test_resolver.py``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from attnlab.models import GPT, GPTConfig, load, load_config
+from attnlab.models.load import resolve_load_device
+
+
+@pytest.mark.parametrize("source", [None, 5, "", "  "])
+def test_a_source_that_is_no_path_is_named(source):
+    for read in (load, load_config):
+        with pytest.raises(
+            ValueError, match=re.escape("source must be 'minilm' or the path of a model folder")
+        ):
+            read(source)
+
+
+def test_a_device_torch_cannot_use_is_named(tmp_path):
+    GPT(GPTConfig(11, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=8)).save(tmp_path)
+    with pytest.raises(
+        ValueError,
+        match=re.escape("device must be 'cpu', 'cuda', 'cuda:N', 'auto' or a torch.device, got 'gpu'"),
+    ):
+        load(tmp_path, device="gpu")
+    with pytest.raises(ValueError, match="device must be .*, got 0"):
+        load(tmp_path, device=0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda' was asked for but PyTorch sees no CUDA device"):
+            load(tmp_path, device="cuda")
+    assert resolve_load_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert next(load(tmp_path, device=torch.device("cpu")).model.parameters()).device.type == "cpu"
