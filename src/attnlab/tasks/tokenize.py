@@ -64,13 +64,13 @@ class Tokenizer:
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         ids, offsets = self._encode(text)
-        missing = self._unknown(text, ids, offsets)
-        if missing:
-            what = describe_unknown(missing)
+        unk, dropped = self._lost(text, ids, offsets)
+        if unk or dropped:
             if strict or (strict is None and self.refuses_unknown):
-                raise ValueError(what)
-            fate = self.token(self.unk_id) if self.unk_id is not None else "nothing (dropped)"
-            warnings.warn(f"{what}; encoded as {fate}", UnknownCharacterWarning, stacklevel=2)
+                raise ValueError(describe_unknown(unk + dropped))
+            said = [f"{describe_unknown(unk)}; encoded as {self.token(self.unk_id)}"] if unk else []
+            said += [f"{describe_unknown(dropped)}; encoded as nothing (dropped)"] if dropped else []
+            warnings.warn("; ".join(said), UnknownCharacterWarning, stacklevel=2)
         return ids
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
@@ -90,17 +90,25 @@ class Tokenizer:
         return self._unknown(text, ids, offsets)
 
     def _unknown(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> list[str]:
+        unk, dropped = self._lost(text, ids, offsets)
+        return list(dict.fromkeys(unk + dropped))
+
+    def _lost(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> tuple[list[str], list[str]]:
+        """``(unk, dropped)``: what became the unknown token (characters, or words WordPiece could not
+        spell, whole) and the characters no id stands for (a normaliser removed them: a combining
+        accent, a zero-width space), each distinct, in order of appearance."""
         covered = [False] * len(text)
-        bad: list[str] = []
+        unk: list[str] = []
         for i, (start, end) in zip(ids, offsets):
             for p in range(start, min(end, len(text))):
                 covered[p] = True
             if self.unk_id is not None and i == self.unk_id:
                 span = text[start:end].strip()
-                bad.extend([span] if len(span) > 1 else span)  # a word WordPiece could not spell, whole
+                unk.extend([span] if len(span) > 1 else span)  # a word WordPiece could not spell, whole
         # a character no id covers was dropped (whitespace is dropped by design in many vocabularies)
-        bad.extend(ch for ch, c in zip(text, covered) if not c and not ch.isspace())
-        return list(dict.fromkeys(bad))
+        dropped = [ch for ch, c in zip(text, covered) if not c and not ch.isspace()]
+        unk = list(dict.fromkeys(unk))
+        return unk, [ch for ch in dict.fromkeys(dropped) if ch not in unk]
 
     def __call__(
         self, texts: str | Sequence[str], *, strict: bool | None = None, max_length: int | None = None
@@ -167,10 +175,10 @@ class HFTokenizer(Tokenizer):
         kept = [p for p, ch in enumerate(text) if ch in self._chars]  # one id per known character
         return list(enc.ids), [(p, p + 1) for p in kept]
 
-    def _unknown(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> list[str]:
+    def _lost(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> tuple[list[str], list[str]]:
         if self._chars is None:
-            return super()._unknown(self._read(text, ids, offsets), ids, offsets)
-        return unknown_characters(text, self._chars)  # whitespace too: every character is a token
+            return super()._lost(self._read(text, ids, offsets), ids, offsets)
+        return [], unknown_characters(text, self._chars)  # whitespace too: every character is a token
 
     def _read(self, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> str:
         """``text`` as far as a truncating backend read it: cut at the end of the last id's characters

@@ -109,3 +109,16 @@ def test_a_word_piece_vocabulary_names_the_word_it_could_not_spell():
         "characters the tokenizer cannot represent: '🦜' (U+1F99C); words the tokenizer cannot spell from "
         "its pieces: 'birdsx'; encoded as [UNK]"
     ]
+
+
+def test_characters_a_normaliser_drops_are_said_dropped_not_unk():
+    tok = load("minilm").tokenizer  # uncased BERT: accents stripped, zero-width characters removed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ids = tok.encode("e\u0301 a\u200b \U0001f99c")
+    assert tok.tokens(ids) == ["[CLS]", "e", "a", "[UNK]", "[SEP]"]
+    assert [str(w.message) for w in caught] == [
+        "characters the tokenizer cannot represent: '🦜' (U+1F99C); encoded as [UNK]; characters the "
+        "tokenizer cannot represent: '\u0301' (U+0301), '\\u200b' (U+200B); encoded as nothing (dropped)"
+    ]
+    assert tok.unknown("e\u0301 a\u200b \U0001f99c") == ["🦜", "\u0301", "\u200b"]
