@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import cli
+from attnlab.experiments.demo import check_demo_folder
 
 SECTIONS = [
     "lesson-01",
@@ -141,6 +142,22 @@ def test_bad_demo_arguments_exit_2(tmp_path):
     (tmp_path / "file").write_text("x")
     result = CliRunner().invoke(cli, ["demo", "--out", str(tmp_path / "file"), "--quiet"])
     assert result.exit_code == 2 and "is not a folder" in result.output
+
+
+def test_a_folder_of_other_files_is_not_overwritten(demo, tmp_path):
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "index.html").write_text("my precious notes")
+    result = CliRunner().invoke(cli, ["demo", "--out", str(mine), "--quick", "--quiet"])
+    assert result.exit_code == 2 and (mine / "index.html").read_text() == "my precious notes"
+    assert result.output.strip() == (
+        f"Error: --out {mine} holds files that are not a demo's (index.html); the demo would overwrite "
+        "them: choose an empty or new folder, or pass --overwrite"
+    )
+    out = demo[0]
+    assert (out / ".attnlab-demo").is_file()  # a demo's own folder (also one interrupted) is written again
+    (out / ".attnlab-demo").unlink()  # an older demo's folder is known by its index.html
+    check_demo_folder(out)
 
 
 def test_every_next_step_of_the_report_exists():

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from attnlab.cli import cli
 from attnlab.experiments.induction import QUICK as SYNTHETIC
 from attnlab.experiments.induction import train_one
-from attnlab.experiments.text_induction import PROBES, QUICK, control_heads, measure
-from attnlab.experiments.text_model import TextModel
+from attnlab.experiments.text_induction import PROBES, QUICK, TextInductionResult, control_heads, measure
+from attnlab.experiments.text_model import TextModel, training_seconds
 from attnlab.interp.sequences import segment_batch
 from attnlab.tasks.text_tokenizer import char_tokenizer
 from attnlab.tasks.tokenize import wrap
@@ -78,6 +78,14 @@ def test_a_text_run_from_the_command_line(text_run, tmp_path):
         assert {c["loss_first"] > 0 and c["loss_repeat"] > 0 for c in conditions.values()} == {True}
     assert len(data["scores"]["induction"]) == 2 and len(data["scores"]["induction"][0]) == 2  # [L][h]
     assert (tmp_path / "induction.png").read_bytes()[:4] == b"\x89PNG"
+    # the run was trained before (a fixture) and is reused: its training time comes from its history
+    history = json.loads(next(text_run.glob("ckpt-*/state.json")).read_text())["history"]
+    assert data["model"]["trained_seconds"] == round(training_seconds(history), 1) > 0
+
+
+def test_training_seconds_adds_each_session_of_a_resumed_run():
+    history = [{"elapsed_s": 2.0}, {"elapsed_s": 5.0}, {"step": 9}, {"elapsed_s": 1.5}, {"elapsed_s": 4.0}]
+    assert training_seconds(history) == 9.0 and training_seconds([]) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -94,3 +102,10 @@ def test_bad_input_is_one_line(args, message, tmp_path):
     args = [a.replace("{not_text}", str(not_text)) for a in args]
     done = CliRunner().invoke(cli, ["experiment", "induction", *args, "--out", str(tmp_path / "out")])
     assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
+
+
+def test_the_summary_names_the_head_the_ablation_chose_when_rounded_scores_tie():
+    scores = {"induction": [[0.0100, 0.0, 0.0100], [0.0, 0.0100]]}  # tied once rounded to 4 places
+    verdict = {"reading": "is not borne out"}
+    result = TextInductionResult(QUICK, {}, scores, [(0, 2), (1, 1)], False, [], {}, verdict, {})
+    assert result.summary().startswith("Best induction score 0.01 (head 0.2;")

@@ -26,8 +26,13 @@ from attnlab.commands._types import POSITIVE
 )
 @click.option("--no-explorer", is_flag=True, help="Skip the attention explorer pages (MiniLM).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into an --out folder that holds other files (they may be replaced).",
+)
 @usage_errors
-def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: bool) -> None:
+def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: bool, overwrite: bool) -> None:
     """Build OUT/index.html: the five lessons, the encoder-layer audit, the quick bottleneck
     experiment with its plot, table and alignment heatmaps, induction heads, a GPT trained on
     Shakespeare with the decoding, induction and faithfulness experiments, and the attention
@@ -36,10 +41,12 @@ def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: boo
 
     from attnlab._io import check_out_path
     from attnlab.experiments.bottleneck import QUICK
-    from attnlab.experiments.demo import build_demo, quick_settings
+    from attnlab.experiments.demo import build_demo, check_demo_folder, quick_settings
     from attnlab.experiments.demo_lm import QUICK_LM
 
     check_out_path(out, "--out")  # before minutes of work
+    if not overwrite:
+        check_demo_folder(out)
     settings, induction = quick_settings() if quick else (QUICK, None)
     if steps is not None:
         settings = dataclasses.replace(settings, steps=steps)

@@ -231,7 +231,8 @@ class TextInductionResult:
         return markdown(*self.cells())
 
     def summary(self) -> str:
-        best = _ranked(torch.tensor(self.scores["induction"]))[0]
+        la, h = self.induction[0]  # ranked on the unrounded scores, as the ablation chose (ties too)
+        best = (la, h, self.scores["induction"][la][h])
         return (
             f"Best induction score {best[2]:.2f} (head {best[0]}.{best[1]}; threshold "
             f"{self.settings.threshold:g}). On this model the claim {self.verdict['reading']}."

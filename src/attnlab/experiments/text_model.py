@@ -35,8 +35,8 @@ class TextModel:
     """A text run loaded for study: ``model`` (a GPT in eval mode), its ``tokenizer``
     (:class:`attnlab.tasks.tokenize.Tokenizer`), ``meta`` (the
     run's ``text.json``), ``folder``, ``val`` (the held-out ids ``[N]``, memory-mapped),
-    ``val_loss`` (its last held-out loss, nats per token) and ``seconds`` spent training it here
-    (0 when reused)."""
+    ``val_loss`` (its last held-out loss, nats per token) and ``seconds`` its training loop took
+    (from the run's history, also when it was trained before and is reused)."""
 
     model: Any
     tokenizer: Any
@@ -138,7 +138,7 @@ def text_model(
     folder = Path(out) / "model" if run is None else Path(run)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--run {folder} is not a folder")
-    seconds = 0.0
+    seconds = 0.0  # spent here, when the history has no clock
     if (folder / "text.json").is_file() and (folder / "latest.json").is_file():  # a text run
         log(f"using the text run in {folder} (trained before)")
     elif folder.is_dir() and (folder / "latest.json").is_file():
@@ -154,4 +154,20 @@ def text_model(
     history = verify(checkpoint_dir(folder)).get("history") or []
     losses = [r["val_loss"] for r in history if "val_loss" in r]
     val = TokenStream(folder / VAL, int(meta["vocab_size"])).ids
+    seconds = training_seconds(history) or seconds  # the run's own record, also when it is reused
     return TextModel(model, tokenizer, meta, folder, val, losses[-1] if losses else None, seconds)
+
+
+def training_seconds(history: list[dict]) -> float:
+    """The seconds a run's training loop took, from its evaluations' ``elapsed_s`` (each counted from
+    the start of its session: a resumed run's clock starts again, so each session's last reading is
+    added). 0.0 when the history records none."""
+    total, last = 0.0, 0.0
+    for record in history:
+        elapsed = record.get("elapsed_s")
+        if not isinstance(elapsed, (int, float)):
+            continue
+        if elapsed < last:  # a new session began (the run was resumed)
+            total += last
+        last = float(elapsed)
+    return total + last
