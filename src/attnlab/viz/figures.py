@@ -206,17 +206,18 @@ def _draw_head_schematic(ax, num_heads: int, d_head: int, concat: int, d_model: 
     width = 0.9 / num_heads
     for i in range(num_heads):
         ax.add_patch(Rectangle((0.05 + i * width, 0.68), width * 0.9, 0.16, color=colours[i], alpha=0.8))
-        ax.text(0.05 + (i + 0.45) * width, 0.76, f"H{i + 1}\n{d_head}", ha="center", va="center", fontsize=7)
+        ax.text(0.05 + (i + 0.45) * width, 0.76, f"h{i}\n{d_head}", ha="center", va="center", fontsize=7)
         ax.add_patch(Rectangle((0.05 + i * width, 0.38), width, 0.12, color=colours[i], alpha=0.8))
     ax.text(0.5, 0.9, f"{num_heads} heads, each [B, T, {d_head}]", ha="center", fontsize=9)
     ax.add_patch(FancyArrowPatch((0.5, 0.66), (0.5, 0.52), arrowstyle="->", mutation_scale=12))
-    ax.text(0.5, 0.30, f"Concat(H_1..H_{num_heads}): [B, T, {concat}]", ha="center", fontsize=9)
+    ax.text(0.5, 0.30, f"Concat(heads 0..{num_heads - 1}): [B, T, {concat}]", ha="center", fontsize=9)
     ax.add_patch(FancyArrowPatch((0.5, 0.26), (0.5, 0.15), arrowstyle="->", mutation_scale=12))
     ax.text(0.5, 0.07, f"x W^O, W^O [{concat}, {d_model}]  ->  [B, T, {d_model}]", ha="center", fontsize=9)
 
 
 def fig4_heads(seed: int = 3, t: int = 6, d_model_toy: int = 16, d_model: int = 512, num_heads: int = 8):
-    """Figure 4: four heads' weights softmax(Q_i K_i^T / sqrt(d_k)) beside Concat(H_1..H_8) W^O at base width.
+    """Figure 4: four heads' weights softmax(Q_i K_i^T / sqrt(d_k)) beside Concat(heads 0..7) W^O at
+    base width (heads named ``layer.head`` from 0, as everywhere in attnlab: the toy has one layer).
 
     The four patterns come from :func:`attnlab.ref.multi_head_attention` with random ``X [1, T, 16]``
     and random projections (illustrative). The schematic's widths are measured by splitting a
@@ -241,7 +242,7 @@ def fig4_heads(seed: int = 3, t: int = 6, d_model_toy: int = 16, d_model: int = 
     tokens = [f"t{i + 1}" for i in range(t)]
     for i in range(4):
         ax = fig.add_subplot(grid[0, i])
-        heatmap(weights[0, i], tokens, tokens, ax=ax, annotate=False, title=f"head {i + 1}")
+        heatmap(weights[0, i], tokens, tokens, ax=ax, annotate=False, title=f"head 0.{i}")
         if i:
             ax.set_yticklabels([])
     _draw_head_schematic(
