@@ -113,6 +113,10 @@ def test_evaluate_and_translate(trained):
             ["train", "--task", "reverse", "--steps", "5", "--model", "attention-rnn", "--attention", "x"],
             "attention must be one of",
         ),
+        (["train", "--task", "reverse", "--lr", "-1"], "Error: --lr must be a finite number > 0, got -1.0"),
+        (["train", "--task", "reverse", "--clip", "-1"], "Error: --clip must be a finite number >= 0"),
+        (["train", "--task", "reverse", "--label-smoothing", "1.5"], "Error: --label-smoothing must be"),
+        (["train", "--task", "reverse", "--beam-size", "0"], "Error: --beam-size must be a positive"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path, args, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,7 +190,7 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
                 fields["model_params"][key] = value
             elif where == "train":
                 fields[key] = value
-        return TrainConfig(**fields)
+        return _as_options(fields)
     fields = base.to_dict()
     for name, (where, key) in OPTION_ROUTES.items():
         if name not in given:
@@ -200,4 +201,17 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
             fields["model_params"] = {**fields["model_params"], key: opts[name]}
         else:
             fields[key] = opts[name]
-    return TrainConfig(**fields)
+    return _as_options(fields)
+
+
+def _as_options(fields: dict) -> TrainConfig:
+    """``TrainConfig(**fields)``; an error about one of its fields names the option that set it
+    (``lr must be ...`` -> ``--lr must be ...``, ``batch_size`` -> ``--batch``)."""
+    try:
+        return TrainConfig(**fields)
+    except ValueError as exc:
+        text = str(exc)
+        for name, (where, key) in OPTION_ROUTES.items():
+            if where == "train" and re.match(rf"{key}\b", text):
+                raise ValueError(f"--{name.replace('_', '-')}{text[len(key) :]}") from None
+        raise
