@@ -52,6 +52,21 @@ def test_atomic_writes_use_the_umask(tmp_path):
     assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
 
 
+def test_an_atomic_write_never_replaces_a_device_or_a_pipe(tmp_path):
+    import os
+    import stat
+
+    from attnlab._io import atomic_write_bytes
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)  # stands for /dev/null, which a rename over it would replace (as root)
+    with pytest.raises(ValueError, match="exists and is not a regular file"):
+        atomic_write_bytes(pipe, b"x")
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    with pytest.raises(ValueError, match="exists and is a folder"):
+        atomic_write_bytes(tmp_path, b"x")
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -140,3 +155,19 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
     proc.stdout.close()  # as `attnlab myths | head -0` does, before the command writes
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1 and err == "", err  # (click's answer to EPIPE: no traceback)
+
+
+def test_a_seed_past_the_limit_is_told_the_limit():
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+    from attnlab.commands._types import SEED
+
+    assert SEED.convert("9223372036854775807", None, None) == 2**63 - 1  # the largest torch takes
+    result = CliRunner().invoke(cli, ["compose", "some-run", "--seed", "9223372036854775808"])
+    assert result.exit_code == 2  # it said "must be an integer >= 0", which the value is
+    assert result.output == (
+        "Error: --seed must be at most 9,223,372,036,854,775,807, got 9,223,372,036,854,775,808\n"
+    )
+    negative = CliRunner().invoke(cli, ["compose", "some-run", "--seed", "-1"])
+    assert negative.output == "Error: --seed must be an integer >= 0, got -1\n"

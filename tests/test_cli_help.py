@@ -102,7 +102,7 @@ def test_task_is_marked_required():
         (["train", "--task", "reverse", "--clip", "nan"], "clip must be a finite number >= 0, got nan"),
         (
             ["train", "--task", "reverse", "--weight-decay", "inf"],
-            "weight_decay must be a finite number >= 0",
+            "--weight-decay must be a finite number >= 0",
         ),
         (["train", "--task", "reverse", "--d-model", "²"], "--d-model must be a positive integer, got '²'"),
         (

@@ -20,6 +20,19 @@ def test_a_file_is_read_and_a_text_is_itself(tmp_path):
     assert text_or_file(str(tmp_path / "spaces.txt"), "PROMPT") == "   "
 
 
+def test_whitespace_alone_is_refused_where_blank_is_not_text(tmp_path, monkeypatch):
+    """``explore`` (blank=False): whitespace alone is empty, in the words an empty text gets."""
+    (tmp_path / "ws.txt").write_text(" \t\n\n")
+    with pytest.raises(BadInput, match=r"^SENTENCE is empty \(only whitespace\)$"):
+        text_or_file("  ", "SENTENCE", blank=False)
+    with pytest.raises(BadInput, match=r"^SENTENCE is empty \(.*ws.txt holds only whitespace\)$"):
+        text_or_file(str(tmp_path / "ws.txt"), "SENTENCE", blank=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \n"))
+    with pytest.raises(BadInput, match=r"^SENTENCE is empty \(standard input holds only whitespace\)$"):
+        text_or_file("-", "SENTENCE", blank=False)
+    assert text_or_file(" a ", "SENTENCE", blank=False) == " a "
+
+
 def test_standard_input(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("from a pipe\n"))
     assert text_or_file("-", "TEXT") == "from a pipe"

@@ -23,8 +23,13 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically."""
+    """Write ``data`` to ``path`` atomically. A ``path`` that exists and is not a regular file (a
+    device such as ``/dev/null``, a pipe, a socket) is a ``ValueError``: renaming over it would
+    replace the device itself with a file (run as root, ``/dev/null`` stopped being one)."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file (a device, a pipe or a socket)"
+        raise ValueError(f"{path} exists and is {kind}; give a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -203,6 +203,8 @@ def _check_output(output: str, resume: bool, overwrite: bool) -> tuple[Path, Pat
         raise ValueError(f"--output {output}: the folder {out.parent} does not exist")
     if out.is_dir():
         raise ValueError(f"--output {output} is a directory")
+    if out.exists() and not out.is_file():  # renaming over a device or a pipe would replace it
+        raise ValueError(f"--output {output} exists and is not a regular file; give a file name")
     parts = out.with_name(out.name + ".parts")
     if parts.is_dir():  # a run still writing there is not an interrupted one
         embed_parts.refuse_if_locked(parts, output)

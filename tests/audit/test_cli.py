@@ -86,6 +86,39 @@ def test_peak_mfu_json():
         ),
         (["cost", "--src-seq", "4"], "src_seq applies to decoder-layer and transformer"),
         (["peak", "--mfu", "-5"], "--mfu must be a positive number"),
+        # past a learned position table (GPT-2: 1,024 rows), refused, never silently enlarged
+        (
+            ["cost", "--preset", "gpt2", "--seq", "2000"],
+            "seq=2000 is longer than the model's learned position table (max_len=1,024 positions)",
+        ),
+        (["shapes", "--preset", "gpt2", "--seq", "1025", "--batch", "1"], "(max_len=1,024 positions)"),
+        # options the chosen model does not read are refused by name, as --share-embeddings is
+        (["params", "--vocab", "100"], "vocab applies to the parameters of transformer, gpt and bert"),
+        (["shapes", "--vocab", "100"], "vocab applies to the shapes of transformer, gpt and bert"),
+        (["params", "--untie-head"], "tie_head=False (an untied head) applies to model 'gpt'"),
+        (["params", "--untie-head", "--model", "bert", "--vocab", "9"], "'bert' has a pooler, no logits"),
+        (["cost", "--untie-head", "--model", "transformer", "--vocab", "9"], "applies to model 'gpt'"),
+        (["params", "--max-len", "5"], "--max-len applies to models gpt and bert"),
+        (["params", "--max-len", "5", "--model", "transformer", "--vocab", "9"], "--max-len applies to"),
+        (
+            [
+                "params",
+                "--model",
+                "gpt",
+                "--vocab",
+                "9",
+                "--ffn",
+                "none",
+                "--d-ff",
+                "6",
+                "--activation",
+                "relu",
+            ],
+            "--d-ff and --activation: --ffn none has no FFN to size",
+        ),
+        (["peak", "--flops-per-token", "100"], "--flops-per-token: only --mfu TOKENS_PER_S reads it"),
+        (["peak", "--d-model", "64", "--seq", "8"], "--d-model, --seq: only --mfu TOKENS_PER_S reads them"),
+        (["peak", "--mfu", "9", "--flops-per-token", "9", "--layers", "2"], "leave out --layers"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, fragment):
@@ -102,3 +135,14 @@ def test_help(command):
     # --help lists exactly the models the command accepts: every command covers all five
     models = "[encoder-layer|decoder-layer|transformer|gpt|bert]"
     assert "--d-model" in r.output and f"--model {models}" in r.output
+
+
+def test_no_ffn_header_shows_no_ffn_sizes():
+    # --ffn none: neither d_ff nor an activation in the header (they were shown as if they applied)
+    for command in ("params", "cost", "shapes"):
+        r = run(command, "--model", "gpt", "--vocab", "9", "--ffn", "none", "--d-model", "16", "--heads", "2")
+        assert r.exit_code == 0, r.output
+        header = r.output.splitlines()[0]
+        assert "no FFN" in header and "2048" not in header and "GELU" not in header, header
+    r = run("params", "--model", "gpt", "--vocab", "10", "--max-len", "7")
+    assert "max_len=7" in r.output.splitlines()[0]  # read by gpt: the rows of its position table

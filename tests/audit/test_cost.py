@@ -71,6 +71,25 @@ def test_notes_numbers():
     assert n["mlp_16nd2_per_layer_per_sequence"] == n["mlp_by_terms"] == 16 * 100 * 512**2
 
 
+@pytest.mark.parametrize("ffn, matrices", [("mlp", 2), ("glu", 3), ("none", 0)])
+def test_notes_ffn_check_counts_the_audited_ffn(ffn, matrices):
+    # the notes' 16nd² is a two-matrix MLP; the check beside it is the FFN row of one layer and sequence:
+    # 4·n·d·f (MLP), 6·n·d·f (GLU: 805,306,368 at T=128, d=512, f=2048, not the MLP's 536,870,912), none
+    r = audit_cost(ModelSpec.from_sizes(ffn=ffn, layers=3), Workload(seq=128, batch=2))
+    n, text = r["notes_check"], render_cost(r)
+    ffn_row = [t["flops"] for t in r["terms"] if t["term"] == "FFN"]
+    note = next(line for line in text.splitlines() if line.startswith("notes, per layer"))
+    if not matrices:
+        assert ffn_row == [] and n["mlp_by_terms"] is None and n["mlp_formula"] is None
+        assert note.endswith("no FFN (16nd² does not apply)") and "2048" not in note
+        return
+    assert n["mlp_by_terms"] == 2 * matrices * 128 * 512 * 2048 == ffn_row[0] // (3 * 2)
+    assert n["mlp_formula"] == f"{2 * matrices}·n·d·f"
+    assert f"{ffn.upper()} {2 * matrices}·n·d·f: {n['mlp_by_terms']:,}" in note
+    assert n["mlp_16nd2_per_layer_per_sequence"] == 16 * 128 * 512**2 == 536_870_912
+    assert ("805,306,368" in note) == (ffn == "glu")
+
+
 def test_kv_cache_and_activations():
     assert kv_cache_bytes(layers=1, kv_heads=2, d_head=4, bytes_per_value=4) == 64
     assert kv_cache_bytes(6, 8, 64, 2, tokens=1024, batch=3) == 2 * 6 * 8 * 64 * 2 * 1024 * 3

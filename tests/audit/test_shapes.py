@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from attnlab.audit import ModelSpec, Workload, audit_shapes, render_shapes
+import pytest
+
+from attnlab.audit import (
+    ModelSpec,
+    Workload,
+    audit_cost,
+    audit_params,
+    audit_shapes,
+    render_cost,
+    render_shapes,
+)
+from attnlab.audit.build import build
 from attnlab.nn import BlockConfig, DecoderLayer
 
 
@@ -126,3 +137,52 @@ def test_whole_models():
         Workload(seq=7, batch=2),
     )
     assert b["output"] == [2, 7, 32] and b["per_sequence_output"] == [7, 32]
+
+
+def _small(model="gpt", **kw):
+    return ModelSpec.from_sizes(model, d_model=16, heads=2, d_ff=32, vocab=20, **{"max_len": 8, **kw})
+
+
+def test_learned_positions_refuse_a_longer_input():
+    # a learned [n_ctx, d] table has no row 8: refused (issue: the table was silently grown to T)
+    for model in ("gpt", "bert"):
+        with pytest.raises(ValueError, match=r"seq=9 is longer than the model's learned position table "
+                           r"\(max_len=8 positions\)"):  # fmt: skip
+            audit_shapes(_small(model), Workload(seq=9, batch=1))
+        with pytest.raises(ValueError, match=r"max_len=8 positions"):
+            audit_cost(_small(model), Workload(seq=9))
+    assert audit_shapes(_small(), Workload(seq=8, batch=1))["config"]["max_len"] == 8  # the limit itself
+
+
+def test_computed_positions_run_past_max_len_and_say_so():
+    # RoPE (and sinusoidal) positions are computed: T = 12 > max_len = 8 runs, the report keeps max_len 8
+    r = audit_shapes(_small(positions="rope", norm_kind="rms"), Workload(seq=12, batch=1))
+    c = audit_cost(_small(positions="rope"), Workload(seq=12))
+    assert r["output"] == [1, 12, 20] and r["config"]["max_len"] == c["config"]["max_len"] == 8
+    for report, text in ((r, render_shapes(r)), (c, render_cost(c))):
+        assert report["positions_note"].startswith("seq=12 is past the model's max_len=8")
+        assert "RoPE rotations are computed" in report["positions_note"]
+        assert f"note: {report['positions_note']}" in text.splitlines()[:3]
+    t = audit_shapes(ModelSpec.from_sizes("transformer", d_model=16, heads=2, d_ff=32, vocab=20, max_len=8),
+                     Workload(seq=4, src_seq=10, batch=1))  # fmt: skip
+    assert "src_seq=10 is past" in t["positions_note"] and "sinusoidal" in t["positions_note"]
+    bare = ModelSpec.from_sizes(d_model=16, heads=2, d_ff=32, max_len=8)
+    bare = audit_shapes(bare, Workload(seq=12, batch=1))
+    assert "positions_note" not in bare and bare["config"]["max_len"] == 8  # a bare layer takes no positions
+
+
+def test_norm_names_agree_with_params_modules_and_hook_points():
+    # a GPT block is a decoder layer without cross-attention: its norms are norm1 and norm3 (LN_1, LN_3)
+    # in both audits; the final norm is named by its hook point final_norm (module `norm`), as in capture
+    spec = _small(layers=1, max_len=8)
+    shapes, params = audit_shapes(spec, Workload(seq=4, batch=1)), audit_params(spec)
+    norms = [(s["step"], s["module"]) for s in shapes["steps"] if s["step"].startswith(("norm LN", "final"))]
+    assert norms == [
+        ("norm LN_1 (pre-norm, into masked self-attention)", "blocks.0.norm1"),
+        ("norm LN_3 (pre-norm, into FFN)", "blocks.0.norm3"),
+        ("final LayerNorm LN_f", "final_norm"),
+    ]
+    assert [r["part"] for r in params["rows"] if r["group"] == "norms"] == ["LN_1", "LN_3", "LN_f (final)"]
+    model = build(spec)
+    names = {n for n, _ in model.named_modules()} | set(model.hook_points())
+    assert {address for _, address in norms} <= names and "final_norm" in model.hook_points()

@@ -14,7 +14,9 @@ from attnlab.interp.composition import (
     circuit_report,
     composition_scores,
     path_ablation,
+    probe_length,
     random_baseline,
+    repeat_loss,
 )
 from attnlab.interp.sequences import repeated_tokens
 from attnlab.models import GPT, GPTConfig
@@ -130,7 +132,53 @@ def test_circuit_report_and_the_command(tmp_path):
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["receiver"] == [2, 1] and len(data["paths"]) == 2 * 4 * 3
+    assert data["receiver"] == "2.1" and (data["receiver_layer"], data["receiver_head"]) == (2, 1)
+    assert len(data["paths"]) == 2 * 4 * 3 and {p["sender"] for p in data["paths"]} == {
+        f"{layer}.{head}" for layer in (0, 1) for head in range(4)
+    }  # every head named "layer.head", the receiver as the senders
     assert 0 <= data["score"] <= 1 and len(data["scores"]["K"]) == 3
     bad = CliRunner().invoke(cli, ["compose", str(tmp_path / "m"), "--receiver", "one"])
     assert bad.exit_code == 2 and "--receiver must be a head written layer.head" in bad.output
+
+
+def test_probe_length_needs_a_repeat_to_score_and_names_the_limit():
+    assert probe_length(None, 24, 30) == 11 and probe_length(None, 1024, 30) == 20
+    assert probe_length(None, 5, 30) == 2 and probe_length(None, 64, 3) == 2  # the smallest that fit
+    with pytest.raises(
+        ValueError, match=r"^--length 1 leaves no repeat to score .*: give --length from 2 to 11"
+    ):
+        probe_length(1, 24, 30, name="--length")
+    with pytest.raises(
+        ValueError, match=r"^length 12 needs 1 \+ 2\*12 = 25 positions; the model reads at most 24"
+    ):
+        probe_length(12, 24, 30)
+    with pytest.raises(ValueError, match=r"^length 9 needs 9 distinct ids besides BOS; the vocabulary has 9"):
+        probe_length(9, 24, 9)
+    for max_len in (2, 4):  # L = 1 was the default at 4 (a table of NaN), 0 at 2 ("length ... got 0")
+        with pytest.raises(
+            ValueError, match=rf"^the model reads at most {max_len} positions, too few .* L >= 2"
+        ):
+            probe_length(None, max_len, 30)
+    with pytest.raises(ValueError, match=r"^the model has 2 token ids, too few"):
+        probe_length(None, 64, 2)
+    probe = repeated_tokens(2, 1, 30)  # [2, 3]: nothing in the second copy is predictable
+    with pytest.raises(ValueError, match=r"has L = 1: a repeat loss needs L >= 2"):
+        repeat_loss(torch.zeros(2, 3, 30), probe)
+
+
+@pytest.mark.parametrize(
+    "max_len, args, message",
+    [
+        (24, ["--length", "1"], "Error: --length 1 leaves no repeat to score"),
+        (4, [], "Error: the model reads at most 4 positions, too few for a [BOS, r_1..r_L, r_1..r_L] probe"),
+        (2, [], "Error: the model reads at most 2 positions, too few"),
+        (4, ["--length", "2"], "Error: --length 2: the model reads at most 4 positions, too few"),
+    ],
+)
+def test_compose_refuses_probes_with_nothing_to_score(tmp_path, max_len, args, message):
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=30, d_model=16, num_heads=2, num_layers=2, d_ff=24, max_len=max_len)
+    GPT(config).save(tmp_path / "m")
+    result = CliRunner().invoke(cli, ["compose", str(tmp_path / "m"), *args])
+    assert result.exit_code == 2, result.output  # it printed "nan" in every row and exited 0
+    assert result.output.startswith(message) and result.output.count("\n") == 1, result.output

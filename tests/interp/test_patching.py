@@ -110,7 +110,19 @@ def test_bad_pairs_are_named(model, pair):
     result = activation_patching(model, clean, clean, logit_metric(1))
     with pytest.raises(ValueError, match="the clean and corrupted runs give the same metric"):
         result.recovered(result.resid)
-    assert "resid_recovered" not in result.to_json()
+    tied = result.to_json()  # the same keys as ever (a consumer indexing them got a KeyError), None
+    assert tied["resid_recovered"] is None and tied["heads_recovered"] is None
+    assert tied["tie"].startswith("clean and corrupt give the same metric")
+
+
+def test_the_json_has_the_same_keys_whether_or_not_the_runs_tie(model, pair):
+    clean, corrupt = pair
+    tied = activation_patching(model, clean, clean, logit_metric(1)).to_json()
+    apart = activation_patching(model, clean, corrupt, logit_metric(3, 11)).to_json()
+    assert list(tied) == list(apart)
+    assert (
+        apart["tie"] is None and len(apart["resid_recovered"]) == 3 and len(apart["heads_recovered"][0]) == 4
+    )
 
 
 def test_patching_warns_when_clean_and_corrupt_nearly_agree():

@@ -35,3 +35,11 @@ def test_a_device_torch_cannot_use_is_named(tmp_path):
             load(tmp_path, device="cuda")
     assert resolve_load_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert next(load(tmp_path, device=torch.device("cpu")).model.parameters()).device.type == "cpu"
+
+
+def test_label_counts_layers_and_heads_in_the_singular_for_one(tmp_path):
+    # before: "2 layers x 1 heads" (compose's header on a one-head model)
+    GPT(GPTConfig(11, d_model=8, num_heads=1, d_ff=16, num_layers=2, max_len=8)).save(tmp_path / "a")
+    GPT(GPTConfig(11, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=8)).save(tmp_path / "b")
+    assert load(tmp_path / "a").label == "a: 2 layers x 1 head"
+    assert load(tmp_path / "b").label == "b: 1 layer x 2 heads"

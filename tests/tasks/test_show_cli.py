@@ -91,3 +91,39 @@ def test_json_ids_round_trip():
 def test_bad_arguments_exit_2_with_one_line(args, fragment):
     r = CliRunner().invoke(cli, ["tasks", "show", *args])
     assert r.exit_code == 2 and fragment in r.output and len(r.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("as_json", [["--json"], []])
+def test_a_split_that_cannot_be_filled_prints_nothing(as_json):
+    # length 1 has 10 sources, none in validation: before, --json wrote '"examples": [' unterminated
+    # (and the table its header lines), then the error
+    args = [
+        "tasks",
+        "show",
+        "reverse",
+        "--n",
+        "3",
+        "--split",
+        "validation",
+        "--min-len",
+        "1",
+        "--max-len",
+        "1",
+    ]
+    r = CliRunner().invoke(cli, [*args, *as_json])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "Error: task 'reverse' with {'min_len': 1, 'max_len': 1, 'num_symbols': 10} has too few distinct "
+        "sources to fill the 'validation' split (found 0 of 3)"
+    ]
+
+
+def test_num_symbols_as_tasks_list_shows_it():
+    r = CliRunner().invoke(cli, ["tasks", "show", "copy", "--num-symbols", "3", "--n", "40", "--json"])
+    data = json.loads(r.stdout)
+    assert data["task"]["params"]["num_symbols"] == 3 and data["vocab_size"] == 5 + 3  # 5 specials
+    assert set("".join(e["src"] for e in data["examples"])) == set("abc")
+    r = CliRunner().invoke(cli, ["tasks", "show", "dates", "--num-symbols", "3"])
+    assert r.exit_code == 2 and r.output.strip().splitlines() == [
+        "Error: --num-symbols applies to the symbol tasks (reverse, copy, sort); dates has no alphabet size"
+    ]

@@ -240,9 +240,9 @@ def test_a_kill_at_every_write_step_resumes_to_the_uninterrupted_run(tmp_path, t
     [
         ("--lr", "inf", "lr must be a finite number > 0"),
         ("--lr", "nan", "lr must be a finite number > 0"),
-        ("--weight-decay", "inf", "weight_decay must be a finite number >= 0"),
+        ("--weight-decay", "inf", "--weight-decay must be a finite number >= 0"),
         ("--clip", "nan", "clip must be a finite number >= 0"),
-        ("--label-smoothing", "1.5", "label_smoothing must be a number in [0, 1)"),
+        ("--label-smoothing", "1.5", "--label-smoothing must be a number in [0, 1)"),
     ],
 )
 def test_hyper_parameters_that_cannot_train_are_refused(tmp_path, flag, value, message):

@@ -134,3 +134,81 @@ def test_opening_focus_picks_the_heaviest_word_to_word_link_and_prefers_cross_at
         Explorer([view], model_label="toy", links=[("https://example.org/x.html", "x")])
     with pytest.raises(ValueError, match="focus query 9 is out of range"):
         Explorer([view], model_label="toy", focus={"view": 0, "layer": 0, "head": 0, "query": 9})
+
+
+def _page(tmp_path) -> Explorer:
+    return Explorer([_view()], model_label="toy", sentence="a b c")
+
+
+def test_a_saved_page_is_recognised_and_other_files_are_not(tmp_path):
+    page = tmp_path / "p.html"
+    _page(tmp_path).save(page)
+    (tmp_path / "notes.html").write_text("<html><title>my notes</title></html>")
+    assert ex.is_explorer_page(page)
+    assert not ex.is_explorer_page(tmp_path / "notes.html") and not ex.is_explorer_page(tmp_path / "none")
+
+
+@pytest.fixture
+def no_model(monkeypatch, tmp_path):
+    """`attnlab explore` with the model run replaced by a toy page (what --out holds is the point)."""
+    monkeypatch.setattr(ex, "explore", lambda sentence, *a, **k: _page(tmp_path))
+    monkeypatch.chdir(tmp_path)
+
+
+def _explore(*args):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    return CliRunner().invoke(cli, ["explore", "a b c", *args])
+
+
+def test_explore_keeps_a_file_that_is_not_its_page_unless_overwrite(tmp_path, no_model):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("139 KB of someone's text")
+    refused = _explore("--out", str(precious))
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        f"Error: --out {precious} exists and is not an attnlab explorer page; it would be replaced: "
+        "choose another name, or pass --overwrite\n"
+    )
+    assert precious.read_text() == "139 KB of someone's text"  # it was replaced by HTML without a word
+    replaced = _explore("--out", str(precious), "--overwrite")
+    assert replaced.exit_code == 0 and ex.is_explorer_page(precious)
+    again = _explore("--out", str(precious))  # now a page explore wrote: replaced without asking
+    assert again.exit_code == 0, again.output
+    (tmp_path / "empty.html").touch()  # nothing to lose
+    assert _explore("--out", str(tmp_path / "empty.html")).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        ("-", "Error: --out writes a file, not standard output: give a file name, not '-'\n"),
+        ("/dev/null", "Error: --out /dev/null exists and is not a regular file; give a file name\n"),
+    ],
+)
+def test_explore_refuses_standard_output_and_devices_as_out(tmp_path, no_model, out, message):
+    result = _explore("--out", out)
+    assert result.exit_code == 2 and result.stderr == message
+    assert not (tmp_path / "-").exists()  # it wrote a file named '-'
+
+
+@pytest.mark.parametrize(
+    "sentence, message",
+    [
+        ("", "Error: SENTENCE is empty\n"),
+        ("   ", "Error: SENTENCE is empty (only whitespace)\n"),  # was the library's "sentence must be..."
+        ("ws.txt", "Error: SENTENCE is empty (ws.txt holds only whitespace)\n"),
+        ("empty.txt", "Error: SENTENCE is empty (empty.txt holds no text)\n"),
+    ],
+)
+def test_explore_says_an_empty_sentence_one_way(tmp_path, no_model, sentence, message):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    (tmp_path / "ws.txt").write_text(" \t \n\n")
+    (tmp_path / "empty.txt").write_text("")
+    result = CliRunner().invoke(cli, ["explore", sentence, "--out", "x.html"])
+    assert result.exit_code == 2 and result.stderr == message

@@ -46,7 +46,7 @@ def test_models_without_attention_or_with_bad_tokens_are_refused():
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["   ", "--out", "x.html"], "sentence must be a non-empty string"),
+        (["   ", "--out", "x.html"], "SENTENCE is empty (only whitespace)"),
         (["hello", "--model", "no/such/folder", "--out", "x.html"], "is not a model attnlab can load"),
     ],
 )

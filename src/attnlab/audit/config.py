@@ -23,6 +23,14 @@ MODELS = ("encoder-layer", "decoder-layer", "transformer", "gpt", "bert")
 CROSS_MODELS = ("decoder-layer", "transformer")  # models with cross-attention over a source of length S
 WHOLE_MODELS = ("transformer", "gpt", "bert")  # models with embeddings (they need a vocabulary)
 
+# the head each model has instead of GPT's logits matrix (which only a GPT can untie from E)
+_HEADS = {
+    "encoder-layer": "no head",
+    "decoder-layer": "no head",
+    "transformer": "a generator (share_embeddings ties it)",
+    "bert": "a pooler, no logits",
+}
+
 # What each model's block is unless told otherwise (the architecture attnlab.models builds).
 MODEL_BLOCKS: dict[str, dict] = {
     "encoder-layer": {},
@@ -69,6 +77,11 @@ class ModelSpec:
             raise ValueError(f"model {self.model!r} needs a vocabulary size: pass vocab (--vocab)")
         if self.share_embeddings and self.model != "transformer":
             raise ValueError("share_embeddings applies to model 'transformer' (source, target and generator)")
+        if not self.tie_head and self.model != "gpt":
+            raise ValueError(
+                f"tie_head=False (an untied head) applies to model 'gpt' (its logits matrix W [d, V]); "
+                f"{self.model!r} has {_HEADS[self.model]}"
+            )
         if self.model == "bert" and self.block.norm_place != "post":
             raise ValueError("model 'bert' is post-norm; norm='pre' does not apply")
 
@@ -216,3 +229,53 @@ class Workload:
     def S(self) -> int:
         """Source length (``src_seq``, or ``seq`` when not given)."""
         return self.seq if self.src_seq is None else self.src_seq
+
+
+# positions computed from the index (or none at all): an input past max_len runs, but past the context
+COMPUTED_POSITIONS = {
+    "none": "the model has no position signal",
+    "sinusoidal": "sinusoidal positions are computed from the index, not looked up",
+    "rope": "RoPE rotations are computed from the index, not looked up",
+    "alibi": "ALiBi's biases are computed from the distance, not looked up",
+}
+
+
+def fit_positions(a: ModelSpec, w: Workload) -> tuple[ModelSpec, str | None]:
+    """``(spec to run, note)``: the model's spec with ``max_len`` covering the input's ``max(T, S)``
+    tokens, and a note when the input is longer than the model's own ``max_len`` (n_ctx).
+
+    Learned absolute positions (gpt, bert) are the rows of a ``[n_ctx, d]`` table, which has no row
+    past n_ctx: a longer input is a ``ValueError`` naming the limit (the table is never enlarged).
+    Computed positions (sinusoidal, RoPE, ALiBi) or none: the input runs as given and the note says it
+    is past the context the model was configured for. Bare layers (encoder-layer, decoder-layer) take
+    no positions: no note. The report keeps the model's own ``max_len``; only the built module grows.
+    """
+    tokens = max(w.seq, w.S)
+    if tokens <= a.max_len:
+        return a, None
+    what = f"seq={w.seq}" if w.seq >= w.S else f"src_seq={w.S}"
+    kind = a.block.positions
+    if a.model in WHOLE_MODELS and kind == "learned":
+        raise ValueError(
+            f"{what} is longer than the model's learned position table (max_len={a.max_len:,} positions): "
+            f"learned absolute positions have no row past it; use at most {a.max_len:,} tokens"
+        )
+    grown = dataclasses.replace(a, max_len=tokens)
+    if a.model not in WHOLE_MODELS:
+        return grown, None
+    return grown, (
+        f"{what} is past the model's max_len={a.max_len:,} (the context it was configured for): "
+        f"{COMPUTED_POSITIONS.get(kind, kind)}, so the audit runs {tokens:,} tokens; whether the model "
+        "works that far is another question"
+    )
+
+
+def check_no_vocab(a: ModelSpec, audit: str) -> None:
+    """Refuse a vocabulary on a bare stack of layers in an audit that has no use for it (``audit``:
+    "params" counts no embedding table, "shapes" runs ``[B, T, d]`` vectors); the cost audit does
+    use it (the logits B·T·d·V)."""
+    if a.vocab is not None and a.model not in WHOLE_MODELS:
+        raise ValueError(
+            f"vocab applies to the {audit} of transformer, gpt and bert (their embeddings and logits); "
+            f"a bare {a.model} has none (audit cost counts its logits B·T·d·V)"
+        )

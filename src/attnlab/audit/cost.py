@@ -11,7 +11,8 @@ Conventions (printed with every report):
   Σ_i min(i+1, W). A dense kernel still computes all T² and masks them (see ``executed``).
 
 The notes' estimates per layer and sequence: FLOPs_attn ≈ 4n²d (QKᵀ + AV), FLOPs_MLP ≈ 16nd²
-(FFN with f = 4d). Training FLOPs per token follow PaLM (Chowdhery et al. 2022, appendix B):
+(a two-matrix FFN with f = 4d: 4·n·d·f; a GLU's three matrices make it 6·n·d·f). Training FLOPs
+per token follow PaLM (Chowdhery et al. 2022, appendix B):
 6N + 12·L·h·d_k·T, N = non-embedding parameters plus the logit matrix, attention counted dense.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from attnlab._checks import positive_int
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
+from attnlab.audit.config import CROSS_MODELS, WHOLE_MODELS, ModelSpec, Workload, fit_positions
 from attnlab.audit.cost_kinds import (
     BLOCK_SIZE,
     becomes,
@@ -234,7 +235,7 @@ def audit_cost(
     """Analytic cost of a stack of ``L`` self-attention layers (and the logits if ``vocab``).
 
     Per layer: projections B·T·d·(d + 2h_kv·d_k) + B·T·d² MACs, QKᵀ and AV B·h·A·d_k MACs each with
-    A attended entries per head, FFN 2·B·T·d·f MACs; logits B·T·d·V. FLOPs = 2·MACs.
+    A attended entries per head, FFN 2·B·T·d·f MACs (a GLU 3·B·T·d·f); logits B·T·d·V. FLOPs = 2·MACs.
 
     Args: ``model`` (a :class:`~attnlab.audit.config.ModelSpec`, a ``BlockConfig``, a model config or
     a preset name, as for :func:`~attnlab.audit.params.audit_params`); ``workload`` (a
@@ -252,6 +253,7 @@ def audit_cost(
     (``path`` "sdpa" or "explicit"), see :mod:`attnlab.audit.measure`.
     """
     a, w = _checked(model_spec(model), workload, training)
+    runnable, positions_note = fit_positions(a, w)  # learned positions: refused past max_len
     check_kind(a, training, measure, w.window)
     bytes_per_value = positive_int("bytes_per_value", bytes_per_value)
     report = {
@@ -273,19 +275,21 @@ def audit_cost(
     }
     if preset_info(model) is not None:
         report["preset"] = preset_info(model)
+    if positions_note is not None:
+        report["positions_note"] = positions_note
     _model_specifics(report, a, w)
     _kind_specifics(report, a, w)
     if training:
         report["training"] = _training(a, w.seq, report["flops_per_token"])
     if measure:
-        report["measured"] = reconcile(report, measure_model(a, w, path=path))
+        report["measured"] = reconcile(report, measure_model(runnable, w, path=path))
     return report
 
 
 def _checked(a: ModelSpec, workload: Workload | None, training: bool) -> tuple[ModelSpec, Workload]:
-    """The spec and workload as the audit counts them, after the checks: a learned position table
-    long enough for the input, and ``causal`` set where the model implies it (GPT and every decoder
-    self-attention are causal; a sliding window is a causal window)."""
+    """The spec and workload as the audit counts them, after the checks, with ``causal`` set where
+    the model implies it (GPT and every decoder self-attention are causal; a sliding window is a
+    causal window). An input past the model's positions: :func:`~attnlab.audit.config.fit_positions`."""
     w = Workload() if workload is None else workload
     if not isinstance(w, Workload):
         raise ValueError(f"workload must be an attnlab.audit.Workload, got {type(w).__name__}")
@@ -306,8 +310,6 @@ def _checked(a: ModelSpec, workload: Workload | None, training: bool) -> tuple[M
         )
     if window is not None and window > seq:
         raise ValueError(f"window={window} is larger than the sequence seq={seq}")
-    if a.max_len < max(seq, src_seq):
-        a = dataclasses.replace(a, max_len=max(seq, src_seq))
     causal = w.causal or name in ("gpt", *CROSS_MODELS) or window is not None
     return a, Workload(seq, w.batch, src_seq, causal, window)
 
@@ -315,7 +317,7 @@ def _checked(a: ModelSpec, workload: Workload | None, training: bool) -> tuple[M
 def _flops(a: ModelSpec, w: Workload) -> dict:
     """The FLOP terms (masked), their totals, the score entries, what a dense kernel executes, and
     the notes' estimates 4n²d and 16nd² beside the terms."""
-    B, T, d, h, L = w.batch, w.seq, a.d_model, a.heads, a.layers
+    B, T, h, L = w.batch, w.seq, a.heads, a.layers
     terms = _terms(a, T, B, w.causal, w.window, w.S)
     dense, executed_note = _executed(a, T, B, w.window, w.S, terms)
     total_flops = sum(t["flops"] for t in terms)
@@ -332,12 +334,30 @@ def _flops(a: ModelSpec, w: Workload) -> dict:
             "total_flops": sum(t["flops"] for t in dense),
             "terms": dense,
         },
-        "notes_check": {
-            "attn_4n2d_per_layer_per_sequence": 4 * T * T * d,
-            "attn_measured_by_terms": 2 * 2 * T * T * d,
-            "mlp_16nd2_per_layer_per_sequence": 16 * T * d * d,
-            "mlp_by_terms": 2 * 2 * T * d * a.d_ff,
-        },
+        "notes_check": _notes_check(a, T),
+    }
+
+
+# the FFN's FLOPs per layer and sequence, as its row counts them: 2 FLOPs · (its matrices) · T·d·f
+FFN_FORMULAS = {"mlp": "4·n·d·f", "glu": "6·n·d·f"}
+
+
+def _notes_check(a: ModelSpec, T: int) -> dict:
+    """The notes' per-layer, per-sequence estimates beside the same quantities counted term by term.
+
+    FLOPs_attn ≈ 4n²d (QKᵀ + AV, dense) against 2·2·h·T²·d_k; FLOPs_MLP ≈ 16nd² (a two-matrix MLP with
+    f = 4d) against the FFN row of one layer and one sequence of ``T`` (n) tokens: 4·n·d·f for an MLP,
+    6·n·d·f for a GLU (three matrices); with no FFN the three ``mlp_`` entries are None.
+    """
+    d, ffn = a.d_model, a.block.ffn
+    rows = _ffn(a, "", 1, 1, T, "T")  # one layer, one sequence
+    return {
+        "attn_4n2d_per_layer_per_sequence": 4 * T * T * d,
+        "attn_measured_by_terms": 2 * 2 * T * T * a.heads * a.d_k,
+        "mlp_16nd2_per_layer_per_sequence": 16 * T * d * d if rows else None,
+        "mlp_by_terms": rows[0]["flops"] if rows else None,
+        "mlp_formula": FFN_FORMULAS.get(ffn),
+        "ffn": ffn,
     }
 
 
@@ -457,7 +477,7 @@ def _growth(a: ModelSpec, seq: int, batch: int, causal: bool, window: int | None
 
 def _training(a: ModelSpec, seq: int, forward_per_token: float) -> dict:
     """PaLM's training FLOPs per token, 6N + 12·L·h·d_k·T, beside 3 × our forward count."""
-    p = audit_params(a, build_module=False)
+    p = audit_params(a if a.model in WHOLE_MODELS else dataclasses.replace(a, vocab=None), build_module=False)
     # non-embedding parameters (layers, final norm) + the logit matrix, which multiplies every token
     # bert: the pooler (its "head") runs once per sequence, and there is no logit matrix
     logits = a.d_model * a.vocab if a.vocab and a.model != "bert" else 0
@@ -535,11 +555,13 @@ def _render_header(report: dict) -> list[str]:
         "bert": f"bert: {c['layers']} layer(s)",
     }.get(model, f"{c['layers']} layer(s)")
     src = f", S={c['src_seq']}" if "src_seq" in c else ""
+    f = "no FFN" if c["block"]["ffn"] == "none" else f"f={c['d_ff']}"
+    note = [f"note: {report['positions_note']}"] if "positions_note" in report else []
     return [
         f"cost of {what}, d={c['d_model']}, h={c['heads']}, "
         f"h_kv={c['kv_heads'] or c['heads']}, "
-        f"f={c['d_ff']}, T={c['seq']}{src}, B={c['batch']}, {mask}"
-        + (f", V={c['vocab']}" if c["vocab"] else ""),
+        f"{f}, T={c['seq']}{src}, B={c['batch']}, {mask}" + (f", V={c['vocab']}" if c["vocab"] else ""),
+        *note,
         "",
     ]
 
@@ -564,13 +586,23 @@ def _render_totals(report: dict) -> list[str]:
     n = report["notes_check"]
     out.append(
         f"notes, per layer and sequence: 4n²d = {_f(n['attn_4n2d_per_layer_per_sequence'])} "
-        f"(QKᵀ + AV dense: {_f(n['attn_measured_by_terms'])}); 16nd² = "
-        f"{_f(n['mlp_16nd2_per_layer_per_sequence'])} (FFN with f = {report['config']['d_ff']}: "
-        f"{_f(n['mlp_by_terms'])})"
+        f"(QKᵀ + AV dense: {_f(n['attn_measured_by_terms'])}); {_ffn_note(n, report['config']['d_ff'])}"
     )
     if "becomes" in n:
         out.append(n["becomes"])
     return out
+
+
+def _ffn_note(n: dict, d_ff: int) -> str:
+    """The notes' 16nd² beside the FFN as counted: an MLP's 4·n·d·f (16nd² when f = 4d), a GLU's
+    6·n·d·f (its third matrix), or no FFN at all."""
+    if n["mlp_by_terms"] is None:
+        return "no FFN (16nd² does not apply)"
+    kind = n["ffn"].upper()
+    counted = f"FFN with f = {d_ff}, {kind} {n['mlp_formula']}: {_f(n['mlp_by_terms'])}"
+    if n["ffn"] == "glu":
+        counted += "; the notes' 16nd² is a two-matrix MLP with f = 4d"
+    return f"16nd² = {_f(n['mlp_16nd2_per_layer_per_sequence'])} ({counted})"
 
 
 def _render_memory(report: dict) -> list[str]:

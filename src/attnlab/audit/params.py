@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from attnlab.audit.build import build, count_by_group
-from attnlab.audit.config import ModelSpec
+from attnlab.audit.config import ModelSpec, check_no_vocab
 from attnlab.audit.formula import Poly
 from attnlab.audit.render import describe, number, table
 from attnlab.audit.spec import model_spec, preset_info
@@ -82,9 +82,11 @@ def _norm(a: ModelSpec, name: str, stack: str | None) -> Row:
     return Row("norms", name, Poly.term(1, "d"), shift, stack)
 
 
-def _encoder_layer(a: ModelSpec, stack: str = "layer") -> list[Row]:
+def _encoder_layer(a: ModelSpec, stack: str = "layer", ffn_norm: str = "LN_2") -> list[Row]:
+    """Self-attention, FFN and their norms; ``ffn_norm`` names the FFN's norm as the module does
+    (``norm2`` of an encoder layer; a GPT block is a decoder layer without cross-attention: ``norm3``)."""
     ffn = _ffn(a, stack)
-    norms = [_norm(a, "LN_1", stack)] + ([_norm(a, "LN_2", stack)] if ffn else [])
+    norms = [_norm(a, "LN_1", stack)] + ([_norm(a, ffn_norm, stack)] if ffn else [])
     return [*_attention(a, stack), *ffn, *norms]
 
 
@@ -150,7 +152,7 @@ def rows_for(a: ModelSpec) -> list[Row]:
         return [
             _table("token embedding E [V, d]", "embeddings", "V", "d"),
             _positions(a, "learned positions P"),
-            *_encoder_layer(a),
+            *_encoder_layer(a, ffn_norm="LN_3"),  # blocks.i.norm1, blocks.i.norm3 (no cross-attention)
             *([_norm(a, "LN_f (final)", None)] if final else []),
             Row("head", "logits W = Eᵀ (tied: counted once)", Poly(), Poly())
             if a.tie_head
@@ -228,6 +230,7 @@ def audit_params(model="encoder-layer", *, build_module: bool = True) -> dict:
     Raises ``ValueError`` on bad sizes.
     """
     a = model_spec(model)
+    check_no_vocab(a, "parameters")
     s = sizes(a)
     rows = rows_for(a)
     out_rows = []

@@ -36,15 +36,22 @@ def bytes_text(n: int) -> str:
 
 
 def describe(cfg: dict) -> str:
-    """The model in one line: sizes, then the block's norm, FFN, activation and biases."""
-    keys = ("d_model", "heads", "kv_heads", "d_ff", "layers", "vocab", "max_len")
-    parts = [f"{k}={cfg[k]}" for k in keys if cfg.get(k) is not None]
+    """The model in one line: sizes, then the block's norm, FFN, activation and biases. Only what the
+    model reads: no ``d_ff`` or activation without an FFN, ``max_len`` only for a learned table."""
     block = cfg.get("block") or {}
+    ffn = block.get("ffn")
+    keys = ("d_model", "heads", "kv_heads", *(("d_ff",) if ffn != "none" else ()), "layers", "vocab")
+    parts = [f"{k}={cfg[k]}" for k in keys if cfg.get(k) is not None]
+    if cfg.get("max_len") is not None and block.get("positions") == "learned" and cfg.get("vocab"):
+        parts.append(f"max_len={cfg['max_len']}")  # the rows of a learned position table
     if block:
         norm = {"layer": "LayerNorm", "rms": "RMSNorm"}[block["norm"]]
         parts.append(f"{cfg['norm']}-norm {norm}")
-        ffn = {"mlp": "MLP", "glu": "GLU", "none": "no"}[block["ffn"]]
-        parts.append(f"{ffn} FFN, activation {ACTIVATION_NAMES[block['activation']]}")
+        if ffn == "none":
+            parts.append("no FFN")
+        else:
+            kind = {"mlp": "MLP", "glu": "GLU"}[ffn]
+            parts.append(f"{kind} FFN, activation {ACTIVATION_NAMES[block['activation']]}")
         biases = [b for b in ("qkv", "out", "ffn") if block[f"{b}_bias"]]
         parts.append("biases: " + ("all" if len(biases) == 3 else ", ".join(biases) or "none"))
         parts.append(f"positions {block['positions']}")

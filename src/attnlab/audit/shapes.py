@@ -7,12 +7,13 @@ forward hooks report the norms (their input is the residual sum), the FFN, embed
 steps come out in the order data flows, and :func:`render_shapes` draws them as the block diagram.
 Each step is named by its address, the one the parameters and :func:`attnlab.nn.capture` use: an
 attention step by its hook point (``blocks.0.self_attn.q``), any other by its module path
-(``blocks.0.norm1``, ``blocks.0.ffn.linear1``, ``lm_head``).
+(``blocks.0.norm1``, ``blocks.0.ffn.linear1``, ``lm_head``), except GPT's final norm, named by its hook
+point ``final_norm`` (its module is ``norm``). Norms are numbered as the modules are: a GPT block is a
+decoder layer without cross-attention, so its norms are LN_1 (``norm1``) and LN_3 (``norm3``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -20,7 +21,7 @@ from torch import nn
 
 from attnlab._checks import memory_bytes
 from attnlab.audit.build import build
-from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload
+from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, check_no_vocab, fit_positions
 from attnlab.audit.cost import audit_cost
 from attnlab.audit.spec import model_spec
 from attnlab.models.base import check_memory
@@ -114,8 +115,9 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
         raise ValueError(
             f"src_seq applies to decoder-layer and transformer (cross-attention), not {a.model!r}"
         )
-    if a.max_len < max(seq, src_seq):  # a learned position table long enough for the input
-        a = dataclasses.replace(a, max_len=max(seq, src_seq))
+    check_no_vocab(a, "shapes")
+    model_cfg = a.to_dict()  # the model's own max_len: never grown in the report
+    a, positions_note = fit_positions(a, w)  # learned positions: refused past max_len
 
     _check_fits(a, w)
     torch.manual_seed(seed)
@@ -152,7 +154,8 @@ def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, see
     shape = list(out.shape)
     return {
         "model": a.model,
-        "config": {**a.to_dict(), "seq": seq, "batch": batch, "src_seq": src_seq},
+        "config": {**model_cfg, "seq": seq, "batch": batch, "src_seq": src_seq},
+        **({"positions_note": positions_note} if positions_note else {}),
         "steps": steps,
         "layer_outputs": [shape for _, shape in layer_outputs],
         "layer_output_names": [name for name, _ in layer_outputs],
@@ -214,8 +217,9 @@ def _record(add, name: str, labels: dict[str, str], step: str, t) -> None:
 
 
 def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, layer_outputs) -> list:
-    """Forward hooks on every layer (its output) and every leaf outside attention (norms: input too)."""
-    handles = []
+    """Forward hooks on every layer (its output) and every leaf outside attention (norms: input too).
+    A norm outside the layers is named by its hook point where the model names it differently."""
+    handles, hook_names = [], _hook_names(module)
     for path, m in module.named_modules():
         if any(path == n or path.startswith(n + ".") for n in attn_names) or isinstance(m, _SKIP):
             continue
@@ -237,7 +241,9 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
             decoder = type(layer).__name__ == "DecoderLayer"
             pre, post = _norm_labels(a.norm, leaf, decoder, getattr(layer, "cross_attn", None) is not None)
         else:
-            pre, post = None, ("final LayerNorm LN_f" if leaf == "norm" else f"norm {leaf}")
+            final = {"layer": "final LayerNorm LN_f", "rms": "final RMSNorm LN_f"}[a.block.norm]
+            pre, post = None, (final if leaf == "norm" else f"norm {leaf}")
+            path = hook_names.get(id(m), path)  # GPT's final norm: module norm, hook point final_norm
         if pre:  # the norm's input: the residual sum (post-norm) or the residual stream (pre-norm)
             record_in = lambda _m, args, path=path, pre=pre: add(path, pre, args[0] if args else None)
             handles.append(m.register_forward_pre_hook(record_in))
@@ -245,6 +251,21 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
             m.register_forward_hook(lambda _m, _i, out, path=path, post=post: add(path, post, out))
         )
     return handles
+
+
+def _hook_names(module: nn.Module) -> dict[int, str]:
+    """``id(submodule) -> its hook name`` for every submodule a model names for its hook points
+    (:meth:`attnlab.nn.hooks.HookPoints._hook_children`; GPT calls its final norm ``final_norm``)."""
+    names: dict[int, str] = {}
+    todo = [(module, "")]
+    while todo:
+        parent, prefix = todo.pop()
+        children = parent._hook_children() if hasattr(parent, "_hook_children") else {}
+        for name, child in children.items():
+            if child is not None:
+                names[id(child)] = prefix + name
+                todo.append((child, f"{prefix}{name}."))
+    return names
 
 
 def _first(out):
@@ -281,12 +302,14 @@ def render_shapes(report: dict) -> str:
     The first layer of each stack is drawn step by step; every layer's output shape follows.
     """
     c = report["config"]
+    d_ff = "no FFN" if c["block"]["ffn"] == "none" else f"d_ff={c['d_ff']}"
     out = [
         f"shapes through {report['model']} (d_model={c['d_model']}, heads={c['heads']}, "
-        f"kv_heads={c['kv_heads'] or c['heads']}, d_ff={c['d_ff']}, layers={c['layers']}, "
+        f"kv_heads={c['kv_heads'] or c['heads']}, {d_ff}, layers={c['layers']}, "
         f"{c['norm']}-norm), input B={c['batch']}, T={c['seq']}"
         + (f", S={c['src_seq']}" if c.get("src_seq", c["seq"]) != c["seq"] else "")
         + "; measured by running the module with hooks",
+        *([f"note: {report['positions_note']}"] if "positions_note" in report else []),
         "",
     ]
     drawn: dict[str, str] = {}  # stack -> the one layer drawn in detail

@@ -96,4 +96,25 @@ def from_options(preset: str | None = None, given: tuple[str, ...] = (), **optio
         if given:
             raise ValueError(f"--preset {preset} fixes the model; leave out {', '.join(given)}")
         return preset
+    _check_applies(given, options.get("model", "encoder-layer"), options.get("ffn"))
     return ModelSpec.from_sizes(**options)
+
+
+# the flags that size a model's learned position table and its FFN: refused where there is none
+TABLE_MODELS = ("gpt", "bert")
+FFN_FLAGS = ("--d-ff", "--activation")
+
+
+def _check_applies(given: tuple[str, ...], model: str, ffn: str | None) -> None:
+    """Refuse a flag the user set that the model does not read: ``--max-len`` (the rows of a
+    learned position table: gpt and bert; the transformer's sinusoidal positions and a bare layer
+    have none) and ``--d-ff`` / ``--activation`` with ``--ffn none``."""
+    if "--max-len" in given and model not in TABLE_MODELS:
+        raise ValueError(
+            f"--max-len applies to models gpt and bert (the rows of their learned position table); "
+            f"{model!r} has no position table"
+        )
+    unread = [f for f in FFN_FLAGS if f in given]
+    if ffn == "none" and unread:
+        it = "them" if len(unread) > 1 else "it"
+        raise ValueError(f"{' and '.join(unread)}: --ffn none has no FFN to size; leave {it} out")

@@ -22,11 +22,12 @@ def path_kind(value: str) -> str | None:
         return None
 
 
-def text_or_file(value: str, what: str) -> str:
+def text_or_file(value: str, what: str, *, blank: bool = True) -> str:
     """``value``'s text: standard input for ``-``, a file's text (UTF-8, checked) when ``value`` names
     a file, else ``value`` itself, as typed (a file's or standard input's last newline is dropped).
     Empty text, a folder, a binary or non-UTF-8 file are a one-line :class:`BadInput` naming ``what``
-    (``"PROMPT"``, ``"--clean"``)."""
+    (``"PROMPT"``, ``"--clean"``). Whitespace is text (a GPT continues it) unless ``blank`` is False
+    (``explore``: a page of attention needs a token): then it is refused as empty, in the same words."""
     if value == "-":
         text, source = sys.stdin.read(), "standard input"
     else:
@@ -46,4 +47,7 @@ def text_or_file(value: str, what: str) -> str:
         text = text.removesuffix("\n")
     if not text:
         raise BadInput(f"{what} is empty" + (f" ({source} holds no text)" if source else ""))
+    if not blank and not text.strip():
+        held = f"{source} holds only whitespace" if source else "only whitespace"
+        raise BadInput(f"{what} is empty ({held})")
     return text

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 import click
 
 from attnlab._checks import did_you_mean
+from attnlab._io import check_out_path
 from attnlab.commands._errors import BadInput
 
 
@@ -56,14 +57,20 @@ class Positive(click.ParamType):
 
 
 class NonNegative(click.ParamType):
-    """An integer >= 0 (0 usually means "off" or "only at the end")."""
+    """An integer >= 0 (0 usually means "off" or "only at the end"), at most ``maximum`` (by default
+    2^63 - 1, the largest seed torch and NumPy take); the message states the bound it broke."""
 
     name = "N"
 
+    def __init__(self, maximum: int = 2**63 - 1):
+        self.maximum = maximum
+
     def convert(self, value, param, ctx):
         n = _as_int(value)
-        if n is not None and 0 <= n < 2**63:
+        if n is not None and 0 <= n <= self.maximum:
             return n
+        if n is not None and n > self.maximum:
+            raise BadInput(f"{_flag(param)} must be at most {self.maximum:,}, got {n:,}")
         raise BadInput(
             f"{_flag(param)} must be an integer >= 0, got {value if n is not None else repr(value)}"
         )
@@ -123,6 +130,50 @@ class PositiveNumber(click.ParamType):
 Registry = Iterable[str] | Callable[[], Iterable[str]] | str
 
 
+def _names(reg: Registry) -> tuple[str, ...]:
+    """A registry's names: a tuple or dict, a function returning one, or ``"module:NAME"`` (imported
+    only now, so a command's module stays light)."""
+    if isinstance(reg, str):
+        module, _, attr = reg.partition(":")
+        reg = getattr(importlib.import_module(module), attr)
+    if callable(reg):
+        reg = reg()
+    return tuple(reg)
+
+
+class OutFile(click.ParamType):
+    """A file a command writes (``explore --out``, ``--heatmap``), checked when the command line is
+    read, before any work: not ``-`` (these commands write files, never standard output) nor a
+    device or pipe, a name that can be written (:func:`attnlab._io.check_out_path`: its folder
+    exists or can be made, and is writable), and, given ``formats`` (a registry, as :func:`choice`
+    takes), an extension among them (a name without one gets the first)."""
+
+    name = "FILE"
+
+    def __init__(self, formats: Registry | None = None):
+        self._formats = formats
+
+    def convert(self, value, param, ctx):
+        flag = _flag(param)
+        if str(value).strip() == "-":
+            raise BadInput(f"{flag} writes a file, not standard output: give a file name, not '-'")
+        try:
+            path = check_out_path(value, flag, folder=False)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        if path.exists() and not path.is_file():  # /dev/null, a pipe: the write would replace it
+            raise BadInput(f"{flag} {value} exists and is not a regular file; give a file name")
+        if self._formats is not None:
+            formats = _names(self._formats)
+            ext = path.suffix.lstrip(".").lower()
+            if ext and ext not in formats:
+                raise BadInput(
+                    f"{flag} {value}: matplotlib cannot write .{ext} files; end the name with one of "
+                    f"{', '.join('.' + f for f in formats)}{did_you_mean(ext, formats)}"
+                )
+        return str(value)
+
+
 class Choice(click.ParamType):
     """One of a registry's names. The registry is a tuple or dict, a function returning one, or
     ``"module:NAME"`` (imported when the choice is first checked or listed, so a command's module
@@ -135,13 +186,7 @@ class Choice(click.ParamType):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        reg = self._registry
-        if isinstance(reg, str):
-            module, _, attr = reg.partition(":")
-            reg = getattr(importlib.import_module(module), attr)
-        if callable(reg):  # a function returning the choices (directly or named "module:NAME")
-            reg = reg()
-        return tuple(reg)
+        return _names(self._registry)
 
     def get_metavar(self, param, ctx=None) -> str:
         return "[" + "|".join(self.choices) + "]"

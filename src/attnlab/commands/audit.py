@@ -114,6 +114,31 @@ def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, 
     return from_options(preset, given, **sizes)
 
 
+def _given(ctx: click.Context, names) -> tuple[str, ...]:
+    """The flags among parameters ``names`` that the user typed, as typed (``--config`` for hf_config)."""
+    return tuple(
+        p.opts[0]
+        for p in ctx.command.params
+        if p.name in names and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE
+    )
+
+
+def _check_peak_flags(ctx: click.Context, tokens_per_s, flops_per_token, model_flags) -> None:
+    """Refuse what peak would not read: without ``--mfu`` the FLOPs per token, ``--seq`` and the model;
+    with ``--flops-per-token`` the model and ``--seq``, which only size the FLOPs it replaces."""
+    sizing = ("preset", "seq", *model_flags)
+    if tokens_per_s is None:
+        unread = _given(ctx, ("flops_per_token", *sizing))
+        if unread:
+            raise BadInput(
+                f"{', '.join(unread)}: only --mfu TOKENS_PER_S reads {'them' if len(unread) > 1 else 'it'} "
+                "(model-FLOPs utilisation); without it peak measures the machine alone"
+            )
+    elif flops_per_token is not None and _given(ctx, sizing):
+        unread = ", ".join(_given(ctx, sizing))
+        raise BadInput(f"--flops-per-token replaces the FLOPs of the sized model; leave out {unread}")
+
+
 def _emit(report: dict, as_json: bool, render) -> None:
     click.echo(dumps_json(report, indent=2, ensure_ascii=False) if as_json else render(report))
 
@@ -297,6 +322,7 @@ def peak(ctx, as_json, preset, seconds, tokens_per_s, seq, flops_per_token, dtyp
     from attnlab.audit.peak import measure_peak, mfu, render_peak
     from attnlab.audit.spec import model_spec
 
+    _check_peak_flags(ctx, tokens_per_s, flops_per_token, tuple(flags))
     source = "given with --flops-per-token"
     if tokens_per_s is not None and flops_per_token is None:
         spec = model_spec(_spec(ctx, preset, as_json, max_len=seq, **flags))

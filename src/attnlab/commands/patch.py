@@ -9,10 +9,19 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._text import text_or_file as read_text  # (heads imports it from here)
-from attnlab.commands._types import SEED, Positive, choice
+from attnlab.commands._types import SEED, OutFile, Positive, choice
 
 MODEL = dict(metavar="MODEL")
 MODEL_HELP = "a Hugging Face decoder folder (GPT-2, Llama, Mistral, Qwen2), or a GPT attnlab trained or saved"
+HEATMAP = OutFile("attnlab.viz.grids:FORMATS")  # the path and its format checked before the model runs
+
+
+def heatmap_help(what: str) -> str:
+    """``--heatmap``'s help: ``what`` is drawn; the formats are matplotlib's (:data:`FORMATS`)."""
+    return (
+        f"Also write {what} as a picture to FILE, after the tables; its extension picks the format "
+        "(png, svg, pdf, ...: any matplotlib writes by itself). Checked before the model runs."
+    )
 
 
 def load_decoder(source: str, *, text: bool):
@@ -39,6 +48,20 @@ def one_token(tok, text: str, option: str) -> int:
             f"{option} {text!r} is {len(ids)} tokens ({pieces}); give one token (a leading space counts)"
         )
     return ids[0]
+
+
+def target_and_wrong(tok, target: str, wrong: str | None) -> tuple[int, int | None]:
+    """The ids of ``--target`` and ``--wrong`` (None without it), each one token; a warning when they
+    are the same token, whose logit difference (and every share of it) is 0 whatever the model does."""
+    t_id = one_token(tok, target, "--target")
+    w_id = None if wrong is None else one_token(tok, wrong, "--wrong")
+    if w_id == t_id:
+        click.echo(
+            f"Warning: --target {target!r} and --wrong {wrong!r} are the same token "
+            f"({tok.token(t_id)!r}): logit(target) - logit(wrong) is 0 in every run and every part",
+            err=True,
+        )
+    return t_id, w_id
 
 
 def encode(loaded, text: str):
@@ -87,7 +110,7 @@ PATCH_HELP = (
     show_default=True,
     help="Which residual-stream point of each block to restore.",
 )
-@click.option("--heatmap", "heatmap_path", type=click.Path(dir_okay=False), help="Write both grids as a PNG.")
+@click.option("--heatmap", "heatmap_path", type=HEATMAP, help=heatmap_help("both grids"))
 @click.option("--json", "as_json", is_flag=True, help="Print the metric of every patched run as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress, only the tables.")
 @usage_errors
@@ -99,10 +122,10 @@ def patch(model, clean, corrupt, target, wrong, point, heatmap_path, as_json, qu
     tok = loaded.tokenizer
     clean_ids = encode(loaded, read_text(clean, "--clean"))
     corrupt_ids = encode(loaded, read_text(corrupt, "--corrupt"))
-    t_id = one_token(tok, target, "--target")
-    w_id = None if wrong is None else one_token(tok, wrong, "--wrong")
-    layers = len(loaded.model.blocks)
-    with progress(total=2 * layers, desc="patching", unit="layer", quiet=quiet or as_json) as bar:
+    t_id, w_id = target_and_wrong(tok, target, wrong)
+    # one step per hook point patched: each layer's residual point, then each layer's heads (z)
+    points = 2 * len(loaded.model.blocks)
+    with progress(total=points, desc="patching", unit="hook point", quiet=quiet or as_json) as bar:
         result = activation_patching(
             loaded.model,
             clean_ids,
@@ -130,54 +153,51 @@ def small_gap_warning(clean: float, corrupt: float, metric: str) -> str | None:
     )
 
 
+def save_heatmap(path: str, panels: list[tuple], title: str, *, say: bool) -> None:
+    """Draw ``panels`` (:func:`attnlab.viz.grids.grids_figure`'s ``(title, grid [R, C], rows, cols,
+    x_label, y_label)``) into ``path`` once the analysis is printed. A picture that cannot be written
+    after all (a full disk, a folder gone since the check) is one ``Error:`` line naming --heatmap and
+    ``path`` (never the temporary file written first) and exit status 1: the printed analysis stands."""
+    from attnlab.viz.grids import grids_figure
+
+    try:
+        grids_figure(panels, path, title=title)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        click.echo(f"Error: --heatmap {path}: the picture could not be written ({reason})", err=True)
+        raise click.exceptions.Exit(1) from None
+    if say:
+        click.echo(f"\nheatmap: {path}")
+
+
 def _report_patch(loaded, result, metric: str, heatmap_path, as_json: bool) -> None:
-    normalise = abs(result.clean - result.corrupt) >= 1e-6
+    """Print ``result`` (a :class:`attnlab.interp.patching.Patching`: ``resid [L, T]``, ``heads [L, h]``)
+    as JSON or two tables, then draw both grids into ``heatmap_path`` if given."""
     warning = small_gap_warning(result.clean, result.corrupt, metric)
     if warning:
         click.echo(f"Warning: {warning}", err=True)
-    resid = result.recovered(result.resid) if normalise else result.resid
-    heads = result.recovered(result.heads) if normalise else result.heads
+    normalise = not result.tied
+    resid = result.recovered(result.resid) if normalise else result.resid  # [L, T]
+    heads = result.recovered(result.heads) if normalise else result.heads  # [L, h]
     what = "recovered" if normalise else f"{metric} (clean and corrupt tie: not normalised)"
-    if heatmap_path:
-        from attnlab.viz.grids import grids_figure
-
-        layers = list(range(len(resid)))
-        grids_figure(
-            [
-                (
-                    f"{result.point} restored at one position",
-                    resid,
-                    layers,
-                    result.tokens,
-                    "position",
-                    "layer",
-                ),
-                ("one head's output restored", heads, layers, list(range(heads.shape[1])), "head", "layer"),
-            ],
-            heatmap_path,
-            title=f"{loaded.label}: {what}",
-        )
     if as_json:
         click.echo(dumps_json({"model": loaded.label, "metric": metric, **result.to_json()}))
-        return
-    click.echo(f"{loaded.label}\nmetric: {metric} at the last position")
-    click.echo(f"clean {result.clean:.3f}, corrupt {result.corrupt:.3f}; cells: {what}\n")
-    cols = [f"{p}:{t.strip() or repr(t)}" for p, t in enumerate(result.tokens)]
-    rows = range(len(resid))
-    click.echo(
-        "\n".join(
-            grid_lines(f"{result.point} restored at one position (layer x position)", resid, rows, cols)
-        )
-    )
-    click.echo("")
-    heads_cols = list(range(heads.shape[1]))
-    click.echo(
-        "\n".join(
-            grid_lines("one head's output restored at every position (layer x head)", heads, rows, heads_cols)
-        )
-    )
+    else:
+        click.echo(f"{loaded.label}\nmetric: {metric} at the last position")
+        click.echo(f"clean {result.clean:.3f}, corrupt {result.corrupt:.3f}; cells: {what}\n")
+        cols = [f"{p}:{t.strip() or repr(t)}" for p, t in enumerate(result.tokens)]
+        rows = range(len(resid))
+        title = f"{result.point} restored at one position (layer x position)"
+        click.echo("\n".join(grid_lines(title, resid, rows, cols)) + "\n")
+        title = "one head's output restored at every position (layer x head)"
+        click.echo("\n".join(grid_lines(title, heads, rows, list(range(heads.shape[1])))))
     if heatmap_path:
-        click.echo(f"\nheatmap: {heatmap_path}")
+        layers = list(range(len(resid)))
+        panels = [
+            (f"{result.point} restored at one position", resid, layers, result.tokens, "position", "layer"),
+            ("one head's output restored", heads, layers, list(range(heads.shape[1])), "head", "layer"),
+        ]
+        save_heatmap(heatmap_path, panels, f"{loaded.label}: {what}", say=not as_json)
 
 
 ATTRIBUTE_HELP = (
@@ -196,9 +216,7 @@ ATTRIBUTE_HELP = (
 @click.option("--target", required=True, help="The token whose logit at the last position is attributed.")
 @click.option("--wrong", default=None, help="Attribute logit(target) - logit(wrong) instead.")
 @click.option("--top", type=Positive(10_000), default=12, show_default=True, help="Parts to list.")
-@click.option(
-    "--heatmap", "heatmap_path", type=click.Path(dir_okay=False), help="Write the heads' grid as a PNG."
-)
+@click.option("--heatmap", "heatmap_path", type=HEATMAP, help=heatmap_help("the heads' grid"))
 @click.option(
     "--json", "as_json", is_flag=True, help="Print every part, the heads' grid and the accumulated stream."
 )
@@ -209,26 +227,28 @@ def attribute(model, text, target, wrong, top, heatmap_path, as_json) -> None:
     loaded = load_decoder(model, text=True)
     tok = loaded.tokenizer
     ids = encode(loaded, read_text(text, "TEXT"))
-    t_id = one_token(tok, target, "--target")
-    w_id = None if wrong is None else one_token(tok, wrong, "--wrong")
+    t_id, w_id = target_and_wrong(tok, target, wrong)
     attr = logit_attribution(loaded.model, ids, t_id, w_id)
-    acc_labels, acc = accumulated_attribution(loaded.model, ids, t_id, w_id)
-    heads = attr.heads()[:, :, 0]  # [L, h]
+    accumulated = accumulated_attribution(loaded.model, ids, t_id, w_id)  # (labels, [S, 1])
     metric = _metric_name(tok, t_id, w_id)
+    _report_attribution(loaded, tok.tokens(ids[0].tolist()), metric, attr, accumulated, top, as_json)
     if heatmap_path:
-        from attnlab.viz.grids import grids_figure
-
+        heads = attr.heads()[:, :, 0]  # [L, h]
         rows, cols = list(range(heads.shape[0])), list(range(heads.shape[1]))
-        grids_figure(
-            [("direct logit attribution", heads, rows, cols, "head", "layer")],
-            heatmap_path,
-            title=f"{loaded.label}: {metric}",
-        )
+        panels = [("direct logit attribution", heads, rows, cols, "head", "layer")]
+        save_heatmap(heatmap_path, panels, f"{loaded.label}: {metric}", say=not as_json)
+
+
+def _report_attribution(loaded, tokens, metric: str, attr, accumulated, top: int, as_json: bool) -> None:
+    """Print ``attr`` (parts ``values [P, 1]``, heads ``[L, h, 1]``) and the ``accumulated`` stream
+    ``(labels, values [S, 1])`` as JSON or as tables (the ``top`` largest parts)."""
+    acc_labels, acc = accumulated
+    heads = attr.heads()[:, :, 0]  # [L, h]
     if as_json:
         data = {
             "model": loaded.label,
             "metric": metric,
-            "tokens": tok.tokens(ids[0].tolist()),
+            "tokens": tokens,
             "logit": round(float(attr.logit[0]), 5),
             "sum": round(float(attr.values[:, 0].sum()), 5),
             "parts": {lab: round(float(v), 5) for lab, v in zip(attr.labels, attr.values[:, 0])},
@@ -250,8 +270,6 @@ def attribute(model, text, target, wrong, top, heatmap_path, as_json) -> None:
     )
     click.echo("\naccumulated residual stream through the frozen final norm:")
     click.echo("  " + "  ".join(f"{lab} {float(v):+.3f}" for lab, v in zip(acc_labels, acc[:, 0])))
-    if heatmap_path:
-        click.echo(f"\nheatmap: {heatmap_path}")
 
 
 def _head(value: str) -> tuple[int, int]:
@@ -288,7 +306,8 @@ COMPOSE_HELP = (
     "--length",
     type=Positive(10_000),
     default=None,
-    help="L of the [BOS, r, r] probes (default: what fits, at most 20).",
+    help="L of the [BOS, r, r] probes, at least 2 (default: the most the model's context and "
+    "vocabulary fit, at most 20).",
 )
 @click.option("--batch", type=Positive(10_000), default=16, show_default=True, help="Probes to average over.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the probes.")
@@ -297,11 +316,13 @@ COMPOSE_HELP = (
 )
 @usage_errors
 def compose(model, receiver, length, batch, seed, as_json) -> None:
-    from attnlab.interp.composition import circuit_report
+    from attnlab.interp.composition import circuit_report, probe_length
     from attnlab.interp.scan import probe_bos
 
     loaded = load_decoder(model, text=False)
     head = None if receiver is None else _head(receiver)
+    c = loaded.model.config  # the probes must fit its positions and vocabulary: checked before any work
+    length = probe_length(length, c.max_len, c.vocab_size, name="--length")
     bos = probe_bos(loaded)
     report = circuit_report(loaded.model, receiver=head, length=length, batch=batch, seed=seed, bos=bos)
     if as_json:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from attnlab._io import dumps_json
-from attnlab.commands._errors import usage_errors
+from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._text import text_or_file
-from attnlab.commands._types import RATE, choice, device_option
+from attnlab.commands._types import RATE, OutFile, choice, device_option
 
 
 @click.command()
@@ -101,8 +103,12 @@ def _plain(x):
     "out_path",
     default="explorer.html",
     show_default=True,
-    type=click.Path(dir_okay=False),
-    help="The HTML page to write.",
+    type=OutFile(),
+    help="The HTML page to write (a file: '-' is refused). A file that is not an attnlab explorer page "
+    "is kept unless --overwrite.",
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace the --out file even if it is not an attnlab explorer page."
 )
 @click.option(
     "--min-weight", default=0.01, show_default=True, type=RATE, help="Lightest edge drawn as a line."
@@ -112,14 +118,26 @@ def _plain(x):
     "--json", "as_json", is_flag=True, help="Print what was written (path, size, model, each view's tokens)."
 )
 @usage_errors
-def explore(sentence: str, model: str, out_path: str, min_weight: float, device: str, as_json: bool) -> None:
+def explore(
+    sentence: str, model: str, out_path: str, overwrite: bool, min_weight: float, device: str, as_json: bool
+) -> None:
     """Write ONE self-contained HTML page exploring MODEL's attention on SENTENCE (a text, a FILE, or -
-    for standard input)."""
-    from attnlab._io import check_out_path
-    from attnlab.viz.explorer import explore as explore_page
+    for standard input; whitespace alone is refused)."""
+    from attnlab.viz import explorer
 
-    check_out_path(out_path, "--out", folder=False)  # before the model runs
-    page = explore_page(text_or_file(sentence, "SENTENCE"), model, min_weight=min_weight, device=device)
+    # --out is checked (writable, not '-') as it is read; what it holds, before the model runs
+    if (
+        not overwrite
+        and os.path.isfile(out_path)
+        and os.path.getsize(out_path)
+        and not explorer.is_explorer_page(out_path)
+    ):
+        raise BadInput(
+            f"--out {out_path} exists and is not an attnlab explorer page; it would be replaced: "
+            "choose another name, or pass --overwrite"
+        )
+    text = text_or_file(sentence, "SENTENCE", blank=False)
+    page = explorer.explore(text, model, min_weight=min_weight, device=device)
     path = page.save(out_path)
     if as_json:
         views = [

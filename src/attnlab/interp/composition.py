@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab._checks import choice
+from attnlab._checks import choice, positive_int
 from attnlab.interp.ablation import parse_head, refuse_pruned
 from attnlab.interp.attribution import check_decoder, check_ids, logits_of
 from attnlab.interp.detectors import head_score, score_heads
@@ -194,11 +194,59 @@ def path_ablation(model, ids: Tensor, sender: tuple[int, int], receiver: tuple[i
     return cache[WEIGHTS.format(l=lr)][:, hr], logits
 
 
+MIN_LENGTH = 2  # L = 1 leaves no repeat to score: the loss reads the second copy from its 2nd token
+
+
+def probe_length(length: int | None, max_len: int, vocab_size: int, name: str = "length") -> int:
+    """The ``L`` of ``[BOS, r_1..r_L, r_1..r_L]`` probes for a model of ``max_len`` positions and
+    ``vocab_size`` ids: ``length`` checked (``name`` is how the caller calls it, e.g. ``--length``),
+    or by default the largest that fits, at most 20. ``2 <= L``: with one token there is no repeat to
+    score; ``1 + 2 L <= max_len``; ``L <= vocab_size - 1`` distinct ids besides BOS. A model too
+    short (or a vocabulary too small) for ``L = 2`` is a ``ValueError`` that says so."""
+    if length is not None:
+        positive_int(name, length)
+    limit = min((max_len - 1) // 2, vocab_size - 1)  # the longest probe the model can read
+    if limit < MIN_LENGTH:
+        short = (
+            f"reads at most {max_len} positions"
+            if (max_len - 1) // 2 < MIN_LENGTH
+            else f"has {vocab_size} token ids"
+        )
+        raise ValueError(
+            ("" if length is None else f"{name} {length}: ")
+            + f"the model {short}, too few for a [BOS, r_1..r_L, r_1..r_L] probe with a repeat to "
+            f"score, which needs L >= {MIN_LENGTH} ({1 + 2 * MIN_LENGTH} positions, "
+            f"{MIN_LENGTH + 1} token ids)"
+        )
+    if length is None:
+        return min(20, limit)
+    if length < MIN_LENGTH:
+        raise ValueError(
+            f"{name} {length} leaves no repeat to score (the loss reads the second copy from its "
+            f"second token on): give {name} from {MIN_LENGTH} to {limit}, this model's limit"
+        )
+    if 1 + 2 * length > max_len:
+        raise ValueError(
+            f"{name} {length} needs 1 + 2*{length} = {1 + 2 * length} positions; the model reads at "
+            f"most {max_len}: give {name} from {MIN_LENGTH} to {limit}"
+        )
+    if length > vocab_size - 1:
+        raise ValueError(
+            f"{name} {length} needs {length} distinct ids besides BOS; the vocabulary has {vocab_size}: "
+            f"give {name} from {MIN_LENGTH} to {limit}"
+        )
+    return length
+
+
 def repeat_loss(logits: Tensor, probe: Tensor) -> Tensor:
     """Mean next-token loss on the predictable half of ``[BOS, r_1..r_L, r_1..r_L]`` probes (the
     second copy from its second token on: only an induction circuit predicts it): ``logits
-    [B, 1 + 2L, V]``, ``probe [B, 1 + 2L]`` -> a scalar."""
+    [B, 1 + 2L, V]``, ``probe [B, 1 + 2L]`` -> a scalar. ``L >= 2`` (else no token is predictable)."""
     length = (probe.shape[1] - 1) // 2
+    if length < MIN_LENGTH:
+        raise ValueError(
+            f"probe [B, {probe.shape[1]}] has L = {length}: a repeat loss needs L >= {MIN_LENGTH}"
+        )
     t = torch.arange(length + 1, 2 * length)  # input positions whose next token is a predictable repeat
     return F.cross_entropy(logits[:, t].flatten(0, 1), probe[:, t + 1].flatten())
 
@@ -294,6 +342,9 @@ class CircuitReport:
         return out
 
     def to_json(self) -> dict:
+        """The grids ``[L, h, L, h]`` as nested lists and the path ablations; every head is named
+        ``"layer.head"`` (the receiver's layer and head also as integers)."""
+
         def rounded(t: Tensor):
             return [[[[round(float(v), 4) for v in c] for c in b] for b in a] for a in t]
 
@@ -301,7 +352,9 @@ class CircuitReport:
         return {
             "scores": {k: rounded(v) for k, v in self.scores.items()},
             "baseline": round(self.baseline, 4),
-            "receiver": list(p.receiver),
+            "receiver": f"{p.receiver[0]}.{p.receiver[1]}",
+            "receiver_layer": p.receiver[0],
+            "receiver_head": p.receiver[1],
             "detector": p.detector,
             "score": round(p.score, 4),
             "loss": round(p.loss, 4),
@@ -324,16 +377,12 @@ def circuit_report(
 ) -> CircuitReport:
     """Composition scores of ``model`` and :func:`path_scores` into ``receiver`` (default: the head
     of layer >= 1 with the best induction score) on ``batch`` probes ``[bos, r_1..r_L, r_1..r_L]``
-    (``L`` default ``min(20, (max_len - 1) // 2)``)."""
+    (``L``: :func:`probe_length`, by default the largest that fits, at most 20)."""
     check_decoder(model)
     if len(model.blocks) < 2:
         raise ValueError("composition needs at least two layers: this model has one")
     c = model.config
-    length = min(20, (c.max_len - 1) // 2) if length is None else length
-    if 1 + 2 * length > c.max_len:
-        raise ValueError(
-            f"probes of length {length} need {1 + 2 * length} positions; the model reads {c.max_len}"
-        )
+    length = probe_length(length, c.max_len, c.vocab_size)
     probe = repeated_tokens(batch, length, c.vocab_size, bos=bos, seed=seed)  # [B, 1 + 2L]
     if receiver is None:
         with capture(model, ["blocks.*.self_attn.weights"]) as cache:

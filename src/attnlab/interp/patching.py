@@ -34,6 +34,7 @@ POINTS = ("resid_pre", "resid_mid", "resid_post")
 RESID = "blocks.{l}.{point}"  # [B, T, d_model]
 Z = "blocks.{l}.self_attn.z"  # [B, T, h, d_k]
 ROW_BUDGET = 2**24  # logits entries per batched forward (rows x T x V): chunks keep memory flat
+TIE = 1e-6  # |clean - corrupt| below this: the two runs tie, and no share can be recovered
 
 Metric = Callable[[Tensor], Tensor]  # logits [B, T, V] -> [B]
 
@@ -163,24 +164,35 @@ class Patching:
     resid: Tensor
     heads: Tensor
 
+    @property
+    def tied(self) -> bool:
+        """Whether the clean and corrupted runs give the same metric (within :data:`TIE`)."""
+        return abs(self.clean - self.corrupt) < TIE
+
     def recovered(self, grid: Tensor) -> Tensor:
         """``(grid - corrupt) / (clean - corrupt)``; a ``ValueError`` when the two runs tie."""
-        gap = self.clean - self.corrupt
-        if abs(gap) < 1e-6:
+        if self.tied:
             raise ValueError(
                 f"the clean and corrupted runs give the same metric ({self.clean:.4g}): nothing to recover"
             )
-        return (grid - self.corrupt) / gap
+        return (grid - self.corrupt) / (self.clean - self.corrupt)
 
     def to_json(self) -> dict:
+        """The same keys every time: ``resid [L, T]``, ``heads [L, h]``, their ``*_recovered`` shares
+        (None when the runs tie) and ``tie`` (None, or why they are None)."""
         data = {"tokens": self.tokens, "point": self.point, "clean": self.clean, "corrupt": self.corrupt}
         for name in ("resid", "heads"):
             grid = getattr(self, name)
             data[name] = [[round(float(v), 5) for v in row] for row in grid]
-            if abs(self.clean - self.corrupt) >= 1e-6:
-                data[f"{name}_recovered"] = [
-                    [round(float(v), 4) for v in row] for row in self.recovered(grid)
-                ]
+            data[f"{name}_recovered"] = (
+                None if self.tied else [[round(float(v), 4) for v in row] for row in self.recovered(grid)]
+            )
+        data["tie"] = (
+            f"clean and corrupt give the same metric ({self.clean:.4g}; they differ by less than "
+            f"{TIE:g}): (patched - corrupt) / (clean - corrupt) divides by 0"
+            if self.tied
+            else None
+        )
         return data
 
 

@@ -66,10 +66,13 @@ class Loaded:
 
 
 def _sizes(model: nn.Module) -> str:
+    """``"2 layers x 1 head"``: the model's layers and heads (singular for one), else its class name."""
     c = getattr(model, "config", None)
     layers = getattr(c, "num_layers", None)
     heads = getattr(c, "num_heads", None)
-    return f"{layers} layers x {heads} heads" if layers and heads else type(model).__name__
+    if not (layers and heads):
+        return type(model).__name__
+    return f"{layers} layer{'s' * (layers != 1)} x {heads} head{'s' * (heads != 1)}"
 
 
 def _pretrained(name: str) -> Loaded:

@@ -450,6 +450,19 @@ class Explorer:
         )
 
 
+PAGE_MARK = b"<title>attnlab attention explorer</title>"  # the template's: in every page written
+
+
+def is_explorer_page(path: str | Path) -> bool:
+    """Whether the file at ``path`` is a page :meth:`Explorer.save` wrote (the template's title in
+    its first 4 KiB): one ``attnlab explore`` may replace without asking, unlike any other file."""
+    try:
+        with open(path, "rb") as f:
+            return PAGE_MARK in f.read(4096)
+    except OSError:
+        return False
+
+
 def explore(
     sentence: str, model: str | Path = "minilm", *, min_weight: float = MIN_WEIGHT, device: str = "cpu"
 ) -> Explorer:

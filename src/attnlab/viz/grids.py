@@ -17,10 +17,14 @@ matplotlib.use("Agg")  # files only; never needs a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 
 from attnlab.viz.legends import save_figure  # noqa: E402
 
 LABELS_MAX = 40  # more tick labels than this on an axis: every k-th only
+# the file formats a grid can be written in (the path's extension; none: png): every one matplotlib
+# writes by itself; pgf is left out, as it runs a LaTeX install to measure the text
+FORMATS = ("png", *sorted(set(FigureCanvasBase.get_supported_filetypes()) - {"png", "pgf"}))
 
 
 def _ticks(ax, axis: str, labels: Sequence[str]) -> None:

@@ -101,4 +101,4 @@ def test_every_command_runs_on_the_folder(causal_name, hf_dirs, tmp_path):
     assert [r["fraction"] for r in rows] == pytest.approx([i / 10 for i in range(10)])
     assert rows[0]["params"] > rows[-1]["params"] and rows[0]["loss"] == pruned["random_order"][0]["loss"]
     composed = _run("compose", path, "--length", 4, "--batch", 2, "--json")
-    assert composed["receiver"][0] >= 1 and 0 < composed["baseline"] < 1
+    assert composed["receiver_layer"] >= 1 and 0 < composed["baseline"] < 1
