@@ -34,6 +34,7 @@ from attnlab.interp.sequences import repeated_tokens
 from attnlab.models.load import Loaded, load
 from attnlab.nn.hooks import capture
 from attnlab.tasks import BOS
+from attnlab.tasks.tokenize import check_reads_something
 
 FIRST_WORDPIECE = 1000  # MiniLM's first probe id (_probe_ids): below are [PAD], [unused*], [CLS], ..., '!'
 PLACEHOLDER = re.compile(r"\[[^\[\]\s]+\]|<[^<>\s]+>")  # [unused0], [PAD], <unk>: no text's word piece
@@ -141,6 +142,7 @@ def scan_text(
             f"{loaded.source} has no tokenizer (no tokenizer.json), so it cannot read a text: {ON_REPEAT}"
         )
     limit = loaded.model.config.max_len
+    check_reads_something(tok, text)
     row, total = _text_ids(tok, text, limit)
     if not row:
         raise ValueError(f"the text is 0 tokens; the model reads 1 to {limit}")

@@ -146,6 +146,16 @@ def describe_unknown(missing: list[str]) -> str:
     return "; ".join(said)
 
 
+def check_reads_something(tok: Tokenizer, text: str, what: str = "the text") -> None:
+    """A ``ValueError`` when ``text`` holds characters but ``tok`` reads none of them (each dropped by
+    its normaliser: combining accents, zero-width spaces, ...): its ids would be special tokens only."""
+    if text.strip() and not any(end > start for start, end in tok.offsets(text)):
+        raise ValueError(
+            f"{what} holds nothing the tokenizer reads: it drops every character "
+            f"({describe_unknown(tok.unknown(text))})"
+        )
+
+
 class HFTokenizer(Tokenizer):
     """A ``tokenizers.Tokenizer`` (a ``tokenizer.json``) behind the interface; ``.backend`` is it."""
 

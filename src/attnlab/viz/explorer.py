@@ -32,7 +32,7 @@ from attnlab.interp.badges import badges
 from attnlab.interp.read import attention_maps, cross_stacks
 from attnlab.models.load import load
 from attnlab.tasks import BOS, EOS, SEP, get_task
-from attnlab.tasks.tokenize import HFTokenizer
+from attnlab.tasks.tokenize import HFTokenizer, check_reads_something
 from attnlab.training.evaluate import predict
 
 ASSETS = Path(__file__).with_name("explorer")
@@ -211,6 +211,7 @@ def _text_views(sentence: str, loaded) -> tuple[list[AttentionView], str]:
         # a sentence-embedding tokenizer truncates (MiniLM: 256); the explorer shows every token up
         # to the model's position limit and refuses longer input instead of cutting it
         tok.backend.no_truncation()
+    check_reads_something(tok, sentence, "the sentence")
     ids = tok.encode(sentence)  # characters it maps to <unk> are named in one warning
     max_len = getattr(getattr(loaded.model, "config", None), "max_len", None)
     if max_len is not None and len(ids) > max_len:

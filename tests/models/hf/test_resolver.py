@@ -122,3 +122,18 @@ def test_characters_a_normaliser_drops_are_said_dropped_not_unk():
         "tokenizer cannot represent: '\u0301' (U+0301), '\\u200b' (U+200B); encoded as nothing (dropped)"
     ]
     assert tok.unknown("e\u0301 a\u200b \U0001f99c") == ["🦜", "\u0301", "\u200b"]
+
+
+def test_a_text_of_characters_the_tokenizer_drops_is_refused_not_read_as_nothing():
+    from attnlab.interp.scan import scan_text
+    from attnlab.tasks.tokenize import check_reads_something
+    from attnlab.viz.explorer import attention_views
+
+    tok = load("minilm").tokenizer
+    check_reads_something(tok, "e\u0301")  # an 'e' is read: no error
+    check_reads_something(tok, "")  # empty text is the caller's to refuse (it says so in its words)
+    gone = "\u0301\u200b"  # the tokenizer keeps [CLS] [SEP] only
+    assert tok.tokens(tok.encode(gone, strict=False)) == ["[CLS]", "[SEP]"]
+    for run in (lambda: attention_views(gone, "minilm"), lambda: scan_text(gone, "minilm")):
+        with pytest.raises(ValueError, match="holds nothing the tokenizer reads: it drops every character"):
+            run()
