@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnlab import ref
+from attnlab.nn import LayerNorm, capture
 
 
 @pytest.mark.parametrize("big", [1e308, 1.7e308, 1e200])
@@ -21,6 +22,21 @@ def test_layer_norm_of_huge_rows_equals_the_scaled_oracle(big):
     )
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, want.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,big", [(np.float64, 1e200), (np.float64, 7e300), (np.float32, 3e19)])
+@pytest.mark.parametrize("d", [3, 4])
+def test_a_constant_row_normalises_to_beta_at_any_size(dtype, big, d):
+    # x - mu = 0, and eps / s^2 underflows for a huge row: the quotient was 0/0 (NaN)
+    beta = np.linspace(-1, 1, d).astype(dtype)
+    got = ref.layer_norm(np.full((2, d), big, dtype=dtype), np.full(d, 3.0, dtype=dtype), beta)
+    assert got.dtype == dtype and np.array_equal(got, np.stack([beta, beta]))
+    ln = LayerNorm(d)
+    with torch.no_grad():
+        ln.bias.copy_(torch.from_numpy(beta.astype(np.float32)))
+        assert torch.equal(ln(torch.full((2, d), 3e19)), torch.stack([ln.bias, ln.bias]))
+        with capture(ln, ["scale"]):  # the written-out (hooked) path too
+            assert torch.equal(ln(torch.full((1, d), 3e19)), ln.bias[None])
 
 
 def test_rms_norm_of_huge_rows_and_small_rows():

@@ -72,6 +72,11 @@ def _check_eps(owner: str, eps) -> float:
 NORM_POINTS = {"scale": "[B, T, 1]"}
 
 
+def _constant_rows(x: torch.Tensor) -> torch.Tensor:
+    """``[..., 1]`` bool: the rows of ``x [..., d]`` whose entries are all equal (centred, they are 0)."""
+    return x.amax(dim=-1, keepdim=True) == x.amin(dim=-1, keepdim=True)
+
+
 def _scale_hooked(norm, x: torch.Tensor, centre: bool) -> torch.Tensor:
     """The norm written out so that its ``scale`` point can be read or replaced: ``x [..., d]`` ->
     ``(x - mu) * scale * g (+ b)`` with ``scale = 1 / sqrt(var + eps)`` (``mu = 0``, mean of squares
@@ -82,6 +87,8 @@ def _scale_hooked(norm, x: torch.Tensor, centre: bool) -> torch.Tensor:
     scale = torch.rsqrt(xs.pow(2).mean(dim=-1, keepdim=True) + norm.eps / (s * s)) / s  # [..., 1]
     scale = norm._at("scale", scale.to(x.dtype))
     y = (xs * s).to(x.dtype) * scale  # [..., d]
+    if centre:
+        y = torch.where(_constant_rows(x), 0.0, y)  # a huge constant row: 0 * inf -> the 0 it is
     if norm.weight is not None:
         y = y * norm.weight
     return y if getattr(norm, "bias", None) is None else y + norm.bias
@@ -133,6 +140,7 @@ class LayerNorm(HookPoints, nn.LayerNorm):
         c = xs - xs.mean(dim=-1, keepdim=True)  # [..., d]
         var = c.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
         y = (c * torch.rsqrt(var + self.eps / (s * s))).to(x.dtype)
+        y = torch.where(_constant_rows(x), 0.0, y)  # x - mu = 0: eps / s^2 underflowed, 0 * inf is not 0
         if self.weight is not None:
             y = y * self.weight
         return y if self.bias is None else y + self.bias

@@ -86,8 +86,12 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:
     mu = xs.mean(axis=-1, keepdims=True)  # [..., 1]
     var = ((xs - mu) ** 2).mean(axis=-1, keepdims=True)  # [..., 1]
     _check_denominator("layer_norm", var, eps, "constant")
-    with np.errstate(under="ignore", over="ignore"):  # eps / s^2 -> 0 for huge rows: right
-        return gamma * (xs - mu) / np.sqrt(var + eps / s**2) + beta
+    # a constant row is x - mu = 0 whatever its size: beta (for a huge one eps / s^2 underflows to 0
+    # and the quotient would be 0/0; the mean of equal values can round, so test equality, not var)
+    constant = x.max(axis=-1, keepdims=True) == x.min(axis=-1, keepdims=True)  # [..., 1]
+    with np.errstate(under="ignore", over="ignore", invalid="ignore", divide="ignore"):
+        normed = np.where(constant, 0.0, (xs - mu) / np.sqrt(var + eps / s**2))  # [..., d]
+    return gamma * normed.astype(x.dtype) + beta
 
 
 def rms_norm(x, gamma, eps: float = 1e-6) -> np.ndarray:
