@@ -128,3 +128,32 @@ def test_linear_attention_at_1e30_is_the_reference(causal):
     assert abs(got - want).max() <= 1e-6 * abs(want).max()
     full = torch.full((1, 3, 2), 1e30)
     torch.testing.assert_close(linear_attention(full, full, full, causal=causal), full)  # the mean of V
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_inputs_far_below_zero_give_the_finite_answer_not_nan(causal):
+    # phi = exp(x) below 0: q, k near -400 (float64) or -100 (float32) underflowed every product to 0
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 3))
+    qs, ks = q - 400, k - 400
+    logs = qs[..., :, None, :] + ks[..., None, :, :]  # log of each product phi(q)_d phi(k)_d  [2, 5, 5, 4]
+    a = np.exp(logs - logs.max()).sum(-1)  # [2, 5, 5]: phi(Q) phi(K)^T over a common constant
+    if causal:
+        a = a * np.tril(np.ones((5, 5)))
+    want = (a @ v) / a.sum(-1, keepdims=True)
+    np.testing.assert_allclose(ref.linear_attention(qs, ks, v, causal=causal), want, atol=1e-12)
+    got = ann.linear_attention(torch.tensor(qs), torch.tensor(ks), torch.tensor(v), causal=causal)
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-12)
+    q32, k32, v32 = (torch.tensor(x, dtype=torch.float32) for x in (q - 100, k - 100, v))
+    got32 = ann.linear_attention(q32, k32, v32, causal=causal)
+    want32 = ref.linear_attention(q32.double().numpy(), k32.double().numpy(), v, causal=causal)
+    assert torch.isfinite(got32).all() and np.abs(got32.double().numpy() - want32).max() < 1e-5
+
+
+def test_no_key_or_no_width_is_refused_by_both():
+    for q, k in [(np.ones((3, 0)), np.ones((2, 0))), (np.ones((3, 2)), np.ones((0, 2)))]:
+        v = np.ones((k.shape[0], 2))
+        with pytest.raises(ValueError, match="needs d >= 1 and T_k >= 1"):
+            ref.linear_attention(q, k, v)
+        with pytest.raises(ValueError, match="needs d >= 1 and T_k >= 1"):
+            ann.linear_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v))

@@ -56,6 +56,11 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> None:
         raise ValueError(
             f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
         )
+    if q.shape[-1] == 0 or k.shape[-2] == 0:
+        raise ValueError(
+            f"linear attention needs d >= 1 and T_k >= 1 (a key to attend to), got q {list(q.shape)}, "
+            f"k {list(k.shape)}"
+        )
     if causal and k.shape[-2] < q.shape[-2]:
         raise ValueError(
             f"causal linear attention needs T_k >= T_q, got q {list(q.shape)}, k {list(k.shape)}"
@@ -78,7 +83,11 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, c
     """
     _check_qkv(q, k, v, causal)
     chunk = positive_int("chunk", chunk)
-    fq, fk = elu_feature_map(q), elu_feature_map(k)  # [..., T_q, d], [..., T_k, d]
+    # phi = exp(x) below 0 underflows to 0 for rows far below it (q - 100 in float32: 0/0): a row of
+    # phi(Q) and all of phi(K) may be divided by a constant, and phi(x) / exp(m) = phi(x - m) when
+    # every x <= m < 0; so each row of Q, and K as a whole, is shifted up to a largest entry of 0
+    fq = elu_feature_map(q - q.amax(dim=-1, keepdim=True).clamp(max=0.0))  # [..., T_q, d]
+    fk = elu_feature_map(k - k.amax(dim=(-2, -1), keepdim=True).clamp(max=0.0))  # [..., T_k, d]
     # Z is unchanged by scaling a row of phi(Q), all of phi(K), and V (then Z) by constants: powers of
     # two >= 1 keep the products finite at 1e30 (they overflowed float32: inf / inf = NaN) and leave
     # ordinary inputs bit for bit as they were.

@@ -50,7 +50,17 @@ def linear_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
             f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
         )
     t_q, t_k = q.shape[-2], k.shape[-2]
-    a = elu_feature_map(q) @ np.swapaxes(elu_feature_map(k), -1, -2)  # phi(Q) phi(K)^T  [..., T_q, T_k]
+    if q.shape[-1] == 0 or t_k == 0:
+        raise ValueError(
+            f"linear attention needs d >= 1 and T_k >= 1 (a key to attend to), got q {list(q.shape)}, "
+            f"k {list(k.shape)}"
+        )
+    # exp(x) underflows to 0 far below 0 (q - 400: every product 0, Z = 0/0). Z is unchanged when a
+    # row of phi(Q) or all of phi(K) is divided by a constant, and phi(x) / exp(m) = phi(x - m) when
+    # every x <= m < 0: each row of Q, and K as a whole, is shifted up to a largest entry of 0.
+    fq = elu_feature_map(q - np.minimum(q.max(axis=-1, keepdims=True), 0.0))  # [..., T_q, d]
+    fk = elu_feature_map(k - np.minimum(k.max(axis=(-2, -1), keepdims=True), 0.0))  # [..., T_k, d]
+    a = fq @ np.swapaxes(fk, -1, -2)  # phi(Q) phi(K)^T  [..., T_q, T_k]
     if causal:
         if t_k < t_q:
             raise ValueError(
