@@ -318,3 +318,12 @@ def test_fused_and_separate_projections_agree():
     short_rows = [m(x[:, : t + 1], is_causal=True)[0][:, -1] for t in (0, 5, 9)]  # fewer tokens: separate
     for t, row in zip((0, 5, 9), short_rows):
         torch.testing.assert_close(row, long_out[:, t], rtol=0, atol=1e-12)
+
+
+def test_no_key_is_an_error_unless_empty_rows_zero():
+    mha = MultiHeadAttention(BlockConfig(8, 2, 16), cross_attention=True)
+    x, memory = torch.randn(1, 3, 8), torch.randn(1, 0, 8)
+    with pytest.raises(ValueError, match="x_kv has T_k=0: there is no key to attend to"):
+        mha(x, memory)
+    out, _ = mha(x, memory, empty_rows="zero")
+    assert out.shape == (1, 3, 8) and torch.equal(out, mha.out_proj.bias.expand(1, 3, 8))

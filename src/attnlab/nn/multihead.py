@@ -213,6 +213,11 @@ class MultiHeadAttention(HookPoints, nn.Module):
             choice("empty_rows", empty_rows, EMPTY_ROWS)
         explicit = need_weights or self.attention == "explicit" or _needs_weights(self._hooks)
         q, k, v = self._project(x_q, x_kv, cache)  # [B, h, T_q, d_k], [B, h_kv, T_k, d_k] x2
+        if k.shape[-2] == 0 and q.shape[-2] > 0 and empty_rows == "error":  # as ref refuses it
+            raise ValueError(
+                f"x_kv has T_k=0: there is no key to attend to (x_q {list(x_q.shape)}, x_kv "
+                f"{list(x_kv.shape) if x_kv is not None else None}); empty_rows='zero' gives 0 instead"
+            )
         if self.attention == "linear":  # [B, h, T_q, d_k]
             z, weights = self._linear(q, k, v, mask, is_causal, cache, explicit, empty_rows)
             return self._merge(z), (weights if need_weights else None)
