@@ -92,3 +92,12 @@ def test_absurd_sizes_are_refused_with_the_memory_they_would_need():
     with pytest.raises(ValueError, match="sliding_window_mask"):
         ref.sliding_window_mask(10**6, 10**6, window=4)
     assert ref.causal_mask(3, 5).shape == (3, 5)  # ordinary sizes are untouched
+
+
+@pytest.mark.parametrize("dtype,big", [(np.float64, 1e200), (np.float32, 1e20)])
+def test_scores_that_overflow_from_finite_inputs_are_named_so(dtype, big):
+    q = np.ones((2, 3), dtype=dtype) * big
+    with pytest.raises(ValueError, match=r"the scores q\.k\^T overflow .* every input is finite"):
+        ref.scaled_dot_product_attention(q, q, q)
+    with pytest.raises(ValueError, match="q contains NaN or infinite"):
+        ref.scaled_dot_product_attention(np.full((2, 3), np.inf), q, q)

@@ -86,7 +86,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     # a Python float keeps float32 inputs float32 (a NumPy float64 scalar would promote them)
     scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
-    scores = (q @ np.swapaxes(k, -1, -2)) * scale  # [..., T_q, T_k]
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = (q @ np.swapaxes(k, -1, -2)) * scale  # [..., T_q, T_k]
+    if not np.all(np.isfinite(scores)):  # q and k are finite (checked): their products overflowed
+        big = float(max(np.abs(q).max(), np.abs(k).max()))
+        raise ValueError(
+            f"the scores q.k^T overflow {scores.dtype} (q and k reach {big:.3g}): every input is finite but "
+            "their products are not; scale q or k down"
+        )
     if bias is not None:
         b = as_float("bias", bias).astype(scores.dtype, copy=False)
         try:
