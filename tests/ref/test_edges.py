@@ -101,3 +101,11 @@ def test_scores_that_overflow_from_finite_inputs_are_named_so(dtype, big):
         ref.scaled_dot_product_attention(q, q, q)
     with pytest.raises(ValueError, match="q contains NaN or infinite"):
         ref.scaled_dot_product_attention(np.full((2, 3), np.inf), q, q)
+
+
+def test_rope_takes_negative_positions_and_scores_depend_on_offsets_only():
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    shifted = ref.apply_rope(q, [-5, -4, -3]) @ ref.apply_rope(k, [-5, -4, -3]).T  # was refused (seq_len)
+    plain = ref.apply_rope(q, [0, 1, 2]) @ ref.apply_rope(k, [0, 1, 2]).T
+    np.testing.assert_allclose(shifted, plain, atol=1e-12)

@@ -81,8 +81,8 @@ def apply_rope(
         raise ValueError("positions contains NaN or infinite values")
     if positions.shape != (x.shape[-2],):
         raise ValueError(f"positions has shape {list(positions.shape)} but x has T={x.shape[-2]}")
-    if seq_len is None and positions.size:
-        seq_len = int(positions.max()) + 1
+    if seq_len is None and positions.size:  # the length that reaches the last position (at least 1:
+        seq_len = max(int(positions.max()) + 1, 1)  # negative positions are valid relative offsets)
     inv_freq, factor = rope_frequencies(d, base, scaling, seq_len=seq_len)  # [d/2]
     ang = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
     cos = (np.cos(ang) * factor).astype(x.dtype)  # [T, d/2], x's precision
