@@ -64,15 +64,15 @@ def verify(path: Path) -> dict[str, Any]:
         f = path / name
         if not f.is_file() or file_sha256(f) != digest:
             raise ValueError(f"checkpoint file {f} is missing or corrupt (sha256 mismatch)")
-    for key, kind in (
-        ("step", int),
-        ("config", dict),
-        ("task", dict),
-        ("history", list),
-        ("optimizer", dict),
+    for key, kind, called in (
+        ("step", int, "an integer"),
+        ("config", dict, "a JSON object"),
+        ("task", dict, "a JSON object"),
+        ("history", list, "a list"),
+        ("optimizer", dict, "a JSON object"),
     ):
         if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
-            raise ValueError(f"{state_path}: {key!r} is missing or not a {kind.__name__}")
+            raise ValueError(f"{state_path}: {key!r} is missing or not {called}")
     return state
 
 

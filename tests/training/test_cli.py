@@ -240,3 +240,112 @@ def test_train_refuses_cuda_with_several_processes(tmp_path):
         ],
     )
     assert result.exit_code == 2 and "--nproc > 1 runs DDP over gloo" in result.output
+
+
+# ----------------------------------------------------- trial C: messages that name the user's options
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--max-len", "300"],
+            "--max-len 300 needs sequences of 301 tokens but the model has --positions 256",
+        ),
+        (
+            ["--max-len", "200", "--positions", "100"],
+            "needs sequences of 201 tokens but the model has --positions 100",
+        ),
+        (["--max-len", "200", "--model", "gpt"], "--max-len 200 needs sequences of 402 tokens"),
+    ],
+)
+def test_max_len_past_the_positions_is_refused_before_the_run_folder(tmp_path, args, message):
+    out = tmp_path / "run"
+    result = run("train", "--task", "reverse", "--steps", "2", "--quiet", *args, "--out", str(out))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "raise --positions" in lines[0], result.output
+    assert not out.exists()  # no attnlab-run.json left behind
+
+
+def test_max_len_at_the_positions_trains_and_evaluates(tmp_path):
+    """The check is exact: 255 symbols + EOS fill 256 positions; decoding's slack stops there too."""
+    out = tmp_path / "run"
+    small = ["--d-model", "16", "--heads", "2", "--layers", "1", "--train-size", "20", "--batch", "4"]
+    result = run(
+        "train", "--task", "reverse", "--steps", "1", "--quiet", "--eval-size", "2", "--min-len", "254",
+        "--max-len", "255", *small, "--out", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = run("evaluate", str(out), "--n", "2", "--min-len", "254")
+    assert result.exit_code == 0, result.output
+
+
+def test_evaluate_max_len_past_the_positions_names_the_model_limit(trained, tmp_path):
+    out = tmp_path / "tf"
+    result = run("train", "--task", "reverse", "--steps", "1", "--quiet", "--model", "transformer",
+                 "--d-model", "16", "--heads", "2", "--layers", "1", "--train-size", "20", "--batch", "4",
+                 "--eval-size", "2", "--positions", "32", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = run("evaluate", str(out), "--max-len", "500")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: --max-len 500 needs sequences of 501 tokens but the model in {out} has 32 positions "
+        f"(its --positions); lower --max-len"
+    )
+
+
+def test_resume_with_text_on_a_task_run_is_one_clear_line(trained):
+    before = snapshot(trained)
+    result = run("train", "--out", str(trained), "--resume", "--text", "foo.txt", "--quiet")
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "task run cannot switch to text" in lines[0], result.output
+    assert "unexpected keyword" not in result.output
+    assert snapshot(trained) == before
+
+
+def _edit_state(run_dir, **changes):
+    state_path = run_dir / "ckpt-000008" / "state.json"
+    state = json.loads(state_path.read_text())
+    for key, value in changes.items():
+        if key in state:
+            state[key] = value
+        else:
+            state["config"][key] = value
+    state_path.write_text(json.dumps(state))
+    return state_path
+
+
+def test_bad_value_in_state_json_names_the_checkpoint(trained, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    state_path = _edit_state(copy, lr=-1)
+    result = run("train", "--out", str(copy), "--resume", "--steps", "20", "--quiet")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: checkpoint {state_path} holds a bad config: lr must be a finite number > 0, got -1"
+    )
+
+
+def test_step_not_an_integer_in_state_json(trained, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    _edit_state(copy, step="x")
+    result = run("train", "--out", str(copy), "--resume", "--steps", "20", "--quiet")
+    assert result.exit_code == 2
+    assert "'step' is missing or not an integer" in result.output, result.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nproc", ["1", "2"])
+def test_resume_past_steps_warns_whatever_nproc(trained, tmp_path, nproc):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    result = run("train", "--out", str(copy), "--resume", "--steps", "5", "--nproc", nproc, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "Warning: nothing trained: the checkpoint is at step 8 and --steps is 5" in result.stderr

@@ -224,8 +224,12 @@ def test_a_kill_at_every_write_step_resumes_to_the_uninterrupted_run(tmp_path, t
             break
         assert p.exitcode == -signal.SIGKILL, (k, p.exitcode)
         outcomes["resumed" if (out / "latest.json").exists() else "fresh"] += 1
-        # whatever the kill left, --resume finishes the run, and it equals the uninterrupted one
-        result = train(config, out, resume=True, progress=False)
+        # whatever the kill left, --resume finishes the run, and it equals the uninterrupted one; a
+        # kill before the folder was made left nothing to resume: refused as the CLI does, run afresh
+        if not out.exists():
+            with pytest.raises(ValueError, match=r"holds no checkpoint \(no such folder\)"):
+                train(config, out, resume=True, progress=False)
+        result = train(config, out, resume=out.exists(), progress=False)
         assert result.step == 4, k
         assert _same(_weights(out), want), f"kill at write {k} of {total}"
         assert _same({n: t for n, t in load_model(out).state_dict().items() if n in want}, want), k

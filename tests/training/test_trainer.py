@@ -49,3 +49,24 @@ def test_checkpoint_holds_optimizer_and_history(tmp_path, tiny_config):
     assert len(moments) == len(list(result.model.parameters()))
     assert all(float(s["step"]) == 12.0 for s in ck.optimizer_state["state"].values())
     assert any(m.abs().sum() > 0 for m in moments)
+
+
+def test_resume_of_a_folder_that_does_not_exist_is_refused(tmp_path, tiny_config):
+    """As ``attnlab train --resume`` refuses it: a mistyped path never starts a fresh run."""
+    missing = tmp_path / "nonexistent_run"
+    with pytest.raises(ValueError, match=r"nonexistent_run holds no checkpoint \(no such folder\)"):
+        train(tiny_config(steps=2), missing, resume=True, progress=False)
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"threads": 0}, "threads must be a positive integer, got 0"),
+        ({"threads": -2}, "threads must be a positive integer, got -2"),
+        ({"device": "xyz"}, "device must be one of auto, cpu, cuda .*got 'xyz'"),
+    ],
+)
+def test_bad_threads_or_device_is_a_value_error(tiny_config, kw, message):
+    with pytest.raises(ValueError, match=message):
+        train(tiny_config(steps=2), None, progress=False, **kw)

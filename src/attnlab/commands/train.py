@@ -163,7 +163,8 @@ def train(
     device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
         raise ValueError("--resume needs --out DIR")
-    base = load_resumable(out)[0].config if resume else None  # the checkpoint the run continues
+    resumed = load_resumable(out)[0] if resume else None  # the checkpoint the run continues
+    base = resumed.config if resumed is not None else None
     from attnlab.training.config import config_from_options
 
     given = {name for name in opts if ctx.get_parameter_source(name) in _FROM_USER}
@@ -197,14 +198,20 @@ def train(
         if rank != 0:
             return
         history, step = result.history, result.step
-        if result.resumed_from is not None and result.resumed_from >= config.steps:
-            click.echo(
-                f"Warning: nothing trained: the checkpoint is at step {result.resumed_from} and --steps is "
-                f"{config.steps}; give a larger --steps to train on",
-                err=True,
-            )
+    _warn_nothing_trained(resumed, config.steps)
     summarise = _text_summary if config.task == TEXT_TASK else _task_summary
     summarise(config, step, out, history, chosen_out, as_json)
+
+
+def _warn_nothing_trained(resumed, steps: int) -> None:
+    """A resume from a checkpoint already at (or past) ``--steps`` trains nothing: said, whatever
+    ``--nproc`` (the run still ends with its summary)."""
+    if resumed is not None and resumed.step >= steps:
+        click.echo(
+            f"Warning: nothing trained: the checkpoint is at step {resumed.step} and --steps is "
+            f"{steps}; give a larger --steps to train on",
+            err=True,
+        )
 
 
 def _check_heads(config) -> None:
@@ -344,6 +351,22 @@ def _task_of(spec: dict, min_len: int | None, max_len: int | None):
     return get_task(spec["name"], **params)
 
 
+def _check_positions(directory: str, model, task) -> None:
+    """The task's longest sequence (a larger --max-len) must fit the model's positions: said with
+    the options' names, not as a tensor's length inside the model."""
+    from attnlab.training.data import positions_needed
+
+    positions = getattr(getattr(model, "config", None), "max_len", None)
+    need = positions_needed(task, bool(getattr(model, "DECODER_ONLY", False)))
+    if isinstance(positions, int) and need is not None and need > positions:
+        longest = task.params().get("max_len")
+        what = f"--max-len {longest}" if isinstance(longest, int) else f"task {task.name!r}"
+        raise BadInput(
+            f"{what} needs sequences of {need} tokens but the model in {directory} has {positions} "
+            f"positions (its --positions); lower --max-len"
+        )
+
+
 @click.command()
 @click.argument("directory", type=str)
 @click.option(
@@ -390,6 +413,7 @@ def evaluate(
     if task is not None and task != loaded.task["name"]:
         raise ValueError(f"{directory} was trained on task {loaded.task['name']!r}, not {task!r}")
     t = _task_of(loaded.task, min_len, max_len)
+    _check_positions(directory, model, t)
     examples = t.sample(split, n, seed=seed)
     preds = predict(model, t, [e.src for e in examples], decode=decode, beam_size=beam_size)
     total = score(preds, [e.tgt for e in examples])

@@ -206,6 +206,11 @@ def load_checkpoint_at(out_dir: str | Path, path: Path) -> Checkpoint:
     sync_top_level(out_dir, path, state["files"])
     try:
         config = TrainConfig.from_dict(state["config"])
+    except ValueError as exc:  # a value the checkpoint holds, not one the caller gave: say where
+        raise ValueError(f"checkpoint {path / STATE} holds a bad config: {exc}") from None
+    except TypeError as exc:
+        raise ValueError(f"checkpoint {path} is incomplete: missing {exc}") from None
+    try:
         model = load_model(path)
         opt_state = _optimizer_join(load_state(path / "optimizer.safetensors"), state["optimizer"])
         rng = load_state(path / "rng.safetensors")["torch_cpu"]
@@ -218,6 +223,15 @@ def load_checkpoint_at(out_dir: str | Path, path: Path) -> Checkpoint:
     )
 
 
+def resume_folder(out_dir: str | Path) -> Path:
+    """``out_dir`` as a ``Path`` when it is a folder; a resume of one that does not exist (a mistyped
+    path) is a ``ValueError``, never a fresh run (``attnlab train --resume`` and ``train(resume=True)``)."""
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise ValueError(f"{out} holds no checkpoint (no such folder)")
+    return out
+
+
 def resume_point(out_dir: str | Path) -> tuple[Path, str | None] | None:
     """The checkpoint folder a resume continues, and a one-line note when it is not the one
     ``latest.json`` names; None when ``out_dir`` holds no checkpoint at all.
@@ -226,9 +240,7 @@ def resume_point(out_dir: str | Path) -> tuple[Path, str | None] | None:
     rename and its pointer; or the pointer's checkpoint damaged or gone) the newest ``ckpt-NNNNNN``
     folder that verifies. A pointer that is itself malformed, or names something outside ``out_dir``,
     is a ``ValueError`` (as for :func:`checkpoint_dir`), and so is a folder where nothing verifies."""
-    out = Path(out_dir)
-    if not out.is_dir():
-        raise ValueError(f"{out} holds no checkpoint (no such folder)")
+    out = resume_folder(out_dir)
     found = read_pointer(out)
     failed: list[tuple[str, str]] = []  # (folder, why it does not verify)
     if found is not None:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from attnlab.tasks import BOS, EOS, PAD, SEP, CharTokenizer, Example
+from attnlab.tasks import BOS, EOS, PAD, SEP, CharTokenizer, Example, Task
+from attnlab.tasks.dates import Dates, source_lengths
 
 
 def pad_rows(rows: Sequence[Sequence[int]], width: int | None = None) -> torch.Tensor:
@@ -53,6 +54,26 @@ def encode_gpt(examples: Sequence[Example], tok: CharTokenizer):
         # position j predicts seq[j+1]; the target part starts at seq index len(prompt)
         labels.append([PAD] * (len(prompt) - 1) + seq[len(prompt) :])
     return pad_rows(ids), pad_rows(labels)
+
+
+def longest_source(task: Task) -> int | None:
+    """The most symbols a source of ``task`` can have (None: the task does not say)."""
+    if isinstance(task, Dates):  # its formats' lengths, cut at max_len
+        fits = [n for n in source_lengths(task.formats) if task.max_len is None or n <= task.max_len]
+        return max(fits, default=None)
+    most = task.params().get("max_len")
+    return most if isinstance(most, int) else None
+
+
+def positions_needed(task: Task, decoder_only: bool) -> int | None:
+    """Tokens in the longest sequence a model reads for ``task`` (the positions it must have), as
+    encoded above: ``x + [EOS]`` and ``[BOS] + y`` for seq2seq, ``[BOS] + x + [SEP] + y`` for a GPT
+    (its input; the final EOS is only a label). None when the task does not bound its sources."""
+    longest = longest_source(task)
+    if longest is None:
+        return None
+    target = task.max_target_len("a" * longest)
+    return longest + target + 2 if decoder_only else max(longest, target) + 1
 
 
 def _trim(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -32,6 +32,12 @@ def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+def _positions(model) -> int | None:
+    """The positions ``model`` has (its config's ``max_len``), None for a model without a limit."""
+    positions = getattr(getattr(model, "config", None), "max_len", None)
+    return positions if isinstance(positions, int) else None
+
+
 @torch.no_grad()
 def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]]:
     """Greedy continuations (``pad_id`` after EOS), prompts of equal length decoded as one batch."""
@@ -39,9 +45,12 @@ def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]
     by_len: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
         by_len.setdefault(len(p), []).append(i)
-    for idx in by_len.values():
+    positions = _positions(model)
+    for length, idx in by_len.items():
         prompt = torch.tensor([prompts[i] for i in idx], dtype=torch.long, device=_device(model))  # [B, P]
-        for i, row in zip(idx, greedy(model, prompt, max_len=max_new, eos_id=EOS).tolist()):  # [B, L]
+        # the last new token is never fed: P + new - 1 positions (the slack stops at the model's end)
+        new = max_new if positions is None else max(1, min(max_new, positions - length + 1))
+        for i, row in zip(idx, greedy(model, prompt, max_len=new, eos_id=EOS).tolist()):  # [B, L]
             out[i] = row
     return out
 
@@ -70,6 +79,8 @@ def predict(
         for lo in range(0, len(sources), batch_size):
             chunk = list(sources[lo : lo + batch_size])
             max_len = max(task.max_target_len(s) for s in chunk) + 1 + slack  # + EOS
+            if _positions(model) is not None and not getattr(model, "DECODER_ONLY", False):
+                max_len = max(1, min(max_len, _positions(model)))  # the slack stops at the model's end
             if getattr(model, "DECODER_ONLY", False):
                 rows = _gpt_greedy(model, [gpt_prompt(s, tok) for s in chunk], max_len)
             else:

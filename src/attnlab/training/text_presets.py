@@ -62,6 +62,11 @@ def complete_text_options(opts: dict[str, Any], given: set[str], base: TrainConf
     options left out, the model defaults to gpt and its positions to the context. ``base``: the
     checkpoint a resumed run continues. Returns whether this is a text run; text options without a
     text (and a preset on a resume) are a ``ValueError``."""
+    if base is not None and base.task != TEXT_TASK and "text_source" in given:
+        raise ValueError(
+            f"--text on a resumed run: this checkpoint trains on task {base.task!r}, and a task run "
+            f"cannot switch to text (train a GPT on text in a new --out)"
+        )
     text_only = [n for n in ("tokenizer", "vocab_size", "context", "preset") if n in given]
     is_text = "text_source" in given or (base is not None and base.task == TEXT_TASK)
     if not is_text:

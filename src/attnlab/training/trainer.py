@@ -30,7 +30,8 @@ import torch
 import torch.nn.functional as F
 
 import attnlab.training.rundir as rundir
-from attnlab.devices import torch_threads
+from attnlab._checks import positive_int
+from attnlab.devices import DEVICES, resolve_device, torch_threads
 from attnlab.models.base import check_fits, count_parameters
 from attnlab.models.registry import build_model, model_class
 from attnlab.progress import progress as progress_bar
@@ -41,11 +42,12 @@ from attnlab.training.checkpoint import (
     load_checkpoint_at,
     point_at,
     recover_pointer,
+    resume_folder,
     resume_point,
     save_checkpoint,
 )
 from attnlab.training.config import TrainConfig, resume_conflicts
-from attnlab.training.data import TrainData
+from attnlab.training.data import TrainData, positions_needed
 from attnlab.training.evaluate import evaluate_examples
 from attnlab.training.gemm import onednn_linears, use_onednn
 from attnlab.training.interrupt import TrainingInterrupted, stop_requests
@@ -120,11 +122,28 @@ def prepare(config: TrainConfig) -> Task | None:
     task = get_task(config.task, **config.task_params)
     # the model's size, counted on the meta device: d_model 10^6 or max_len 10^9 is refused here
     _check_fits(config, task.tokenizer.vocab_size)
+    _check_positions(config, task)
     if config.batch_size > config.train_size:
         raise ValueError(
             f"batch size {config.batch_size} is larger than the training set ({config.train_size} examples)"
         )
     return task
+
+
+def _check_positions(config: TrainConfig, task: Task) -> None:
+    """The task's longest sequence must fit the model's positions (``--positions``), said with the
+    options' names before the run folder is touched (not as a tensor's length at the first step)."""
+    cls = model_class(config.model)
+    positions = cls.options(config.model_params).get("max_len")
+    need = positions_needed(task, cls.DECODER_ONLY)
+    if positions is None or need is None or need <= positions:
+        return
+    longest = task.params().get("max_len")
+    what = f"--max-len {longest}" if isinstance(longest, int) else f"task {task.name!r}"
+    raise ValueError(
+        f"{what} needs sequences of {need} tokens but the model has --positions {positions}; "
+        f"raise --positions" + (" or lower --max-len" if isinstance(longest, int) else "")
+    )
 
 
 def _check_text_options(config: TrainConfig) -> None:
@@ -163,6 +182,8 @@ def preflight(
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; choose one")
     out = rundir.check_out_path(out_dir)
+    if resume:
+        resume_folder(out)  # before claim() creates it: a mistyped --out is not a fresh run
     rundir.claim(out)  # refuses a folder holding someone else's files
     removed = rundir.clean_leftovers(out)
     if removed and log:
@@ -233,6 +254,9 @@ def train(
     Raises ``ValueError`` (before writing anything) for a bad config, an unusable ``out_dir``
     or a checkpoint that cannot be resumed."""
     check_distributed(config, out_dir, world)
+    device = _check_device(device)
+    if threads is not None:
+        positive_int("threads", threads)
     use_onednn()  # a bad ATTNLAB_TRAIN_GEMM is named before anything is written
     # the folder's lock, a text run's temporary folders, and the thread count (restored first)
     with contextlib.ExitStack() as held:
@@ -251,6 +275,20 @@ def train(
             until=config.steps if until is None else min(until, config.steps),
             device=device,
         )
+
+
+def _check_device(device) -> str:
+    """``device`` as :func:`attnlab.devices.resolve_device` gives it (``auto``, ``cpu``, ``cuda``), or a
+    device torch names (``cuda:1``); anything else is a ``ValueError`` naming the argument."""
+    if device in DEVICES:
+        return resolve_device(device)
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be one of {', '.join(DEVICES)} (or a torch device such as 'cuda:1'), got {device!r}"
+        ) from None
+    return device
 
 
 def check_distributed(config: TrainConfig, out_dir, world: int) -> None:
@@ -275,8 +313,12 @@ def _prepare(
     and moves the token files in. A text run without ``out_dir`` lives in a temporary folder.
     ``log`` hears every repair, and, when ``chatty`` (progress shown), what the text became."""
     lead, staged, folder = rank == 0, None, out_dir
+    # the options first: a bad --context or --max-len is refused before any text is read or the run
+    # folder is touched (the lock below creates it)
+    prepare(config)
+    if resume and out_dir is not None:
+        resume_folder(rundir.check_out_path(out_dir))
     if config.task == TEXT_TASK:
-        prepare(config)  # the options first: a bad --context is refused before reading any text
         if lead and not _has_checkpoint(out_dir, resume):
             tmp = held.enter_context(tempfile.TemporaryDirectory(prefix=".attnlab-text-", dir=_near(out_dir)))
             staged = (Path(tmp), stage_corpus(config.task_params, Path(tmp)))
