@@ -273,11 +273,13 @@ def _report_attribution(loaded, tokens, metric: str, attr, accumulated, top: int
 
 
 def _head(value: str) -> tuple[int, int]:
+    """``--receiver``'s ``layer.head`` as a pair (:func:`attnlab.interp.ablation.parse_head`)."""
+    from attnlab.interp.ablation import parse_head
+
     try:
-        layer, head = (int(x) for x in value.split("."))
+        return parse_head(value)
     except ValueError:
         raise BadInput(f"--receiver must be a head written layer.head (e.g. 1.3), got {value!r}") from None
-    return layer, head
 
 
 COMPOSE_HELP = (
