@@ -121,7 +121,8 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
 def check_out_path(out, what: str = "--out", *, folder: bool = True) -> Path:
     """``out`` as a Path, checked before any work starts: a ``ValueError`` naming ``what`` when it is
     empty, has a name longer than the file system allows, lies under a file, is the wrong kind
-    (a file where a folder is wanted or the reverse) or is in a folder that is not writable."""
+    (a file where a folder is wanted or the reverse, or a device or pipe where a file is wanted) or
+    is in a folder that is not writable."""
     text = os.fspath(out) if out is not None else ""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{what} must name a {'folder' if folder else 'file'}, got an empty path")
@@ -137,6 +138,8 @@ def check_out_path(out, what: str = "--out", *, folder: bool = True) -> Path:
         raise ValueError(f"{what} {path} exists and is not a folder")
     if exists and not folder and path.is_dir():
         raise ValueError(f"{what} {path} is a folder; give a file name")
+    if exists and not folder and not path.is_file():  # /dev/null, a pipe: a write would replace it
+        raise ValueError(f"{what} {path} exists and is not a regular file; give a file name")
     parent = path if folder else path.parent
     while not parent.exists():
         parent = parent.parent

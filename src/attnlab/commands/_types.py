@@ -143,8 +143,8 @@ def _names(reg: Registry) -> tuple[str, ...]:
 
 class OutFile(click.ParamType):
     """A file a command writes (``explore --out``, ``--heatmap``), checked when the command line is
-    read, before any work: not ``-`` (these commands write files, never standard output) nor a
-    device or pipe, a name that can be written (:func:`attnlab._io.check_out_path`: its folder
+    read, before any work: not ``-`` (these commands write files, never standard output), a name
+    that can be written (:func:`attnlab._io.check_out_path`: not a device or pipe, its folder
     exists or can be made, and is writable), and, given ``formats`` (a registry, as :func:`choice`
     takes), an extension among them (a name without one gets the first)."""
 
@@ -161,8 +161,6 @@ class OutFile(click.ParamType):
             path = check_out_path(value, flag, folder=False)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
-        if path.exists() and not path.is_file():  # /dev/null, a pipe: the write would replace it
-            raise BadInput(f"{flag} {value} exists and is not a regular file; give a file name")
         if self._formats is not None:
             formats = _names(self._formats)
             ext = path.suffix.lstrip(".").lower()
