@@ -355,10 +355,11 @@ def _check_positions(directory: str, model, task) -> None:
     """The task's longest sequence (a larger --max-len) must fit the model's positions: said with
     the options' names, not as a tensor's length inside the model."""
     from attnlab.training.data import positions_needed
+    from attnlab.training.evaluate import model_positions
 
-    positions = getattr(getattr(model, "config", None), "max_len", None)
+    positions = model_positions(model)
     need = positions_needed(task, bool(getattr(model, "DECODER_ONLY", False)))
-    if isinstance(positions, int) and need is not None and need > positions:
+    if positions is not None and need is not None and need > positions:
         longest = task.params().get("max_len")
         what = f"--max-len {longest}" if isinstance(longest, int) else f"task {task.name!r}"
         raise BadInput(

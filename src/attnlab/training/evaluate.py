@@ -32,7 +32,7 @@ def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def _positions(model) -> int | None:
+def model_positions(model) -> int | None:
     """The positions ``model`` has (its config's ``max_len``), None for a model without a limit."""
     positions = getattr(getattr(model, "config", None), "max_len", None)
     return positions if isinstance(positions, int) else None
@@ -45,7 +45,7 @@ def _gpt_greedy(model, prompts: list[list[int]], max_new: int) -> list[list[int]
     by_len: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
         by_len.setdefault(len(p), []).append(i)
-    positions = _positions(model)
+    positions = model_positions(model)
     for length, idx in by_len.items():
         prompt = torch.tensor([prompts[i] for i in idx], dtype=torch.long, device=_device(model))  # [B, P]
         # the last new token is never fed: P + new - 1 positions (the slack stops at the model's end)
@@ -75,12 +75,14 @@ def predict(
     was_training = model.training
     model.eval()
     preds: list[str] = []
+    # a seq2seq model's decoding slack stops at its last position
+    end = None if getattr(model, "DECODER_ONLY", False) else model_positions(model)
     try:
         for lo in range(0, len(sources), batch_size):
             chunk = list(sources[lo : lo + batch_size])
             max_len = max(task.max_target_len(s) for s in chunk) + 1 + slack  # + EOS
-            if _positions(model) is not None and not getattr(model, "DECODER_ONLY", False):
-                max_len = max(1, min(max_len, _positions(model)))  # the slack stops at the model's end
+            if end is not None:
+                max_len = max(1, min(max_len, end))
             if getattr(model, "DECODER_ONLY", False):
                 rows = _gpt_greedy(model, [gpt_prompt(s, tok) for s in chunk], max_len)
             else:
