@@ -10,14 +10,17 @@ endpoint per view of :mod:`attnlab.serve.views` (which holds every computation).
 =====================  =====================================================================
 
 Guards: a request whose ``Host`` is not one this server was started for is refused (DNS
-rebinding), as is a cross-origin ``Origin``; no CORS header is ever sent; a POST must be
-``application/json`` of at most :data:`MAX_BODY` bytes; every error is JSON ``{"error": ...}``
-with a 4xx status (5xx only for ``Busy``, with ``Retry-After``, and for a bug, which is logged and
-never stops the server). Model work runs on :class:`~attnlab.serve.jobs.Jobs`' worker thread.
+rebinding), as is a cross-origin ``Origin`` and a request with two of either header; no CORS header
+is ever sent; a POST must be ``application/json`` of at most :data:`MAX_BODY` bytes, sent within
+:data:`BODY_SECONDS` (a client that leaves mid-body is one line in the log); every error is JSON
+``{"error": ...}`` with a 4xx status (5xx only for ``Busy``, with ``Retry-After``, and for a bug,
+which is logged and never stops the server). Model work runs on
+:class:`~attnlab.serve.jobs.Jobs`' worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -27,7 +30,7 @@ from importlib.resources import files
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -39,6 +42,7 @@ from attnlab.serve import views
 from attnlab.serve.jobs import Busy, Jobs
 
 MAX_BODY = 64 * 1024  # bytes of one request body: two texts of MAX_CHARS characters, JSON-escaped
+BODY_SECONDS = 30.0  # to send one whole body: a stalled client does not hold a connection forever
 STATIC = {
     "app.js": "text/javascript; charset=utf-8",
     "draw.js": "text/javascript; charset=utf-8",
@@ -79,7 +83,8 @@ def error(status: int, message: str, headers: dict | None = None) -> Response:
 
 
 class Guard:
-    """Pure ASGI middleware: refuse a foreign ``Host`` or ``Origin``; add :data:`HEADERS`."""
+    """Pure ASGI middleware: refuse a foreign ``Host`` or ``Origin``, or either header sent twice;
+    add :data:`HEADERS`."""
 
     def __init__(self, app, hosts: set[str]):
         self.app, self.hosts = app, {h.lower() for h in hosts}
@@ -88,10 +93,15 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host, origin = headers.get("host", "").lower(), headers.get("origin")
+        headers: dict[str, list[str]] = {}
+        for k, v in scope["headers"]:
+            headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        host, origin = headers.get("host", [""])[-1].lower(), headers.get("origin", [None])[-1]
+        twice = [name for name in ("host", "origin") if len(headers.get(name, ())) > 1]
         refusal = None
-        if host not in self.hosts:
+        if twice:  # which one a proxy or a browser reads is anyone's guess: neither is trusted
+            refusal = f"the request has {len(headers[twice[0]])} {twice[0].title()} headers; one is allowed"
+        elif host not in self.hosts:
             served = " or ".join(sorted(self.hosts))
             refusal = f"this server answers to Host {served}, not {host!r} (a DNS rebinding guard)"
         elif origin is not None and origin.lower() not in self.origins:
@@ -108,8 +118,9 @@ class Guard:
 
 
 async def read_json(request: Request) -> dict:
-    """The request's JSON object, read up to :data:`MAX_BODY` bytes (a ``ValueError`` past that, or
-    for anything but a JSON object sent as ``application/json``)."""
+    """The request's JSON object, read up to :data:`MAX_BODY` bytes within :data:`BODY_SECONDS` (an
+    ``HTTPException`` past either, or for anything but a JSON object sent as ``application/json``). A
+    client that leaves mid-body is one line in the log, not a traceback."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise HTTPException(415, f"send the request as application/json, not {kind or 'no content type'}")
@@ -117,10 +128,22 @@ async def read_json(request: Request) -> dict:
     if declared.isdigit() and int(declared) > MAX_BODY:
         raise HTTPException(413, f"the request body has {int(declared):,} bytes; at most {MAX_BODY:,}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise HTTPException(413, f"the request body is longer than {MAX_BODY:,} bytes")
+
+    async def gather() -> None:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > MAX_BODY:
+                raise HTTPException(413, f"the request body is longer than {MAX_BODY:,} bytes")
+
+    try:
+        await asyncio.wait_for(gather(), BODY_SECONDS)
+    except ClientDisconnect:  # a short body, a broken chunk, a client gone: nobody to answer
+        path, got = request.url.path, len(body)
+        log.warning("attnlab serve: %s: the client left after %d bytes of its body", path, got)
+        raise HTTPException(400, "the client disconnected before the request body ended") from None
+    except asyncio.TimeoutError:  # noqa: UP041 (not yet TimeoutError on Python 3.10)
+        log.warning("attnlab serve: %s: no whole body after %g s; closed", request.url.path, BODY_SECONDS)
+        raise HTTPException(408, f"the request body did not arrive within {BODY_SECONDS:g} s") from None
     try:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

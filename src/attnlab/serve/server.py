@@ -115,6 +115,7 @@ def _server(app, sock: socket.socket):
 
     config = uvicorn.Config(
         app,
+        http="h11",  # the parser whose limits are set below (and which refuses a second Host: 400)
         log_level="warning",
         access_log=False,
         lifespan="on",
