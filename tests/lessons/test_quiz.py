@@ -91,6 +91,8 @@ def wrong(q: Question, value):
     if isinstance(value, tuple):
         bump = 1 if q.integer else 0.05 + 0.1 * abs(value[0])
         return (value[0] + bump, *value[1:])
+    if q.rel_tol:  # just outside the stated tolerance
+        return value * (1 + 2 * q.rel_tol)
     return value + 1 if q.integer else value + 0.05 + 0.1 * abs(value)
 
 
@@ -176,6 +178,26 @@ def test_parse_rejects_with_a_clear_message(text, vector):
 def test_printed_answer_is_graded_right(seed, topic):
     (q,) = make_quiz(topic, seed=seed, count=1)
     assert grade(q, parse_answer(q.format_answer(), q.is_vector))
+
+
+@pytest.mark.parametrize("topic", sorted(TOPICS))
+def test_no_question_twice_in_one_quiz(topic):
+    for seed in range(10):
+        texts = [q.text for q in make_quiz(topic, seed=seed, count=6)]
+        assert len(set(texts)) == len(texts), (topic, seed)
+    assert len({q.text for q in make_quiz("flops", seed=7, count=4)}) == 4  # Q1 and Q2 were one question
+
+
+def test_large_counts_count_in_any_notation_within_the_stated_tolerance():
+    q = Question("flops", "approx_attn", "~ 4 n^2 d?", 8589934592.0, ["x"], {}, True, 0.005)
+    for text in ("8.59e9", "8.59 billion", "8,589,934,592", "8.59 x 10^9", "8.59*10**9", "8590 million"):
+        assert grade(q, parse_answer(text, False)), text
+    assert not grade(q, parse_answer("8.5e9", False))  # 1.05% off: outside 0.5%
+    assert "within 0.5%" in q.tolerance()
+    assert all(q.rel_tol == 0.005 for q in make_quiz("flops", seed=7, count=4))
+    assert all(q.rel_tol == 0 for q in make_quiz("params", seed=7, count=4))  # counts stay exact
+    r = run(["quiz", "--topic", "flops", "--seed", "7", "--count", "4"], "q\n")
+    assert "(within 0.5%" in r.output
 
 
 def test_same_seed_same_questions_and_bad_arguments():

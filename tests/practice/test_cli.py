@@ -162,6 +162,12 @@ def test_session_records_practice_and_quiz_and_reset_asks(tmp_path, learner_file
     assert r.returncode == 0 and not os.path.exists(state["database"])
 
 
+def test_a_stopped_quiz_reaches_study_as_quiz_printed_it():
+    r = run("quiz", "--topic", "flops", "--seed", "7", "--count", "4", input="1\nq\n")
+    assert r.stdout.splitlines()[-1] == "Score: 0/1 (3 not asked)"
+    assert "flops best 0/1 (3 not asked)" in run("study").stdout  # it said 'flops best 0/4'
+
+
 def test_quiz_without_topic_reaches_study_and_tick_names_the_week():
     answers = json.loads(run("quiz", "--seed", "5", "--count", "3", "--answers", "--json").stdout)
     typed = "".join(f"{q['answer']}\n" for q in answers["questions"])

@@ -37,11 +37,11 @@ def test_ticks_quiz_and_practice_round_trip(tmp_path):
         s.record_practice("attention", "a.py", 20, 23, [{"id": "x", "passed": False}])
         s.record_practice("attention", "a.py", 23, 23, [])
         assert list(s.ticked()) == [3]
-        assert s.best_quiz() == {"softmax": (4, 5)}
-        s.record_quiz("softmax", 9, 1, 1, 3)  # one right, then stopped: 1 of the 3 planned, not 1/1
-        assert s.best_quiz() == {"softmax": (4, 5)}
+        assert s.best_quiz() == {"softmax": (4, 5, 5)}
+        s.record_quiz("softmax", 9, 1, 1, 3)  # one right, then stopped: ranks as 1 of the 3 planned
+        assert s.best_quiz() == {"softmax": (4, 5, 5)}
         s.record_quiz(None, 9, 1, 1, 3)
-        assert s.best_quiz()[None] == (1, 3)
+        assert s.best_quiz()[None] == (1, 1, 3)
         assert s.latest_practice()["attention"]["score"] == 23 and s.ever_passed() == {"attention"}
         state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
     assert state["lessons"][2]["ticked"] and state["lessons"][2]["quiz"] == {"softmax": "4/5"}
@@ -196,11 +196,11 @@ def test_a_quiz_without_topic_is_shown_under_its_own_heading(tmp_path):
         s.record_quiz("positions", 13, 1, 2, 5)
         state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
     assert state["mixed_quiz"] == "4/5" and state["lessons"][4]["quiz"] == {
-        "positions": "1/5"
-    }  # stopped after 2 of 5: 1/5
+        "positions": "1/2 (3 not asked)"
+    }  # stopped after 2 of 5: as the quiz printed it
     text = render_text(state).splitlines()
     assert "Quiz on every topic (attnlab quiz without --topic): best 4/5" in text
-    assert "        quiz: attnlab quiz --topic positions (positions best 1/5)" in text
+    assert "        quiz: attnlab quiz --topic positions (positions best 1/2 (3 not asked))" in text
     page = render_html(state, {})
     assert "<code>attnlab quiz</code> without <code>--topic</code>: best 4/5" in page
 

@@ -30,13 +30,16 @@ def _int_option(name: str, value: str | None, minimum: int) -> int | None:
 
 
 def _show_solution(q) -> None:
-    click.echo(f"  Answer: {q.format_answer()}")
+    tol = q.tolerance()
+    click.echo(f"  Answer: {q.format_answer()}" + (f" (answers {tol.split(':')[0]} count)" if tol else ""))
     for i, step in enumerate(q.steps, 1):
         click.echo(f"    {i}. {step}")
 
 
 def _score(right: int, asked: int, total: int, topic: str | None = None, seed: int | None = None) -> None:
-    click.echo(f"Score: {right}/{asked}" + (f" ({total - asked} not asked)" if asked < total else ""))
+    from attnlab.practice.path import quiz_score  # the form `attnlab study` shows it in
+
+    click.echo(f"Score: {quiz_score(right, asked, total)}")
     if asked:  # recorded for `attnlab study`; an unusable database is a warning, never a lost quiz
         from attnlab.practice.store import Study, StudyError
 
@@ -93,7 +96,7 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
             _show_solution(q)
         return
 
-    click.echo("Answer with a number or a list like [0.5, 1]; q quits.")
+    click.echo("Answer with a number (1,152 or 1.152e3) or a list like [0.5, 1]; q quits.")
     right, asked = _ask(questions, n)
     _score(right, asked, n, topic, s)
 
@@ -111,6 +114,7 @@ def _questions_json(questions, seed: int, topic: str | None) -> str:
                     "question": q.text,
                     "answer": list(q.answer) if q.is_vector else q.answer,
                     "answer_text": q.format_answer(),
+                    "rel_tol": q.rel_tol,
                     "steps": q.steps,
                     "data": q.data,
                 }
@@ -130,6 +134,8 @@ def _ask(questions, n: int) -> tuple[int, int]:
     try:
         for i, q in enumerate(questions, 1):
             hint = f" ({len(q.answer)} numbers)" if q.is_vector else ""
+            if q.tolerance():
+                hint = f" ({q.tolerance()})"
             click.echo(f"\nQ{i}/{n} [{q.topic}] {q.text}{hint}")
             got = _read_answer(q, sys.stdin)
             if got is None:

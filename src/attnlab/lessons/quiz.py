@@ -10,8 +10,11 @@ layers, weights and contexts with ``softmax`` / ``additive_attention`` /
 carries a worked solution, step by step.
 
 Answers are read tolerantly (:func:`parse_answer`): ``1,152``, ``1152``, ``1.152e3``, ``[0.5, 1]``,
-``0.5 1``, ``(50, 512)``, ``50x512``, ``1/2``. Integer answers must be exact; real-valued ones
-within 0.005 + 0.5% (hand arithmetic rounds intermediate values).
+``0.5 1``, ``(50, 512)``, ``50x512``, ``1/2``, ``8.59 billion``, ``8.59 x 10^9``. Integer answers
+must be exact, except the large counts of FLOPs and KV-cache bytes, which count within
+:data:`LARGE_TOL` (0.5%: three significant figures, in any notation) and say so in the question;
+real-valued ones within 0.005 + 0.5% (hand arithmetic rounds intermediate values). One quiz never
+asks the same question twice (while its topic has questions left to draw).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Question:
     steps: list[str]
     data: dict = field(default_factory=dict)
     integer: bool = False
+    rel_tol: float = 0.0  # an integer answer counts within this fraction of it (0: exact)
 
     @property
     def is_vector(self) -> bool:
@@ -46,6 +50,15 @@ class Question:
 
     def format_answer(self) -> str:
         return format_value(self.answer, self.integer)
+
+    def tolerance(self) -> str:
+        """What counts as right, in words (``""`` when the answer is exact or the usual 3 decimals)."""
+        if not self.rel_tol:
+            return ""
+        return f"within {self.rel_tol:.1%}: 3 significant figures will do, e.g. 1.23e9 or 1.23 billion"
+
+
+LARGE_TOL = 0.005  # large counts (FLOPs, bytes): three significant figures are enough
 
 
 def format_value(value, integer: bool) -> str:
@@ -81,10 +94,18 @@ def _m(a) -> str:
 # --------------------------------------------------------------------------- parsing and grading
 
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+_WORDS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_POWER = re.compile(r"(.+?)[x\u00d7*]10(?:\^|\*\*)([+-]?\d{1,3})", re.IGNORECASE)
 
 
 def _scalar(token: str) -> float:
     t = token.strip().replace("_", "").replace("\u2212", "-")
+    word = re.fullmatch(r"(.+?)\s*(thousand|million|billion|trillion)", t, re.IGNORECASE)
+    if word:  # 8.59 billion
+        return _scalar(word[1]) * _WORDS[word[2].lower()]
+    power = _POWER.fullmatch(t)
+    if power:  # 8.59 x 10^9
+        return _scalar(power[1]) * 10.0 ** int(power[2])
     if _THOUSANDS.fullmatch(t):
         t = t.replace(",", "")
     if "/" in t:
@@ -98,7 +119,8 @@ def _scalar(token: str) -> float:
 
 
 def parse_answer(text: str, vector: bool):
-    """Read an answer: a number (``1,152``, ``1152``, ``1.152e3``, ``1/2``) or, when ``vector``,
+    """Read an answer: a number (``1,152``, ``1152``, ``1.152e3``, ``1/2``, ``8.59 billion``,
+    ``8.59 x 10^9``) or, when ``vector``,
     a list (``[0.5, 1]``, ``0.5 1``, ``(50, 512)``, ``50x512``).
 
     Raises:
@@ -121,14 +143,18 @@ def parse_answer(text: str, vector: bool):
 
 
 def grade(question: Question, given) -> bool:
-    """True if ``given`` (already parsed) matches the computed answer: exact for integer answers,
-    within 0.005 + 0.5% for real-valued ones; vectors must match in length and every entry."""
+    """True if ``given`` (already parsed) matches the computed answer: exact for integer answers
+    (within ``question.rel_tol`` of it where the question states one), within 0.005 + 0.5% for
+    real-valued ones; vectors must match in length and every entry."""
     want = question.answer if question.is_vector else (question.answer,)
     got = given if isinstance(given, tuple) else (given,)
     if len(got) != len(want):
         return False
     for g, w in zip(got, want):
-        if question.integer:
+        if question.integer and question.rel_tol:
+            if abs(g - w) > question.rel_tol * abs(w) * (1 + 1e-9):
+                return False
+        elif question.integer:
             if g != round(w):
                 return False
         elif abs(g - w) > 0.005 + 0.005 * abs(w):
@@ -510,7 +536,8 @@ def _q_flops(rng: np.random.Generator) -> Question:
             f"each of the B*h*T*T = {b * h * t * t:,} scores is a {d_k}-term dot product",
             f"2 * {b} * {h} * {t}^2 * {d_k} = {n:,}",
         ]
-        return Question("flops", variant, text, float(n), steps, {"B": b, "h": h, "T": t, "d_k": d_k}, True)
+        data = {"B": b, "h": h, "T": t, "d_k": d_k}
+        return Question("flops", variant, text, float(n), steps, data, True, LARGE_TOL)
     n_tok, d = _choice(rng, [512, 1024, 2048, 4096]), _choice(rng, [512, 768, 1024])
     report = audit_cost(ModelSpec.from_sizes(d_model=d, heads=8, d_ff=4 * d), Workload(seq=n_tok, batch=1))
     if variant == "approx_attn":
@@ -534,7 +561,7 @@ def _q_flops(rng: np.random.Generator) -> Question:
         val = sum(terms[k] for k in ("Q projection", "K projection", "V projection", "W^O"))
         text = f"n = {n_tok} tokens, d_model = {d}: FLOPs of the four projections Q, K, V, O (no bias)?"
         steps = [f"each projection: 2 * n * d^2 = {2 * n_tok * d * d:,}", f"four of them: 8 n d^2 = {val:,}"]
-    return Question("flops", variant, text, float(val), steps, {"n": n_tok, "d": d}, True)
+    return Question("flops", variant, text, float(val), steps, {"n": n_tok, "d": d}, True, LARGE_TOL)
 
 
 def _q_kvcache(rng: np.random.Generator) -> Question:
@@ -574,6 +601,7 @@ def _q_kvcache(rng: np.random.Generator) -> Question:
             "batch": batch,
         },
         True,
+        LARGE_TOL,
     )
 
 
@@ -665,14 +693,23 @@ def iter_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> Iterat
     return _generate(topic, seed, count)
 
 
+_REDRAWS = 50  # draws of a topic before a repeat is allowed (its questions have run out)
+
+
 def _generate(topic: str | None, seed: int, count: int) -> Iterator[Question]:
     rng = np.random.default_rng(seed)
     names = [topic] if topic else list(TOPICS)
     order: list[str] = []
     while len(order) < count:
         order += [names[i] for i in rng.permutation(len(names))]
+    asked: set[str] = set()
     for name in order[:count]:
-        yield TOPICS[name][1](rng)
+        for _ in range(_REDRAWS):  # never the same question twice in one quiz
+            q = TOPICS[name][1](rng)
+            if q.text not in asked:
+                break
+        asked.add(q.text)
+        yield q
 
 
 def make_quiz(topic: str | None = None, seed: int = 0, count: int = 5) -> list[Question]:

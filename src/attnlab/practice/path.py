@@ -194,6 +194,11 @@ def practice_next(latest: dict, passed: set[str]) -> list[str]:
     return steps
 
 
+def quiz_score(right: int, asked: int, planned: int) -> str:
+    """A quiz's score as ``attnlab quiz`` prints it: ``3/4``, or ``0/1 (3 not asked)``."""
+    return f"{right}/{asked}" + (f" ({planned - asked} not asked)" if asked < planned else "")
+
+
 def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> dict:
     """The state of the week as data: lessons (ticked, best quiz scores per topic), ``mixed_quiz``
     (the best quiz taken without ``--topic``, ``None`` if none), practice, milestone, next step."""
@@ -205,7 +210,7 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
                 "number": lesson.number,
                 "title": lesson.title,
                 "ticked": lesson.number in ticked,
-                "quiz": {t: f"{r}/{a}" for t, (r, a) in scores.items()},
+                "quiz": {t: quiz_score(*score) for t, score in scores.items()},
             }
         )
     practice = []
@@ -242,7 +247,7 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
     mixed = best_quiz.get(None)
     return {
         "lessons": lessons,
-        "mixed_quiz": None if mixed is None else f"{mixed[0]}/{mixed[1]}",
+        "mixed_quiz": None if mixed is None else quiz_score(*mixed),
         "practice": practice,
         "milestone": milestone,
         "next": step,

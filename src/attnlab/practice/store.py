@@ -158,16 +158,18 @@ class Study:
         """``{lesson: when ticked}``."""
         return dict(self.conn.execute("SELECT lesson, at FROM ticks ORDER BY lesson"))
 
-    def best_quiz(self) -> dict[str | None, tuple[int, int]]:
-        """``{topic: (right, planned)}`` of the best-scoring quiz per topic (``None`` = mixed): a quiz
-        stopped early counts its unasked questions as not right (1 of 3 answered right and then
-        stopped is 1/3, not a perfect 1/1)."""
-        best: dict[str | None, tuple[int, int]] = {}
-        rows = self.conn.execute("SELECT topic, right, max(asked, total) FROM quiz WHERE asked > 0")
-        for topic, right, planned in rows:
+    def best_quiz(self) -> dict[str | None, tuple[int, int, int]]:
+        """``{topic: (right, asked, planned)}`` of the best quiz per topic (``None`` = mixed), as
+        ``attnlab quiz`` printed it (``0/1 (3 not asked)``). Quizzes are ranked by right answers over
+        the questions planned, so one stopped early cannot outrank a finished one (1 right of 3
+        planned, then stopped, ranks as 1/3, not as a perfect 1/1); a tie goes to the one answered
+        further."""
+        best: dict[str | None, tuple[int, int, int]] = {}
+        rows = self.conn.execute("SELECT topic, right, asked, max(asked, total) FROM quiz WHERE asked > 0")
+        for topic, right, asked, planned in rows:
             old = best.get(topic)
-            if old is None or right / planned > old[0] / old[1]:
-                best[topic] = (right, planned)
+            if old is None or (right / planned, asked) > (old[0] / old[2], old[1]):
+                best[topic] = (right, asked, planned)
         return best
 
     def latest_practice(self) -> dict[str, dict]:
