@@ -146,3 +146,21 @@ def test_no_ffn_header_shows_no_ffn_sizes():
         assert "no FFN" in header and "2048" not in header and "GELU" not in header, header
     r = run("params", "--model", "gpt", "--vocab", "10", "--max-len", "7")
     assert "max_len=7" in r.output.splitlines()[0]  # read by gpt: the rows of its position table
+
+
+@pytest.mark.parametrize(
+    "args,sub",
+    [(["--preset", "llama-2-7b"], "params"), (["--preset=llama-2-7b", "shapes", "--seq", "8"], "shapes")],
+)
+def test_an_option_before_the_subcommand_names_the_subcommands_that_take_it(capsys, args, sub):
+    from attnlab.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["audit", *args])
+    err = capsys.readouterr().err.strip()
+    assert ended.value.code == 2 and len(err.splitlines()) == 1
+    assert "--preset is an option of params, shapes, cost" in err  # was "No such option '--preset'"
+    assert err.endswith(f"try: attnlab audit {sub} " + " ".join(a for a in args if a != sub))
+    with pytest.raises(SystemExit):
+        main(["audit", "--presett", "x"])  # an option no subcommand takes: click's message as before
+    assert "No such option '--presett'" in capsys.readouterr().err

@@ -216,6 +216,29 @@ class SuggestingGroup(click.Group):
             raise click.UsageError(f"No such command {name!r}{hint}", ctx)
         return super().resolve_command(ctx, args)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """An option of the subcommands given before one (``attnlab audit --preset X``) names the
+        subcommands that take it and the command line to try, in one line."""
+        given = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            flag = exc.option_name
+            takers = [  # the group's own subcommands (a lazy group's are not imported for this)
+                name
+                for name, cmd in self.commands.items()
+                if any(flag in p.opts for p in cmd.params if isinstance(p, click.Option))
+            ]
+            if not takers:
+                raise
+            named = [a for a in given if a in takers]  # a subcommand given after the option
+            sub = named[0] if named else takers[0]
+            rest = " ".join(a for a in given if a != sub)
+            raise click.UsageError(
+                f"{flag} is an option of {', '.join(takers)}, given before the subcommand: "
+                f"try: {ctx.command_path} {sub} {rest}"
+            ) from None
+
 
 POSITIVE = Positive()
 NON_NEGATIVE = NonNegative()
