@@ -35,6 +35,14 @@ def non_negative_int(name: str, value) -> int:
     return int(value)
 
 
+def int_in(name: str, value, low: int, high: int) -> int:
+    """Return ``value`` as an ``int`` if it is an integer (not a bool) in ``low..high``, else raise
+    ``ValueError`` naming ``name`` and the range (a string, a float, NaN and 10**30 alike)."""
+    if not _is_int(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return int(value)
+
+
 def finite_float(name: str, value) -> float:
     """Return ``value`` as a ``float`` if it is a finite real number, else raise ``ValueError``."""
     if not _is_real(value) or not math.isfinite(float(value)):

@@ -16,6 +16,8 @@ generate     ``attnlab.decoding.greedy`` / ``beam_search`` / ``sample``         
 ablate       ``attnlab.nn.hooks.patch``: head h's ``z_h := 0`` (= zeroing W^O_h)       all
 similarity   ``attnlab.interp.similarity.explain_similarity``                          mean-pooled BERT
 audit        ``attnlab.audit.audit_params`` and ``audit_shapes`` (one block)           all
+math         ``attnlab.interp.equation.query_math``: one query of one head, each step   all
+             of the equation with the forward's numbers, and the what-ifs
 ===========  ========================================================================  ============
 
 A head is written ``layer.head``, both counted from 0. Inputs are bounded (:data:`MAX_CHARS`
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import warnings
 from collections.abc import Callable
@@ -38,9 +41,11 @@ import torch.nn.functional as F
 from attnlab import concepts
 from attnlab._checks import did_you_mean
 from attnlab.audit import Workload, audit_params, audit_shapes, model_spec
+from attnlab.concepts.markdown import mathml
 from attnlab.decoding import beam_search, greedy, sample
 from attnlab.interp.badges import BADGE_THRESHOLD
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
+from attnlab.interp.equation import query_math
 from attnlab.interp.lens import eventual_token_by_layer, logit_lens, residual_stream
 from attnlab.interp.scan import APPLIES
 from attnlab.interp.similarity import explain_similarity
@@ -100,6 +105,10 @@ EXPLAIN = {
     "audit": "Parameters by group, counted from the configuration (per encoder layer the notes' "
     "4d^2 + 2df + f + 9d in PyTorch's convention) and checked against the loaded tensors; then the shape "
     "on every arrow of the first block for this text (B = 1).",
+    "math": "One query of one head, step by step: click a token in the attention view and every equation "
+    "of that head at that position is shown with the numbers of the model's own forward (read through the "
+    "hook points), recomputed by the library: softmax(K q / sqrt(d_k) + M) gives the attention view's row, "
+    "and a V gives the head's output z.",
 }
 CONCEPTS = {
     "tokens": ("04-self-attention-qkv.md",),
@@ -111,7 +120,49 @@ CONCEPTS = {
     "ablate": ("07-multi-head-attention.md",),
     "similarity": ("04-self-attention-qkv.md",),
     "audit": ("12-parameter-counting.md", "13-cost-and-flashattention.md"),
+    "math": ("05-scaled-dot-product.md",),
 }
+# The math view's steps: (id, title, LaTeX, concept pages); the page draws each formula as MathML.
+STEPS = (
+    ("qkv", "Query, keys, values", r"q = x_i W^Q_h,\quad K = X W^K_g,\quad V = X W^V_g",
+     ("04-self-attention-qkv.md", "08-gqa-mqa.md")),
+    ("rope", "Rotation by position (RoPE)", r"q' = R_{\Theta, i}\, q,\quad k'_j = R_{\Theta, j}\, k_j",
+     ("11-positions.md",)),
+    ("scores", "Scores and the scale", r"s = K q,\quad e_j = \frac{s_j}{\sqrt{d_k}} + b_j",
+     ("05-scaled-dot-product.md",)),
+    ("weights", "Mask and softmax",
+     r"a = \operatorname{softmax}(e + M),\quad M_j = -\infty \text{ where key } j \text{ is masked}",
+     ("06-masks.md", "05-scaled-dot-product.md")),
+    ("z", "The head's output", r"z_h = a V = \sum_j a_j v_j", ("05-scaled-dot-product.md",)),
+    ("concat", "Heads together, then W^O", r"o = \operatorname{Concat}(z_0, \dots, z_{h-1})\, W^O",
+     ("07-multi-head-attention.md",)),
+    ("residual_pre", "Residual and norm (pre-norm)", r"u = x + o,\quad y = u + \operatorname{FFN}(N_2(u))",
+     ("10-residuals-and-norms.md", "09-feed-forward.md")),
+    ("residual_post", "Residual and norm (post-norm)",
+     r"u = N_1(x + o),\quad y = N_2(u + \operatorname{FFN}(u))",
+     ("10-residuals-and-norms.md", "09-feed-forward.md")),
+    ("unscaled", "Without the scale", r"\operatorname{Var}(q \cdot k) = d_k \;\Rightarrow\; "
+     r"\operatorname{Var}\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = 1", ("05-scaled-dot-product.md",)),
+    ("unmasked", "Without the causal mask", r"a = \operatorname{softmax}(e)\ \text{over every key}",
+     ("06-masks.md",)),
+    ("next", "Next token, with a temperature", r"p(x_{i+1}) = \operatorname{softmax}(\ell_i / \tau)",
+     ("15-decoding.md",)),
+)  # fmt: skip
+
+
+@functools.cache
+def steps() -> list[dict]:
+    """The math view's steps with their formulas as MathML (``concepts.markdown.mathml``, as the concept
+    pages draw them) and their concept pages: ``[{"id", "title", "mathml", "concepts"}]``."""
+    return [
+        {
+            "id": key,
+            "title": title,
+            "mathml": mathml(latex, True),
+            "concepts": [{"href": concepts.href(md), "title": concepts.page_title(md)} for md in pages],
+        }
+        for key, title, latex, pages in STEPS
+    ]
 
 
 def guide() -> dict[str, dict]:
@@ -124,7 +175,7 @@ def guide() -> dict[str, dict]:
             ],
         }
         for view, text in EXPLAIN.items()
-    }
+    } | {"math": {"text": EXPLAIN["math"], "concepts": [], "steps": steps()}}
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -152,7 +203,7 @@ def max_tokens(loaded: Loaded) -> int:
 def describe(loaded: Loaded, index: int, name: str) -> dict:
     """What the page needs to know of a loaded model (no path: the client picks by index or name)."""
     c = loaded.model.config
-    views = ["tokens", "attention", "heads", "ablate", "audit"]
+    views = ["tokens", "attention", "heads", "math", "ablate", "audit"]
     views += ["next", "lens", "generate"] if is_lm(loaded) else []
     views += ["similarity"] if getattr(c, "pooling", None) == "mean" else []
     return {
@@ -537,6 +588,90 @@ def audit(loaded: Loaded, text: str) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------------ the equations
+def _vec(t) -> list[float] | None:
+    """A float64 tensor ``[n]`` as a list (None stays None)."""
+    return None if t is None else t.tolist()
+
+
+def equation(loaded: Loaded, text: str, layer=0, head=0, position=None) -> dict:
+    """The numbers of every step of head ``layer.head`` at query ``position`` (default: the last
+    token), :func:`attnlab.interp.equation.query_math` of the text: q, K and V (before and after
+    RoPE; ``[T, d_k]`` packed), ``K q``, the scale, bias and mask, the weights (the forward's, and
+    the softmax recomputed) and z, the layer's vectors at this position (``[d_model]`` packed, with
+    their norms), the keys of largest weight, and the what-ifs: no scale, no causal mask, a
+    temperature on the next token."""
+    ids = encode(loaded, text)
+    if position is None:
+        position = len(ids) - 1
+    r = query_math(loaded.model, as_batch(loaded, ids), layer, head, position)
+    tok = loaded.tokenizer
+    layer_vectors = (
+        "resid_pre",
+        "attn_in",
+        "concat",
+        "attn_out",
+        "resid_mid",
+        "ffn_in",
+        "ffn_out",
+        "resid_post",
+    )
+    top = r.top_keys()
+    for row in top:
+        row["text"] = tok.token(ids[row["key"]])
+    unscaled, unmasked, temps = r.unscaled(), r.unmasked(), r.temperatures()
+    unscaled["weights"] = _vec(unscaled["weights"])
+    if unmasked is not None:
+        unmasked["weights"] = _vec(unmasked["weights"])
+        for row in unmasked["future"]:
+            row["text"] = tok.token(ids[row["key"]])
+    for t in temps or ():
+        for row in t["top"]:
+            row["text"] = tok.token(row["id"])
+    c = loaded.model.config
+    return {
+        **tokens(loaded, text, ids),
+        "layer": r.layer,
+        "head": r.head,
+        "name": f"{r.layer}.{r.head}",
+        "position": r.position,
+        "heads": r.heads,
+        "kv_head": r.kv_head,
+        "group": [f"{r.layer}.{g}" for g in r.group],
+        "d_k": len(r.q),
+        "d_model": int(c.d_model),
+        "scale": r.scale,
+        "positions": r.positions,
+        "rotated": r.rotated,
+        "causal": r.causal,
+        "window": r.window,
+        "norm": r.norm,
+        "norm_place": r.norm_place,
+        "q_pre": _vec(r.q_pre),
+        "q": _vec(r.q),
+        "k_pre": packed(r.k_pre),
+        "k": packed(r.k),
+        "v": packed(r.v),
+        "raw": _vec(r.raw),
+        "bias": _vec(r.bias),
+        "mask": r.mask.tolist(),
+        "scores": _vec(r.raw * r.scale + r.bias),
+        "weights": _vec(r.weights),
+        "softmax": _vec(r.softmax),
+        "z": _vec(r.z),
+        "av": _vec(r.av),
+        "vectors": {name: packed(getattr(r, name)) for name in layer_vectors if getattr(r, name) is not None},
+        "norms": {
+            name: float(getattr(r, name).norm()) for name in layer_vectors if getattr(r, name) is not None
+        },
+        "top": top,
+        "checks": r.checks(),
+        "unscaled": unscaled,
+        "unmasked": unmasked,
+        "temperature": temps,
+    }
+
+
 # ------------------------------------------------------------------------------------------ one request
 VIEWS: dict[str, tuple[Callable[..., dict], tuple[str, ...]]] = {
     "tokens": (lambda loaded, text: tokens(loaded, text, encode(loaded, text)), ("text",)),
@@ -547,6 +682,7 @@ VIEWS: dict[str, tuple[Callable[..., dict], tuple[str, ...]]] = {
     "ablate": (ablate, ("text", "heads", "text_b")),
     "similarity": (similarity, ("text", "text_b")),
     "audit": (audit, ("text",)),
+    "math": (equation, ("text", "layer", "head", "position")),
 }
 
 
