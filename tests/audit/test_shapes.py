@@ -115,7 +115,7 @@ def test_whole_models():
     )
     assert g["output"] == [2, 6, 100]  # logits [B, T, V]
     assert g["layer_outputs"] == [[2, 6, 32]] * 2 and g["layer_output_names"] == ["blocks.0", "blocks.1"]
-    assert [s["step"] for s in g["steps"]][-2:] == ["final LayerNorm LN_f", "logits = h W_out [32 -> 100]"]
+    assert [s["step"] for s in g["steps"]][-2:] == ["final LayerNorm ln_f", "logits = h W_out [32 -> 100]"]
     t = audit_shapes(
         ModelSpec.from_sizes(model="transformer", d_model=32, heads=4, d_ff=64, layers=2, vocab=50),
         Workload(seq=5, src_seq=9, batch=3),
@@ -172,17 +172,20 @@ def test_computed_positions_run_past_max_len_and_say_so():
 
 
 def test_norm_names_agree_with_params_modules_and_hook_points():
-    # a GPT block is a decoder layer without cross-attention: its norms are norm1 and norm3 (LN_1, LN_3)
-    # in both audits; the final norm is named by its hook point final_norm (module `norm`), as in capture
+    # a GPT block's norms are named as the Week 19 course page's `class Block` names them (ln1, ln2;
+    # modules norm1, norm3: a decoder layer without cross-attention; there was an LN_3 and no LN_2)
+    # in both audits; the final norm ln_f is addressed by its hook point final_norm (module `norm`)
     spec = _small(layers=1, max_len=8)
     shapes, params = audit_shapes(spec, Workload(seq=4, batch=1)), audit_params(spec)
-    norms = [(s["step"], s["module"]) for s in shapes["steps"] if s["step"].startswith(("norm LN", "final"))]
+    norms = [(s["step"], s["module"]) for s in shapes["steps"] if s["step"].startswith(("norm ", "final"))]
     assert norms == [
-        ("norm LN_1 (pre-norm, into masked self-attention)", "blocks.0.norm1"),
-        ("norm LN_3 (pre-norm, into FFN)", "blocks.0.norm3"),
-        ("final LayerNorm LN_f", "final_norm"),
+        ("norm ln1 (pre-norm, into masked self-attention)", "blocks.0.norm1"),
+        ("norm ln2 (pre-norm, into FFN)", "blocks.0.norm3"),
+        ("final LayerNorm ln_f", "final_norm"),
     ]
-    assert [r["part"] for r in params["rows"] if r["group"] == "norms"] == ["LN_1", "LN_3", "LN_f (final)"]
+    assert [r["part"] for r in params["rows"] if r["group"] == "norms"] == ["ln1", "ln2", "ln_f (final)"]
+    llama = [r["part"] for r in audit_params("llama-2-7b", build_module=False)["rows"] if r["group"] == "norms"]
+    assert llama == ["ln1", "ln2", "ln_f (final)"]
     model = build(spec)
     names = {n for n, _ in model.named_modules()} | set(model.hook_points())
     assert {address for _, address in norms} <= names and "final_norm" in model.hook_points()

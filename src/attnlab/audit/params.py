@@ -82,11 +82,16 @@ def _norm(a: ModelSpec, name: str, stack: str | None) -> Row:
     return Row("norms", name, Poly.term(1, "d"), shift, stack)
 
 
-def _encoder_layer(a: ModelSpec, stack: str = "layer", ffn_norm: str = "LN_2") -> list[Row]:
-    """Self-attention, FFN and their norms; ``ffn_norm`` names the FFN's norm as the module does
-    (``norm2`` of an encoder layer; a GPT block is a decoder layer without cross-attention: ``norm3``)."""
+GPT_NORMS = ("ln1", "ln2", "ln_f")  # the Week 19 course page's `class Block` (ln1, ln2); nanoGPT's ln_f
+
+
+def _encoder_layer(
+    a: ModelSpec, stack: str = "layer", names: tuple[str, ...] = ("LN_1", "LN_2")
+) -> list[Row]:
+    """Self-attention, FFN and their norms, named ``names`` (the paper's LN_1, LN_2 for an encoder
+    layer; a GPT block's are the course page's ``ln1``, ``ln2``: modules ``norm1``, ``norm3``)."""
     ffn = _ffn(a, stack)
-    norms = [_norm(a, "LN_1", stack)] + ([_norm(a, ffn_norm, stack)] if ffn else [])
+    norms = [_norm(a, names[0], stack)] + ([_norm(a, names[1], stack)] if ffn else [])
     return [*_attention(a, stack), *ffn, *norms]
 
 
@@ -152,8 +157,8 @@ def rows_for(a: ModelSpec) -> list[Row]:
         return [
             _table("token embedding E [V, d]", "embeddings", "V", "d"),
             _positions(a, "learned positions P"),
-            *_encoder_layer(a, ffn_norm="LN_3"),  # blocks.i.norm1, blocks.i.norm3 (no cross-attention)
-            *([_norm(a, "LN_f (final)", None)] if final else []),
+            *_encoder_layer(a, names=GPT_NORMS[:2]),  # modules blocks.i.norm1, blocks.i.norm3
+            *([_norm(a, f"{GPT_NORMS[2]} (final)", None)] if final else []),
             Row("head", "logits W = Eᵀ (tied: counted once)", Poly(), Poly())
             if a.tie_head
             else Row("head", "logits W [d, V] (untied)", Poly.term(1, "d", "V"), Poly()),

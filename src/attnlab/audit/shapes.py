@@ -8,8 +8,10 @@ steps come out in the order data flows, and :func:`render_shapes` draws them as 
 Each step is named by its address, the one the parameters and :func:`attnlab.nn.capture` use: an
 attention step by its hook point (``blocks.0.self_attn.q``), any other by its module path
 (``blocks.0.norm1``, ``blocks.0.ffn.linear1``, ``lm_head``), except GPT's final norm, named by its hook
-point ``final_norm`` (its module is ``norm``). Norms are numbered as the modules are: a GPT block is a
-decoder layer without cross-attention, so its norms are LN_1 (``norm1``) and LN_3 (``norm3``).
+point ``final_norm`` (its module is ``norm``). Norms are named as in :mod:`attnlab.audit.params`: the
+paper's LN_1, LN_2 (LN_3) in encoder and decoder layers; a GPT block's as the Week 19 course page's
+``class Block`` names them, ``ln1`` (module ``norm1``) and ``ln2`` (module ``norm3``: a GPT block is a
+decoder layer without cross-attention), and its final norm ``ln_f``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from attnlab._checks import memory_bytes
 from attnlab.audit.build import build
 from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, check_no_vocab, fit_positions
 from attnlab.audit.cost import audit_cost
+from attnlab.audit.params import GPT_NORMS
 from attnlab.audit.spec import model_spec
 from attnlab.models.base import check_memory
 
@@ -78,17 +81,19 @@ def _norm_labels(norm: str, leaf: str, decoder: bool, cross: bool = True) -> tup
         if decoder
         else {"1": "self-attention", "2": "FFN"}
     )
-    if decoder and not cross:  # a decoder-only block (GPT): LN_1 before attention, LN_3 before the FFN
+    name = f"LN_{index}"
+    if decoder and not cross:  # a decoder-only block (GPT): norm1 before attention, norm3 before the FFN
         subs["2"] = subs["1"]
+        name = dict(zip("13", GPT_NORMS)).get(index, name)  # the course page's ln1, ln2
     sub = subs.get(index, "sublayer")
     if norm == "post":
-        return f"add: X + {sub}(X)", f"norm LN_{index} (add & norm)"
+        return f"add: X + {sub}(X)", f"norm {name} (add & norm)"
     previous = {
         "1": "layer input X (the residual stream)",
         "2": f"add: residual + {subs['1']}",
         "3": f"add: residual + {subs.get('2')}",
     }
-    return previous.get(index), f"norm LN_{index} (pre-norm, into {sub})"
+    return previous.get(index), f"norm {name} (pre-norm, into {sub})"
 
 
 def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, seed: int = 0) -> dict:
@@ -241,7 +246,8 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
             decoder = type(layer).__name__ == "DecoderLayer"
             pre, post = _norm_labels(a.norm, leaf, decoder, getattr(layer, "cross_attn", None) is not None)
         else:
-            final = {"layer": "final LayerNorm LN_f", "rms": "final RMSNorm LN_f"}[a.block.norm]
+            kind = {"layer": "LayerNorm", "rms": "RMSNorm"}[a.block.norm]
+            final = f"final {kind} {GPT_NORMS[2] if a.model == 'gpt' else 'LN_f'}"
             pre, post = None, (final if leaf == "norm" else f"norm {leaf}")
             path = hook_names.get(id(m), path)  # GPT's final norm: module norm, hook point final_norm
         if pre:  # the norm's input: the residual sum (post-norm) or the residual stream (pre-norm)
