@@ -73,12 +73,12 @@ def test_notes_numbers():
 
 @pytest.mark.parametrize("ffn, matrices", [("mlp", 2), ("glu", 3), ("none", 0)])
 def test_notes_ffn_check_counts_the_audited_ffn(ffn, matrices):
-    # the notes' 16nd² is a two-matrix MLP; the check beside it is the FFN row of one layer and sequence:
+    # the Week 19 page's 16nd² is a two-matrix MLP; beside it the FFN row of one layer and sequence:
     # 4·n·d·f (MLP), 6·n·d·f (GLU: 805,306,368 at T=128, d=512, f=2048, not the MLP's 536,870,912), none
     r = audit_cost(ModelSpec.from_sizes(ffn=ffn, layers=3), Workload(seq=128, batch=2))
     n, text = r["notes_check"], render_cost(r)
     ffn_row = [t["flops"] for t in r["terms"] if t["term"] == "FFN"]
-    note = next(line for line in text.splitlines() if line.startswith("notes, per layer"))
+    note = next(line for line in text.splitlines() if line.startswith("Week 19 course page, per layer"))
     if not matrices:
         assert ffn_row == [] and n["mlp_by_terms"] is None and n["mlp_formula"] is None
         assert note.endswith("no FFN (16nd² does not apply)") and "2048" not in note

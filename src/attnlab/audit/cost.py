@@ -4,13 +4,13 @@ Conventions (printed with every report):
 
 - A MAC is one multiply-accumulate; a matmul ``[m, k] @ [k, n]`` is ``m·k·n`` MACs and
   FLOPs = 2·MACs. Bias additions, residual additions, norms and activations are O(T·d) and are
-  not counted, as in the notes' estimates.
+  not counted, as in the Week 19 course page's estimates.
 - Softmax (with the 1/√d_k scale) is not a matmul: 5 FLOPs per attended score entry
   (scale, max, subtract-and-exp, sum, divide), 0 MACs.
 - "Attended" entries respect the mask: dense T², causal T(T+1)/2, causal sliding window of W keys
   Σ_i min(i+1, W). A dense kernel still computes all T² and masks them (see ``executed``).
 
-The notes' estimates per layer and sequence: FLOPs_attn ≈ 4n²d (QKᵀ + AV), FLOPs_MLP ≈ 16nd²
+The Week 19 course page's estimates per layer and sequence: FLOPs_attn ≈ 4n²d (QKᵀ + AV), FLOPs_MLP ≈ 16nd²
 (a two-matrix FFN with f = 4d: 4·n·d·f; a GLU's three matrices make it 6·n·d·f). Training FLOPs
 per token follow PaLM (Chowdhery et al. 2022, appendix B):
 6N + 12·L·h·d_k·T, N = non-embedding parameters plus the logit matrix, attention counted dense.
@@ -316,7 +316,7 @@ def _checked(a: ModelSpec, workload: Workload | None, training: bool) -> tuple[M
 
 def _flops(a: ModelSpec, w: Workload) -> dict:
     """The FLOP terms (masked), their totals, the score entries, what a dense kernel executes, and
-    the notes' estimates 4n²d and 16nd² beside the terms."""
+    the Week 19 course page's estimates 4n²d and 16nd² beside the terms."""
     B, T, h, L = w.batch, w.seq, a.heads, a.layers
     terms = _terms(a, T, B, w.causal, w.window, w.S)
     dense, executed_note = _executed(a, T, B, w.window, w.S, terms)
@@ -343,7 +343,7 @@ FFN_FORMULAS = {"mlp": "4·n·d·f", "glu": "6·n·d·f"}
 
 
 def _notes_check(a: ModelSpec, T: int) -> dict:
-    """The notes' per-layer, per-sequence estimates beside the same quantities counted term by term.
+    """The Week 19 page's per-layer, per-sequence estimates beside the same quantities counted term by term.
 
     FLOPs_attn ≈ 4n²d (QKᵀ + AV, dense) against 2·2·h·T²·d_k; FLOPs_MLP ≈ 16nd² (a two-matrix MLP with
     f = 4d) against the FFN row of one layer and one sequence of ``T`` (n) tokens: 4·n·d·f for an MLP,
@@ -420,7 +420,7 @@ def _model_specifics(report: dict, a: ModelSpec, w: Workload) -> None:
 
 
 def _kind_specifics(report: dict, a: ModelSpec, w: Workload) -> None:
-    """What the beyond-quadratic kinds change: what the notes' 4n²d becomes, and for linear
+    """What the beyond-quadratic kinds change: what the Week 19 course page's 4n²d becomes, and for linear
     attention and the SSM a fixed-size state instead of the KV cache and no score entries."""
     line = becomes(a, w.seq, w.window)
     if line is not None:
@@ -567,7 +567,7 @@ def _render_header(report: dict) -> list[str]:
 
 
 def _render_totals(report: dict) -> list[str]:
-    """Forward totals, what a dense kernel executes, score entries, and the notes' 4n²d / 16nd²."""
+    """Forward totals, what a dense kernel executes, score entries, and the Week 19 page's 4n²d / 16nd²."""
     out = [
         f"total forward: {_f(report['total_macs'])} MACs, {_f(report['total_flops'])} FLOPs "
         f"({_f(report['flops_per_token'])} FLOPs per token)",
@@ -585,7 +585,7 @@ def _render_totals(report: dict) -> list[str]:
         out.append(f"embeddings: {report['embeddings_note']}")
     n = report["notes_check"]
     out.append(
-        f"notes, per layer and sequence: 4n²d = {_f(n['attn_4n2d_per_layer_per_sequence'])} "
+        f"Week 19 course page, per layer and sequence: 4n²d = {_f(n['attn_4n2d_per_layer_per_sequence'])} "
         f"(QKᵀ + AV dense: {_f(n['attn_measured_by_terms'])}); {_ffn_note(n, report['config']['d_ff'])}"
     )
     if "becomes" in n:
@@ -594,14 +594,14 @@ def _render_totals(report: dict) -> list[str]:
 
 
 def _ffn_note(n: dict, d_ff: int) -> str:
-    """The notes' 16nd² beside the FFN as counted: an MLP's 4·n·d·f (16nd² when f = 4d), a GLU's
-    6·n·d·f (its third matrix), or no FFN at all."""
+    """The Week 19 page's 16nd² beside the FFN as counted: an MLP's 4·n·d·f (16nd² when f = 4d), a
+    GLU's 6·n·d·f (its third matrix), or no FFN at all."""
     if n["mlp_by_terms"] is None:
         return "no FFN (16nd² does not apply)"
     kind = n["ffn"].upper()
     counted = f"FFN with f = {d_ff}, {kind} {n['mlp_formula']}: {_f(n['mlp_by_terms'])}"
     if n["ffn"] == "glu":
-        counted += "; the notes' 16nd² is a two-matrix MLP with f = 4d"
+        counted += "; the Week 19 course page's 16nd² is a two-matrix MLP with f = 4d"
     return f"16nd² = {_f(n['mlp_16nd2_per_layer_per_sequence'])} ({counted})"
 
 

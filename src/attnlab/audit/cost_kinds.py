@@ -1,6 +1,6 @@
 """What the cost terms become when the block does not run dense softmax attention (issue 15).
 
-The notes count attention per layer and sequence as FLOPs_attn ≈ 4n²d (QKᵀ and AV, n = T). Each
+The Week 19 course page counts attention per layer and sequence as FLOPs_attn ≈ 4n²d (QKᵀ and AV, n = T). Each
 kind of :data:`attnlab.nn.config.ATTENTION_KINDS` that escapes the n² changes those two terms:
 
 ==============  ======================================================  =========================
@@ -177,8 +177,8 @@ def check_kind(a, training: bool, measure: bool, window) -> None:
 
 
 def becomes(a, seq: int, window) -> str | None:
-    """The notes' 4n²d per layer and sequence, restated for the block's kind (one line), or None
-    for dense softmax attention."""
+    """The Week 19 page's 4n²d per layer and sequence, restated for the block's kind (one line), or
+    None for dense softmax attention."""
     T, d, kind = seq, a.d_model, a.block.attention
     if kind == "linear":
         return f"linear attention: 4n²d becomes 4·T·d·d_k = {4 * T * d * a.d_k:,} (state updates + read-outs)"

@@ -39,7 +39,9 @@ def myths(number: str | None, as_json: bool) -> None:
             )
             return
         click.echo(
-            f"{len(MYTHS)} misconceptions from the notes; `attnlab myths N` computes why N is false.\n"
+            f"{len(MYTHS)} misconceptions that the Week 1 notes on attention, the plain-language notes and "
+            "the Week 19 course page warn about (each one's source: --json); "
+            "`attnlab myths N` computes why N is false.\n"
         )
         for m in MYTHS:
             click.echo(f"{m.number:3d}. {m.claim}")

@@ -12,7 +12,7 @@ Four models are trained on the same task and data, sized to comparable parameter
 
 Sources have mixed lengths; held-out test sources (a split no training source can fall into) are
 grouped into length buckets, decoded greedily, and scored by exact-sequence and token accuracy.
-The Week 1 notes on attention (section 1) call the bottleneck "a strain, not a law": the table
+The plain-language notes (section 1) call the bottleneck "a strain, not a law": the table
 reports whatever the run shows.
 """
 

@@ -175,7 +175,8 @@ def summarise(s: dict) -> dict:
 
 
 def _example(model, tokenizer, head: list[int]) -> dict:
-    """Where 'it' in the notes' sentence attends in ``head``: the top word and the weight on 'animal'."""
+    """Where 'it' in the example sentence (the plain-language notes link 'it' to 'animal') attends in
+    ``head``: the top word and the weight on 'animal'."""
     enc = tokenizer.encode(EXAMPLE)
     layer = head[0]
     with torch.no_grad(), capture(model, [weights_point(layer)]) as cache:

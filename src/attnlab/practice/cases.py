@@ -121,7 +121,7 @@ def _softmax(rng):
         _ref_check(
             "softmax-worked",
             "softmax",
-            "softmax of the notes' scores [2, 0] is [0.881, 0.119]",
+            "softmax of the plain-language notes' scores [2, 0] is [0.881, 0.119]",
             (e,),
             ref.softmax(e),
         ),
@@ -170,7 +170,8 @@ def _causal_masks(rng):
 # ------------------------------------------------------------------------------------- attention
 @case
 def _sdpa_worked(rng):
-    """The notes' worked examples: Q = K = V = I, the 1/sqrt(d_k) scale, a sum of values."""
+    """The worked examples: Q = K = V = I and the 1/sqrt(d_k) scale (the plain-language notes), a sum
+    of values (the Week 1 notes)."""
     eye = np.eye(2)[None]  # [1, T=2, d_k=2]
     q_scale = np.ones((1, 1, 64))  # [1, T_q=1, d_k=64]
     k_scale = np.stack([np.full(64, 8 / 64), np.zeros(64)])[None]  # [1, 2, 64]: raw scores [8, 0]
@@ -179,21 +180,23 @@ def _sdpa_worked(rng):
     return [
         _sdpa(
             "sdpa-worked-identity",
-            "the notes' example Q = K = V = I (d_k = 2): weights [[0.670, 0.330], [0.330, 0.670]]",
+            "the plain-language notes' example Q = K = V = I (d_k = 2): "
+            "weights [[0.670, 0.330], [0.330, 0.670]]",
             eye,
             eye,
             eye,
         ),
         _sdpa(
             "sdpa-worked-scale",
-            "the notes' raw scores [8, 0] at d_k = 64: weights [0.731, 0.269], not [0.9997, 0.0003]",
+            "the plain-language notes' raw scores [8, 0] at d_k = 64: "
+            "weights [0.731, 0.269], not [0.9997, 0.0003]",
             q_scale,
             k_scale,
             np.eye(2)[None],
         ),
         _sdpa(
             "sdpa-worked-values",
-            "the notes' q = 1, k = 0, v = [1, 0], [0, 2]: z = [0.5, 1] (a sum of values)",
+            "the Week 1 notes' q = 1, k = 0, v = [1, 0], [0, 2]: z = [0.5, 1] (a sum of values)",
             q_one,
             k_zero,
             v,
@@ -283,7 +286,7 @@ def _heads(rng):
         _ref_check(
             "merge-worked",
             "merge_heads",
-            "the notes' heads [1, 2] and [3, 4] concatenate to [1, 2, 3, 4]",
+            "the Week 1 notes' heads [1, 2] and [3, 4] concatenate to [1, 2, 3, 4]",
             (heads,),
             ref.merge_heads(heads),
         ),
