@@ -90,6 +90,24 @@ def test_generate_streams_text_from_a_text_run(trained, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["strategy"] == "beam search, 3 beams"
 
 
+def test_generate_echoes_the_prompt_and_ends_the_text_before_the_stats(trained):
+    """stdout and stderr on one pipe: the prompt, its continuation, a line break, then the stats line
+    (it was glued to the text's last character, and the text began with the prompt's missing line)."""
+    out, _ = trained
+    cmd = [sys.executable, "-m", "attnlab", "generate", str(out), "ROMEO:", "--max-new", "20"]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    text = proc.stdout.decode("utf-8")
+    assert proc.returncode == 0, text
+    assert text.startswith("ROMEO:")
+    body, stats = text.rstrip("\n").rsplit("\n", 1)
+    assert stats.startswith("[20 tokens in ") and len(body) >= len("ROMEO:") + 20 - 1
+    r = run("generate", out, "ROMEO:", "--max-new", 20, "--quiet")
+    assert r.stdout == body[len("ROMEO:") :] + "\n"  # --quiet: the continuation only, as before
+    r = run("generate", out, "ROMEO:", "--max-new", 5, "--seed", 3, "--quiet")  # greedy: seed unused
+    assert r.exit_code == 0 and r.stderr == "note: greedy decoding (no --temperature) does not use --seed\n"
+    assert r.stdout == run("generate", out, "ROMEO:", "--max-new", 5, "--quiet").stdout
+
+
 def test_text_from_stdin_in_a_real_process(corpus, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(

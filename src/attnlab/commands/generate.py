@@ -62,8 +62,10 @@ def generate(
         raise BadInput(
             "--beam searches deterministically; it does not take --temperature, --top-k, --top-p or --seed"
         )
-    if not sampling and (top_k or top_p is not None or seed is not None):
-        raise BadInput("--top-k, --top-p and --seed apply to sampling: give --temperature too")
+    if not sampling and (top_k or top_p is not None):
+        raise BadInput("--top-k and --top-p apply to sampling: give --temperature too")
+    if not sampling and beam is None and seed is not None:
+        click.echo("note: greedy decoding (no --temperature) does not use --seed", err=True)
     if dtype != "float32" and (beam is not None or no_cache):
         raise BadInput(
             f"--dtype {dtype} runs the cached decode engine: it takes neither --beam nor --no-cache"
@@ -81,7 +83,12 @@ def generate(
         dtype=dtype,
     )
 
+    echoed = [quiet or as_json]  # the prompt goes first, as it reads (--quiet: the continuation only)
+
     def show(piece: str) -> None:
+        if not echoed[0]:
+            click.echo(request.prompt, nl=False)
+            echoed[0] = True
         if not as_json:
             click.echo(piece, nl=False)
             sys.stdout.flush()
@@ -98,7 +105,9 @@ def generate(
     if as_json:
         click.echo(dumps_json(result, indent=2, ensure_ascii=False))
         return
+    show("")  # (the prompt, if no piece came)
     click.echo("")
+    sys.stdout.flush()  # the text's line ends before the stats (stdout and stderr may share a pipe)
     if not quiet:
         cache = result["cache"]
         held = (

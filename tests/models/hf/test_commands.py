@@ -53,7 +53,7 @@ def test_generate_streams_text_and_reports_speed(hf_dirs, hf_tokenizer, capsys):
         capsys, "generate", str(hf_dirs["mistral"]), "A sliding window", "--max-new", "20", "--json"
     )
     result = json.loads(js)
-    assert out == result["text"] + "\n"  # the streamed pieces add up to the text
+    assert out == "A sliding window" + result["text"] + "\n"  # the prompt, then the streamed pieces
     assert "20 tokens in" in err and "tokens/s (greedy, float32)" in err
     assert result["cache"]["positions_held"] == 8  # Mistral's window: the rolling buffer
     code, js, _ = _run(
