@@ -8,7 +8,8 @@ BOS; a GPT's ``start(prompt)`` has already consumed the prompt and left the next
 ``state.last_logits``. The caller chooses ``model.eval()``; nothing here changes the mode.
 
 Results are the *generated* tokens (no BOS, no prompt), EOS included, padded with ``pad_id``
-after EOS; ``max_len`` counts generated tokens.
+after EOS; ``max_len`` counts generated tokens. A model loaded with weights holding NaN or
+infinity (``model.nonfinite_weights``, found once at load) is refused, naming the tensor.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._checks import positive_int
+from attnlab.nn.nonfinite import require_finite_weights
 from attnlab.tasks.tokenize import wrap
 
 
@@ -176,6 +178,7 @@ def sample(
     Returns:
         ``[B, L]`` long, ``pad_id`` after each row's EOS.
     """
+    require_finite_weights(model)  # weights found NaN at load: every token would be noise
     positive_int("max_len", max_len)
     if temperature != 0:
         filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)  # validate the options up front
@@ -301,6 +304,7 @@ def beam_search(
     Returns:
         :class:`BeamResult` ``(tokens [B, L], scores [B], hypotheses)``.
     """
+    require_finite_weights(model)
     beam_size, max_len, n_best = (
         positive_int(n, v) for n, v in (("beam_size", beam_size), ("max_len", max_len), ("n_best", n_best))
     )
@@ -393,6 +397,7 @@ def stream(
     ``P + max_new_tokens`` positions.
     """
     _check_decoder(gpt, "stream")
+    require_finite_weights(gpt)
     max_new_tokens = positive_int("max_new_tokens", max_new_tokens)
     vocab = gpt.config.vocab_size
     if eos_id is not None:

@@ -51,13 +51,17 @@ def _check_text(name: str, value: Any) -> None:
                 raise BadInput(f"{name.replace('_', ' ')} is not valid UTF-8 text ({where})") from None
 
 
+# warnings printed as one ``Warning:`` line: a tokenizer's (it names every character mapped to
+# ``<unk>``) and a loader's (it names the weights holding NaN or infinity)
+ONE_LINE = ("UnknownCharacterWarning", "NonFiniteWeightsWarning")
+
+
 def _one_line_warnings(show: Callable[..., None]) -> Callable[..., None]:
-    """A ``warnings.showwarning`` that prints a tokenizer's ``UnknownCharacterWarning`` (it names
-    every character mapped to ``<unk>``) as one ``Warning:`` line on stderr, and any other warning
-    as Python does."""
+    """A ``warnings.showwarning`` that prints the warnings of :data:`ONE_LINE` as one ``Warning:``
+    line on stderr, and any other warning as Python does."""
 
     def shown(message, category, filename, lineno, file=None, line=None):
-        if category.__name__ == "UnknownCharacterWarning":  # (its module imports torch: matched by name)
+        if category.__name__ in ONE_LINE:  # (their modules import torch: matched by name)
             click.echo(f"Warning: {message}", err=True)
         else:
             show(message, category, filename, lineno, file, line)

@@ -94,7 +94,7 @@ def generate(
             sys.stdout.flush()
 
     start = time.perf_counter()
-    loaded = load(directory, device=resolve_device(device))
+    loaded = load(directory, device=resolve_device(device), finite=True)
     if loaded.origin == "run" and loaded.task is not None:
         raise BadInput(f"{directory} was trained on the task {loaded.task['name']!r}: use attnlab translate")
     if is_text_run(loaded):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,12 @@ from attnlab.models.base import CONFIG_FILE, ModelConfig, SavableModel
 from attnlab.models.hf.load import config_dtype_bytes, load_hf, model_config_from_hf
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
 from attnlab.models.registry import load_model, read_model_config
+from attnlab.nn.nonfinite import (
+    NonFiniteError,
+    NonFiniteWeightsWarning,
+    mark_nonfinite_weights,
+    say_nonfinite_weights,
+)
 from attnlab.tasks import get_task
 from attnlab.tasks.tokenize import HFTokenizer, Tokenizer, from_file
 
@@ -186,16 +193,35 @@ def origin_of(source: str | Path) -> str:
     raise ValueError(f"{config} is neither a Hugging Face config (no model_type) nor an attnlab one")
 
 
-def load(source: str | Path, *, device: str | torch.device = "cpu") -> Loaded:
+def load(source: str | Path, *, device: str | torch.device = "cpu", finite: bool = False) -> Loaded:
     """Load ``source`` (see the module doc) onto ``device``; errors are one-line ``ValueError`` or
     ``FileNotFoundError`` naming the source and what is wrong (a bad ``device`` too:
-    :func:`resolve_load_device`)."""
+    :func:`resolve_load_device`).
+
+    Weights holding NaN or infinity are found once, here, and named: a
+    :class:`~attnlab.nn.nonfinite.NonFiniteWeightsWarning` (an analysis still runs, and shows the
+    NaN), or with ``finite=True`` (what generation and training need) a ``ValueError``. The model
+    keeps their names (``model.nonfinite_weights``), so generating from it later refuses
+    (:func:`~attnlab.nn.nonfinite.require_finite_weights`)."""
     device = resolve_load_device(device)
     origin = origin_of(source)
     if origin == "pretrained":
         loaded = _pretrained(str(source))
     else:
         loaded = {"run": _run, "hf": _hf, "saved": _saved}[origin](Path(source))
+    found = getattr(loaded.model, "nonfinite_weights", None)
+    if found is None:  # a loader that did not look at the file's own tensors
+        found = mark_nonfinite_weights(loaded.model)
+    if found and finite:
+        raise NonFiniteError(f"{source}: the weights hold NaN or infinity, {say_nonfinite_weights(found)}")
+    if found:
+        warnings.warn(
+            NonFiniteWeightsWarning(
+                f"{source}: the weights hold NaN or infinity, {say_nonfinite_weights(found)}: "
+                "what the model computes will too"
+            ),
+            stacklevel=2,
+        )
     loaded.model = loaded.model.to(device)
     return loaded
 

@@ -11,12 +11,18 @@ order, whose tensor holds a NaN or an infinity raises :class:`NonFiniteError` na
 Models with hook points (``model.hook_points()``: GPT, the Transformer, BERT, every layer) are
 checked at each point; any other module (the RNN models) at each submodule's output. Nothing is
 hooked outside the ``with`` block, so it costs nothing when unused.
+
+Weights are checked once, when a model is loaded (:func:`mark_nonfinite_weights`, by
+``attnlab.models.load`` and the training checkpoint reader), never per forward: the names of the
+tensors holding NaN or infinity are kept on the model, analyses warn
+(:class:`NonFiniteWeightsWarning`) and generation and training refuse through
+:func:`require_finite_weights`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import torch
@@ -51,6 +57,49 @@ def describe_nonfinite(t: Tensor) -> str | None:
     if len(present) == 1:
         return f"{n} of {t.numel()} entries are {present[0].split(' ', 1)[1]}"
     return f"{n} of {t.numel()} entries are non-finite: {', '.join(present)}"
+
+
+class NonFiniteWeightsWarning(UserWarning):
+    """A model was loaded whose weights hold NaN or infinity: what it computes will too."""
+
+
+def find_nonfinite_weights(tensors: Mapping[str, Tensor] | nn.Module) -> tuple[str, ...]:
+    """``("model.layers.0.self_attn.q_proj.weight (2304 of 2304 entries are nan)", ...)``: each
+    floating tensor of ``tensors`` (a state dict by the names its file uses, or a module's
+    parameters and buffers) holding a NaN or an infinity, in order; ``()`` when all are finite.
+    One pass over the weights: call it once, at load."""
+    if isinstance(tensors, nn.Module):
+        tensors = dict(tensors.named_parameters()) | dict(tensors.named_buffers())
+    found = []
+    for name, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            found.append(f"{name} ({describe_nonfinite(t)})")
+    return tuple(found)
+
+
+def mark_nonfinite_weights(model: nn.Module, tensors: Mapping[str, Tensor] | None = None) -> tuple[str, ...]:
+    """Record on ``model`` (its ``nonfinite_weights``) and return :func:`find_nonfinite_weights` of
+    ``tensors`` (the state dict it was loaded from, so the names are the file's), else of ``model``."""
+    found = find_nonfinite_weights(model if tensors is None else tensors)
+    model.nonfinite_weights = found
+    return found
+
+
+def say_nonfinite_weights(found: tuple[str, ...]) -> str:
+    """``"tensor NAME (3 of 512 entries are nan)"`` and how many more, for a message."""
+    more = f" and {len(found) - 1} more tensor{'s' * (len(found) > 2)}" if len(found) > 1 else ""
+    return f"tensor {found[0]}{more}"
+
+
+def require_finite_weights(model: nn.Module, what: str = "generate") -> None:
+    """A :class:`NonFiniteError` (a ``ValueError``) naming the first tensor if ``model`` was loaded
+    with weights holding NaN or infinity (as :func:`mark_nonfinite_weights` recorded: no pass over the
+    weights here); nothing for a model built in memory or with finite weights."""
+    found = getattr(model, "nonfinite_weights", ())
+    if found:
+        raise NonFiniteError(
+            f"cannot {what}: the weights hold NaN or infinity, {say_nonfinite_weights(found)}"
+        )
 
 
 def _checker(name: str) -> Callable[[Tensor], None]:

@@ -44,6 +44,7 @@ from attnlab._runs import (
 )
 from attnlab.models.base import load_state
 from attnlab.models.registry import load_model
+from attnlab.nn.nonfinite import mark_nonfinite_weights, say_nonfinite_weights
 from attnlab.training.config import TrainConfig
 
 
@@ -212,6 +213,12 @@ def load_checkpoint_at(out_dir: str | Path, path: Path) -> Checkpoint:
         raise ValueError(f"checkpoint {path} is incomplete: missing {exc}") from None
     try:
         model = load_model(path)
+        found = mark_nonfinite_weights(model)  # once: a run that diverged is not resumed
+        if found:
+            raise ValueError(
+                f"checkpoint {path}: the weights hold NaN or infinity, {say_nonfinite_weights(found)}; "
+                "cannot resume training from it"
+            )
         opt_state = _optimizer_join(load_state(path / "optimizer.safetensors"), state["optimizer"])
         rng = load_state(path / "rng.safetensors")["torch_cpu"]
         step, history = int(state["step"]), list(state["history"])

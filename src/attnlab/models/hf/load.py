@@ -31,7 +31,7 @@ from attnlab.models.hf.bert import load_bert
 from attnlab.models.hf.checkpoint import CONFIG, INDEX, read_hf_config, read_hf_state, weight_files
 from attnlab.models.hf.fields import dtype_bytes
 from attnlab.models.hf.mapping import map_state, strip_prefix
-from attnlab.nn.nonfinite import detect_from_env
+from attnlab.nn.nonfinite import detect_from_env, mark_nonfinite_weights
 
 FAMILIES: dict[str, ModuleType] = {kind: fam for fam in (gpt2, llama) for kind in fam.MODEL_TYPES}
 MODEL_TYPES = ("bert", *FAMILIES)  # every model_type load_hf reads
@@ -86,7 +86,8 @@ def load_hf(directory: str | Path, dtype: torch.dtype = torch.float32):
     A tensor missing, extra or of the wrong shape for ``config.json`` is a ``ValueError`` naming
     it; buffers that are not weights (GPT-2's ``attn.bias`` mask, ``rotary_emb.inv_freq``) are
     ignored; a head tied to the embedding may be stored once or twice (equal). Sizes that would not fit
-    in half of this machine's memory are refused before anything is read or allocated."""
+    in half of this machine's memory are refused before anything is read or allocated. The names of
+    tensors holding NaN or infinity are recorded on the model (``nonfinite_weights``)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"no checkpoint directory {directory}")
@@ -103,7 +104,9 @@ def load_hf(directory: str | Path, dtype: torch.dtype = torch.float32):
     where = str(files[0] if len(files) == 1 else directory / INDEX)
     names = strip_prefix(state, family.PREFIXES, family.ANCHOR)
     ours = map_state(family.rules(config), state, names, where, family.TIED if config.tie_weights else None)
-    return build_gpt(config, ours, where, dtype)
+    model = build_gpt(config, ours, where, dtype)
+    mark_nonfinite_weights(model, state)  # once, by the checkpoint's own tensor names
+    return model
 
 
 def build_gpt(config: GPTConfig, state: dict[str, torch.Tensor], source: str, dtype: torch.dtype) -> GPT:

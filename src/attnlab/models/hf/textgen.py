@@ -22,6 +22,7 @@ from attnlab.models.gpt_decode import DecodeEngine, unsupported
 from attnlab.models.hf.checkpoint import read_hf_config, read_json
 from attnlab.models.load import Loaded, load
 from attnlab.models.precision import warn_if_slow
+from attnlab.nn.nonfinite import require_finite_weights
 from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters
 from attnlab.tasks.tokenize import HFTokenizer, Tokenizer
 
@@ -169,8 +170,9 @@ def run_generation(
 
 
 def decoder_of(loaded: Loaded) -> tuple[GPT, Tokenizer]:
-    """The decoder and tokenizer of ``loaded``; an encoder, a sequence-to-sequence model or a model
-    without a tokenizer is a one-line ``ValueError``."""
+    """The decoder and tokenizer of ``loaded``; an encoder, a sequence-to-sequence model, a model
+    without a tokenizer or one whose weights hold NaN or infinity is a one-line ``ValueError``."""
+    require_finite_weights(loaded.model)
     if not isinstance(loaded.model, GPT):
         raise ValueError(
             f"{loaded.source} holds a {loaded.kind} model; generate needs a decoder (a GPT-family checkpoint)"
