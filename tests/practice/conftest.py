@@ -5,6 +5,8 @@ Test modules get them through the ``learner_file`` fixture (tests cannot import 
 --import-mode=importlib); each file is written into the test's own tmp folder.
 """
 
+import glob
+
 import pytest
 
 CORRECT = """import numpy as np
@@ -90,9 +92,40 @@ def seeded(key: str) -> str:
     return CORRECT.replace(old, new)
 
 
+def overriding(bodies: dict[str, str], prelude: str = "") -> str:
+    """The correct solution (and ``prelude``) with ``bodies`` (function name -> source of a
+    replacement ``def``) appended, so the replacements win; attention and multi-head attention keep
+    private working copies of softmax, split_heads and merge_heads, so only the replaced functions'
+    checks fail."""
+    text = CORRECT.replace("softmax(scores, axis=-1)", "_softmax(scores)") + prelude
+    text = text.replace("= split_heads(", "= _split(").replace("merge_heads(heads)", "_merge(heads)")
+    text += "\n\ndef _softmax(x):\n    e = np.exp(x - x.max(-1, keepdims=True))\n"
+    text += "    return e / e.sum(-1, keepdims=True)\n"
+    text += "\n\ndef _split(x, h):\n    b, t, d = x.shape\n"
+    text += "    return x.reshape(b, t, h, d // h).transpose(0, 2, 1, 3)\n"
+    text += "\n\ndef _merge(x):\n    b, h, t, dk = x.shape\n"
+    text += "    return x.transpose(0, 2, 1, 3).reshape(b, t, h * dk)\n"
+    return text + "".join(f"\n\n{body.strip()}\n" for body in bodies.values())
+
+
+def workers_of(path) -> list[int]:
+    """Processes whose command line names the learner's file (the worker and anything it forked)."""
+    pids = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmdline, "rb") as f:
+                if str(path).encode() in f.read():
+                    pids.append(int(cmdline.split("/")[2]))
+        except OSError:
+            continue  # ended meanwhile
+    return pids
+
+
 @pytest.fixture
 def learner_file(tmp_path):
-    """``learner_file(text=None, mistake=None, name=...)``: write a learner's file, return its path."""
+    """``learner_file(text=None, mistake=None, name=...)``: write a learner's file, return its path.
+    ``learner_file.overriding(bodies)`` is the text of a file with some functions replaced and
+    ``learner_file.workers_of(path)`` the processes running a file (see the functions here)."""
 
     def write(text: str | None = None, mistake: str | None = None, name: str = "attention.py"):
         path = tmp_path / name
@@ -101,4 +134,6 @@ def learner_file(tmp_path):
 
     write.SEEDED = SEEDED
     write.CORRECT = CORRECT
+    write.overriding = overriding
+    write.workers_of = workers_of
     return write

@@ -28,37 +28,9 @@ N_CHECKS = {
 }
 
 
-def _overriding(correct: str, bodies: dict[str, str]) -> str:
-    """The correct solution with ``bodies`` (function name -> source of a replacement ``def``)
-    appended, so the replacements win; attention and multi-head attention keep private working
-    copies of softmax, split_heads and merge_heads, so only the replaced functions' checks fail."""
-    text = correct.replace("softmax(scores, axis=-1)", "_softmax(scores)")
-    text = text.replace("= split_heads(", "= _split(").replace("merge_heads(heads)", "_merge(heads)")
-    text += "\n\ndef _softmax(x):\n    e = np.exp(x - x.max(-1, keepdims=True))\n"
-    text += "    return e / e.sum(-1, keepdims=True)\n"
-    text += "\n\ndef _split(x, h):\n    b, t, d = x.shape\n"
-    text += "    return x.reshape(b, t, h, d // h).transpose(0, 2, 1, 3)\n"
-    text += "\n\ndef _merge(x):\n    b, h, t, dk = x.shape\n"
-    text += "    return x.transpose(0, 2, 1, 3).reshape(b, t, h * dk)\n"
-    return text + "".join(f"\n\n{body.strip()}\n" for body in bodies.values())
-
-
 def _failed(report, function: str, needle: str) -> None:
     rows = [r for r in report.results if r.function == function]
     assert rows and all(not r.passed and needle in r.message for r in rows), [r.message for r in rows]
-
-
-def _workers_of(path) -> list[int]:
-    """Processes whose command line names the learner's file (the worker and anything it forked)."""
-    pids = []
-    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            with open(cmdline, "rb") as f:
-                if str(path).encode() in f.read():
-                    pids.append(int(cmdline.split("/")[2]))
-        except OSError:
-            continue  # ended meanwhile
-    return pids
 
 
 def _worker_folders() -> set[str]:
@@ -69,8 +41,7 @@ def _worker_folders() -> set[str]:
 def test_signalling_the_grader_fails_the_check_and_the_grader_answers(learner_file, tmp_path):
     """Before: os.kill(os.getppid(), SIGTERM) ended `attnlab practice check` with -15 and no verdict."""
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT,
+        learner_file.overriding(
             {
                 "softmax": "def softmax(x, axis=-1):\n    import os, signal\n"
                 "    os.kill(os.getppid(), signal.SIGTERM)\n    return _softmax(x)"
@@ -95,8 +66,7 @@ def test_signalling_the_grader_fails_the_check_and_the_grader_answers(learner_fi
 def test_a_forked_child_does_not_outlive_the_verdict(learner_file):
     """Before: os.fork() + os.setsid() left a child running after the verdict."""
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT,
+        learner_file.overriding(
             {
                 "causal_mask": "def causal_mask(t_q, t_k):\n    import os, time\n    if os.fork() == 0:\n"
                 "        os.setsid()\n        time.sleep(120)\n        os._exit(0)\n"
@@ -112,7 +82,7 @@ def test_a_forked_child_does_not_outlive_the_verdict(learner_file):
     _failed(report, "causal_mask", "PermissionError: [Errno 1] Operation not permitted")
     _failed(report, "split_heads", "PermissionError: [Errno 1] Operation not permitted")
     assert report.score == report.total - N_CHECKS["causal_mask"] - N_CHECKS["split_heads"]
-    assert _workers_of(path) == []  # the worker's group was killed; nothing else was ever started
+    assert learner_file.workers_of(path) == []  # the worker's group was killed; nothing else was ever started
 
 
 def test_writes_outside_the_working_folder_are_refused(learner_file, tmp_path):
@@ -120,8 +90,7 @@ def test_writes_outside_the_working_folder_are_refused(learner_file, tmp_path):
     at most 64 MiB a file, and that folder is deleted with the worker."""
     outside = tmp_path / "escaped.txt"
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT,
+        learner_file.overriding(
             {
                 "softmax": f"def softmax(x, axis=-1):\n    open({str(outside)!r}, 'w').write('x')\n"
                 "    return _softmax(x)",
@@ -175,7 +144,7 @@ def test_forged_replies_fail_their_check_with_one_line(learner_file):
         name: f"def {name}(*args, **kwargs):\n    _forge({forgery})\n    return args[0]"
         for name, forgery in FORGERIES.items()
     }
-    path = learner_file(_overriding(learner_file.CORRECT + FORGING, bodies))
+    path = learner_file(learner_file.overriding(bodies, FORGING))
     report = grade_attention(str(path), timeout_s=5.0)
     reasons = {
         "softmax": "a message of 4611686018427387904 bytes (the limit is 64 MiB)",
@@ -212,8 +181,7 @@ def test_delegating_to_attnlab_or_torch_is_reported_not_passed(learner_file):
     """Before: Baseline from attnlab.practice.mistakes, the expected values of attnlab.practice.cases
     or torch's SDPA passed every check."""
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT,
+        learner_file.overriding(
             {
                 "softmax": "def softmax(x, axis=-1):\n    from attnlab.practice.mistakes import Baseline\n"
                 "    return Baseline().softmax(x, axis)",
@@ -241,8 +209,7 @@ def test_delegating_to_attnlab_or_torch_is_reported_not_passed(learner_file):
 def test_complex_and_integer_answers_fail_with_their_dtype(learner_file):
     """Before: a complex softmax and a 0/1 int mask were compared after a cast and passed."""
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT,
+        learner_file.overriding(
             {
                 "softmax": "def softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis, keepdims=True))\n"
                 "    return (e / e.sum(axis, keepdims=True)).astype(complex)",
@@ -260,8 +227,7 @@ def test_complex_and_integer_answers_fail_with_their_dtype(learner_file):
 def test_the_memory_limit_cannot_be_raised(learner_file):
     """Before: setrlimit(RLIMIT_AS, unlimited) then 2 GiB touched passed under --memory-mb 256."""
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT,
+        learner_file.overriding(
             {
                 "split_heads": "def split_heads(x, num_heads):\n    import resource\n"
                 "    inf = resource.RLIM_INFINITY\n    try:\n"
@@ -281,15 +247,15 @@ def test_the_memory_limit_cannot_be_raised(learner_file):
 def test_a_worker_that_closes_its_reply_channel_gets_a_verdict_in_time(learner_file):
     """Before: the grader waited forever on a worker that closed its pipe and kept running."""
     path = learner_file(
-        _overriding(
-            learner_file.CORRECT + FORGING,
+        learner_file.overriding(
             {
                 "merge_heads": "def merge_heads(x):\n    import os\n"
                 "    os.close(sys._getframe(1).f_locals['out'].fileno())\n    while True:\n        pass"
             },
+            FORGING,
         )
     )
     report = grade_attention(str(path), timeout_s=1.0)
     _failed(report, "merge_heads", "closed its channel to the grader without ending; stopped")
     assert report.score == report.total - N_CHECKS["merge_heads"]
-    assert _workers_of(path) == []
+    assert learner_file.workers_of(path) == []

@@ -4,8 +4,14 @@ before it imports the learner's file, and impossible to undo from that file.
 * Limits (soft and hard, so they cannot be raised): address space, file size, no core files.
 * Linux seccomp filter (x86_64, aarch64): no new process (``fork``, ``vfork``, ``clone`` without
   ``CLONE_THREAD``; ``clone3`` answers ENOSYS so threads fall back to ``clone``), no signal to any
-  process but itself, no ``ptrace`` or ``process_vm_*``, no ``setrlimit``/``prlimit`` that sets a
-  limit. Refused calls fail with EPERM, so they raise ``PermissionError`` in the learner's code.
+  process but itself (``kill`` and the like, and no file whose I/O signals another process:
+  ``fcntl`` ``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG``, ``ioctl`` ``FIOSETOWN``/``SIOCSPGRP``), no
+  ``ptrace`` or ``process_vm_*``, no ``setrlimit``/``prlimit`` that sets a limit, no change of the
+  parent-death signal (:func:`die_with_parent` set it), no change of a file's mode, owner, times,
+  extended attributes or inode flags anywhere (``chmod``, ``chown``, ``utime``, ``setxattr``
+  families, ``FS_IOC_SETFLAGS``: Landlock's write rule does not cover them and seccomp cannot read
+  a path, so the working folder is no exception), and no ``io_uring`` (its requests bypass the
+  filter). Refused calls fail with EPERM, so they raise ``PermissionError`` in the learner's code.
 * Linux Landlock (kernel 5.13+, unprivileged): nothing writable but the worker's own working
   directory and ``/dev/null``; nothing readable inside the attnlab package that grades (its
   reference, cases and mistakes) or inside PyTorch; the rest of the file system read-only.
@@ -35,7 +41,11 @@ _ARCH = {  # audit arch, then the syscall numbers of each architecture (aarch64 
         dict(
             fork=57, vfork=58, clone=56, clone3=435, kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129,
             rt_tgsigqueueinfo=297, pidfd_send_signal=424, ptrace=101, process_vm_readv=310,
-            process_vm_writev=311, setrlimit=160, prlimit64=302,
+            process_vm_writev=311, setrlimit=160, prlimit64=302, fcntl=72, ioctl=16, prctl=157,
+            io_uring_setup=425, chmod=90, fchmod=91, fchmodat=268, fchmodat2=452, chown=92, fchown=93,
+            lchown=94, fchownat=260, utime=132, utimes=235, futimesat=261, utimensat=280, setxattr=188,
+            lsetxattr=189, fsetxattr=190, removexattr=197, lremovexattr=198, fremovexattr=199,
+            setxattrat=463, removexattrat=466,
         ),
     ),
     "aarch64": (
@@ -43,7 +53,10 @@ _ARCH = {  # audit arch, then the syscall numbers of each architecture (aarch64 
         dict(
             clone=220, clone3=435, kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138,
             rt_tgsigqueueinfo=240, pidfd_send_signal=424, ptrace=117, process_vm_readv=270,
-            process_vm_writev=271, setrlimit=164, prlimit64=261,
+            process_vm_writev=271, setrlimit=164, prlimit64=261, fcntl=25, ioctl=29, prctl=167,
+            io_uring_setup=425, fchmod=52, fchmodat=53, fchmodat2=452, fchown=55, fchownat=54,
+            utimensat=88, setxattr=5, lsetxattr=6, fsetxattr=7, removexattr=14, lremovexattr=15,
+            fremovexattr=16, setxattrat=463, removexattrat=466,
         ),
     ),
 }  # fmt: skip
@@ -51,6 +64,15 @@ _LD, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, 
 _ALLOW, _KILL = 0x7FFF0000, 0x80000000
 _EPERM, _ENOSYS = 0x00050000 | 1, 0x00050000 | 38  # SECCOMP_RET_ERRNO | errno
 _CLONE_THREAD = 0x00010000
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15  # fcntl: who gets a file's I/O signal, and which one
+_FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902  # ioctl: the same for a socket
+_FS_IOC_SETFLAGS = (0x40086602, 0x40046602, 0x401C5820)  # ioctl: inode flags (chattr), 64/32-bit, fsxattr
+_PR_SET_PDEATHSIG = 1
+_ATTRIBUTES = (  # a file's mode, owner, times, extended attributes: refused wherever the file is
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "setxattrat", "removexattrat",
+)  # fmt: skip
 
 
 def _arg(i: int, high: bool = False) -> int:
@@ -62,6 +84,11 @@ def _only(offset: int, *values: int) -> list[tuple[int, int, int, int]]:
     """Allow the call when the 32-bit word at ``offset`` is one of ``values``; EPERM otherwise."""
     test = [(_JEQ, len(values) - j, 0, v) for j, v in enumerate(values)]  # jump to the ALLOW
     return [(_LD, 0, 0, offset), *test, (_RET, 0, 0, _EPERM), (_RET, 0, 0, _ALLOW)]
+
+
+def _except(offset: int, *values: int) -> list[tuple[int, int, int, int]]:
+    """EPERM when the 32-bit word at ``offset`` is one of ``values``; allow the call otherwise."""
+    return [*_only(offset, *values)[:-2], (_RET, 0, 0, _ALLOW), (_RET, 0, 0, _EPERM)]
 
 
 def _filter(pid: int, arch: str) -> list[tuple[int, int, int, int]]:
@@ -88,6 +115,11 @@ def _filter(pid: int, arch: str) -> list[tuple[int, int, int, int]]:
         "process_vm_writev": deny,
         "setrlimit": deny,
         "prlimit64": query_only,
+        "fcntl": _except(_arg(1), _F_SETOWN, _F_SETSIG, _F_SETOWN_EX),  # cmd is an unsigned int
+        "ioctl": _except(_arg(1), _FIOSETOWN, _SIOCSPGRP, *_FS_IOC_SETFLAGS),
+        "prctl": _except(_arg(0), _PR_SET_PDEATHSIG),
+        "io_uring_setup": deny,
+        **dict.fromkeys(_ATTRIBUTES, deny),
     }
     prog = [(_LD, 0, 0, 4), (_JEQ, 1, 0, audit), (_RET, 0, 0, _KILL), (_LD, 0, 0, 0)]
     if arch == "x86_64":  # the x32 ABI's numbers (bit 30 set) are refused outright
@@ -113,6 +145,19 @@ class _Prog(ctypes.Structure):
 
 def _libc():
     return ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent ``parent_pid`` (the grader) ends, however
+    it ends; exit at once if it has ended already. The seccomp filter then refuses to change it.
+    Linux only (elsewhere a no-op). The signal follows the parent *thread* that started this
+    process, so a :class:`~attnlab.practice.sandbox.Sandbox` is used from one thread."""
+    if sys.platform != "linux":
+        return
+    if _libc().prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:  # SIGKILL
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent_pid:  # the grader ended before the line above: nobody to answer
+        os._exit(1)
 
 
 def _no_new_privs(libc) -> None:

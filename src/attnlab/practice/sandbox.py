@@ -3,15 +3,21 @@
 :class:`Sandbox` keeps one worker alive across calls (a call costs a round trip, not an import of
 NumPy). Each call has its own time limit; when the worker does not answer in time it is killed and
 the next call starts a fresh one, so an infinite loop fails one check and the others still run.
+Starting Python and NumPy has :data:`STARTUP_TIMEOUT_S`; the learner's file then has
+``import_timeout_s`` (:data:`IMPORT_TIMEOUT_S`, or the call limit when that is longer) to import,
+so a file that loops or sleeps at its top level gets its verdict within seconds, naming the limit.
 A worker that ends (``os._exit``, a segmentation fault, the memory limit) fails the call it was
 running the same way.
 
 The worker runs in a session and process group of its own, in a fresh temporary folder (deleted
 with it), and confines itself before it imports the learner's file (:mod:`attnlab.practice.confine`).
-:meth:`Sandbox.close` kills its whole process group. Every reply is untrusted: its size is checked
-before anything is read, then each field (:func:`attnlab.practice.wire.unpack_reply`); a malformed
-reply fails the call with one line and the worker is replaced. Writing a call never blocks past the
-time limit either, so a verdict always comes within the limits.
+:meth:`Sandbox.close` kills its whole process group; a grader that is ended from outside takes its
+worker with it (the worker's parent-death signal, which the worker cannot change; it follows the
+thread that started the worker, so use a sandbox from one thread). Every reply is untrusted: its
+size is checked before anything is read, then each field
+(:func:`attnlab.practice.wire.unpack_reply`); a malformed reply fails the call with one line and the
+worker is replaced. Writing a call never blocks past the time limit either, so a verdict always
+comes within the limits.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from attnlab.practice import wire
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MEMORY_MB = 1024
-IMPORT_TIMEOUT_S = 20.0  # starting Python and NumPy under load, then the file's own imports
+STARTUP_TIMEOUT_S = 20.0  # starting Python and NumPy under load, before the learner's file
+IMPORT_TIMEOUT_S = 5.0  # the learner's file's own import (NumPy is imported already)
 
 
 @dataclass
@@ -86,7 +93,7 @@ class Sandbox:
             self.workdir = None
 
     def start(self) -> str | None:
-        """Start a worker and import the file; ``None`` when ready, else why the import failed."""
+        """Start a worker and import the file; ``None`` when ready, else why not (one line)."""
         self.close()
         self.starts += 1
         self.workdir = tempfile.mkdtemp(prefix="attnlab-practice-")
@@ -100,7 +107,14 @@ class Sandbox:
             "MKL_NUM_THREADS": "1",
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "attnlab.practice.worker", self.path, str(self.memory_mb)],
+            [
+                sys.executable,
+                "-m",
+                "attnlab.practice.worker",
+                self.path,
+                str(self.memory_mb),
+                str(os.getpid()),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -109,14 +123,27 @@ class Sandbox:
             start_new_session=True,
         )
         os.set_blocking(self.proc.stdin.fileno(), False)
-        reply = self._read(max(self.import_timeout_s, self.timeout_s))
+        failed = "importing your file failed: "
+        reply = self._read(
+            STARTUP_TIMEOUT_S, late=f"Python and NumPy did not start in {STARTUP_TIMEOUT_S:g} s"
+        )
         if isinstance(reply, str):
-            return reply
+            return failed + reply
+        if reply[0] != "importing":
+            self.close()
+            return f"{failed}the worker sent {reply[0]!r} before it was confined"
+        self.confined = reply[1].split(",")
+        limit = max(self.import_timeout_s, self.timeout_s)
+        late = (
+            f"your file did not finish importing in {limit:g} s (the limit; a loop or a sleep at top level?)"
+        )
+        reply = self._read(limit, late=late)
+        if isinstance(reply, str):
+            return reply if reply.startswith(late) else failed + reply
         status, value = reply
         if status != "ready":
             self.close()
-            return value if status == "import-error" else f"sent {status!r} before it was ready"
-        self.confined = value.split(",")
+            return failed + (value if status == "import-error" else f"sent {status!r} before it was ready")
         return None
 
     @property
@@ -131,8 +158,8 @@ class Sandbox:
         if self.proc is None or self.proc.poll() is not None:
             why = self.start()
             if why is not None:
-                self.import_error = f"importing your file failed: {why}"
-                return Outcome(error=self.import_error)
+                self.import_error = why
+                return Outcome(error=why)
         deadline = time.monotonic() + self.timeout_s
         why = self._write(wire.encode(wire.pack_call(name, args, kwargs)), deadline)
         if why is not None:
@@ -148,9 +175,10 @@ class Sandbox:
         self.close()
         return Outcome(error=f"sent a malformed reply (status {status!r} to a call); stopped")
 
-    def _timed_out(self, timeout_s: float) -> str:
+    def _timed_out(self, timeout_s: float, late: str | None = None) -> str:
+        """Kill the worker; ``late`` (or the call limit's message) and "stopped"."""
         self.close()
-        return f"did not finish within {timeout_s:g} s (an infinite loop?); stopped"
+        return f"{late or f'did not finish within {timeout_s:g} s (an infinite loop?)'}; stopped"
 
     def _write(self, data: bytes, deadline: float) -> str | None:
         """Send ``data`` before ``deadline``; ``None``, or why not (the worker ended or stopped reading)."""
@@ -167,12 +195,12 @@ class Sandbox:
                 return self._ended(deadline)
         return None
 
-    def _read_exact(self, n: int, deadline: float, timeout_s: float) -> bytes | str:
+    def _read_exact(self, n: int, deadline: float, timeout_s: float, late: str | None) -> bytes | str:
         fd, chunks, got = self.proc.stdout.fileno(), [], 0
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return self._timed_out(timeout_s)
+                return self._timed_out(timeout_s, late)
             chunk = os.read(fd, min(n - got, 1 << 20))
             if not chunk:
                 return self._ended(deadline)
@@ -180,15 +208,18 @@ class Sandbox:
             got += len(chunk)
         return b"".join(chunks)
 
-    def _read(self, timeout_s: float, deadline: float | None = None) -> tuple[str, object] | str:
+    def _read(
+        self, timeout_s: float, deadline: float | None = None, late: str | None = None
+    ) -> tuple[str, object] | str:
         """The next reply as ``(status, value)`` (:func:`wire.unpack_reply`), or a one-line reason
-        there is none: the time limit, the process ended, a malformed reply (the worker is killed)."""
+        there is none: the time limit (``late`` names it), the process ended, a malformed reply (the
+        worker is killed)."""
         deadline = time.monotonic() + timeout_s if deadline is None else deadline
-        header = self._read_exact(wire.HEADER.size, deadline, timeout_s)
+        header = self._read_exact(wire.HEADER.size, deadline, timeout_s, late)
         if isinstance(header, str):
             return header
         try:
-            body = self._read_exact(wire.message_size(header), deadline, timeout_s)
+            body = self._read_exact(wire.message_size(header), deadline, timeout_s, late)
             if isinstance(body, str):
                 return body
             return wire.unpack_reply(wire.decode(body))

@@ -9,8 +9,9 @@ the pipe) fails with one :class:`WireError` line, whatever its bytes.
 
 A call is ``{"fn": name, "a0": arg0, ..., "k_mask": mask}`` (``None`` keyword arguments are left
 out); a reply is ``{"status": "ok", "n": n, "r0": ..}`` (``n`` = -1 for a single array, else the
-tuple's length), ``{"status": "error" | "import-error", "error": message}`` or, once the file is
-imported, ``{"status": "ready", "confined": what}``.
+tuple's length), ``{"status": "error" | "import-error", "error": message}``, once the worker is
+confined and starts importing the file ``{"status": "importing", "confined": what}``, and once the
+file is imported ``{"status": "ready"}``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ DTYPES = frozenset(
     np.dtype(t).newbyteorder("<").str
     for t in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16")
 )
-STATUSES = ("ready", "import-error", "ok", "error")
+STATUSES = ("importing", "ready", "import-error", "ok", "error")
 
 
 class WireError(ValueError):
@@ -181,7 +182,7 @@ def _text(value) -> str:
 def unpack_reply(fields: dict) -> tuple[str, object]:
     """``(status, value)`` of a worker's reply, every field checked: ``value`` is the array or tuple of
     arrays for ``ok``, the message for ``error`` / ``import-error``, what confines the worker for
-    ``ready``. :class:`WireError` for anything else."""
+    ``importing``, ``None`` for ``ready``. :class:`WireError` for anything else."""
     status = fields.get("status")
     if status not in STATUSES:
         raise WireError(f"status {str(status)[:30]!r}")
@@ -189,10 +190,10 @@ def unpack_reply(fields: dict) -> tuple[str, object]:
         if set(fields) != {"status", "error"}:
             raise WireError(f"an {status} reply with the fields {sorted(fields)[:6]}")
         return status, _text(fields["error"])
-    if status == "ready":
-        if set(fields) != {"status", "confined"}:
-            raise WireError(f"a ready reply with the fields {sorted(fields)[:6]}")
-        return status, _text(fields["confined"])
+    if status in ("importing", "ready"):
+        if set(fields) != ({"status", "confined"} if status == "importing" else {"status"}):
+            raise WireError(f"a {status} reply with the fields {sorted(fields)[:6]}")
+        return status, _text(fields["confined"]) if status == "importing" else None
     n = fields.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or not -1 <= n <= MAX_TUPLE:
         raise WireError(f"a result count of {str(n)[:20]}")
