@@ -177,6 +177,22 @@ def test_html_page_is_self_contained_and_escapes_the_learners_text(tmp_path):
     assert "<a " not in text_only and "<code>docs/concepts/05-scaled-dot-product.md</code>" in text_only
 
 
+def test_the_text_names_concept_pages_that_ship_and_the_command_that_writes_them(tmp_path):
+    """'read:' named docs/concepts/NN.md, a path of the repository that fails from anywhere else: it
+    names the installed pages, and the header the command that writes them as HTML."""
+    from attnlab.concepts import page_names
+
+    with Study(tmp_path) as s:
+        state = progress(s.ticked(), s.latest_practice(), s.ever_passed(), s.best_quiz())
+    text = render_text(state)
+    assert "docs/concepts" not in text
+    assert "'attnlab study --html study.html' writes them" in text
+    read = [line.split("read: concept ", 1)[1] for line in text.splitlines() if "read: concept " in line]
+    named = [name for line in read for name in line.split(", ")]
+    assert len(read) == 7 and {f"{name}.md" for name in named} <= set(page_names())
+    assert state["next"].startswith("Week 19 lesson 1 (Sequence-to-sequence models): read concept 01-")
+
+
 def test_every_quiz_topic_belongs_to_a_lesson():
     """A quiz on any topic shows up under a Week 19 lesson: the lessons' topics cover the registry
     (lesson 5, positions, included)."""

@@ -194,6 +194,10 @@ def practice_next(latest: dict, passed: set[str]) -> list[str]:
     return steps
 
 
+# where the concept pages are, from any folder: they ship in the package (attnlab/concepts/pages)
+CONCEPTS_HOW = "'attnlab study --html study.html' writes them (concepts/NN-name.html beside it, linked)"
+
+
 def quiz_score(right: int, asked: int, planned: int) -> str:
     """A quiz's score as ``attnlab quiz`` prints it: ``3/4``, or ``0/1 (3 not asked)``."""
     return f"{right}/{asked}" + (f" ({planned - asked} not asked)" if asked < planned else "")
@@ -231,8 +235,9 @@ def progress(ticked: dict, latest: dict, passed: set[str], best_quiz: dict) -> d
     if todo:
         lesson = LESSONS[todo[0] - 1]
         run = f"'{lesson.commands[0]}'" if lesson.commands else f"'attnlab myths {lesson.myths[0]}'"
+        page = lesson.concepts[0].removesuffix(".md")
         step = (
-            f"{lesson.name} ({lesson.title}): read docs/concepts/{lesson.concepts[0]}, run {run}, "
+            f"{lesson.name} ({lesson.title}): read concept {page}, run {run}, "
             f"then 'attnlab study tick {lesson.number}' once you can explain it"
         )
     elif "attention" not in passed:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from attnlab import concepts as concept_pages
-from attnlab.practice.path import COURSE, DONE_WHEN, LESSONS, MILESTONE
+from attnlab.practice.path import CONCEPTS_HOW, COURSE, DONE_WHEN, LESSONS, MILESTONE
 from attnlab.viz.explorer import _sha256
 
 _STYLE = (
@@ -48,11 +48,12 @@ def render_text(state: dict) -> str:
         "",
         f"Week 19 lessons ({done}/{len(LESSONS)} ticked; tick one once you could explain it: "
         "attnlab study tick N)",
+        f"Concept pages ('read:'): {CONCEPTS_HOW}",
     ]
     for row, lesson in zip(state["lessons"], LESSONS):
         quiz = ", ".join(f"{t} best {s}" for t, s in row["quiz"].items())
         out.append(f"  [{'x' if row['ticked'] else ' '}] {lesson.number}. {lesson.title}: {lesson.summary}")
-        out.append(f"        read: {', '.join('docs/concepts/' + c for c in lesson.concepts)}")
+        out.append(f"        read: concept {', '.join(c.removesuffix('.md') for c in lesson.concepts)}")
         run = f"run: {'; '.join(map(_command, lesson.commands))}; " if lesson.commands else ""
         out.append(f"        {run}myths: attnlab myths {', '.join(map(str, lesson.myths))}")
         if lesson.quiz_topics:
