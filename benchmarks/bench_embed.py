@@ -67,6 +67,10 @@ def _onnx_embedders(path: str, tokenizer, workdir: str) -> dict:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.intra_op_num_threads = torch.get_num_threads()
+        # no profile JSON in the current folder (onnxruntime_profile__*.json were committed once):
+        # off, and if turned on by hand, written into the temporary work folder
+        so.enable_profiling = False
+        so.profile_file_prefix = os.path.join(workdir, "onnxruntime_profile")
         s = ort.InferenceSession(file, so, providers=["CPUExecutionProvider"])
 
         def embed_all(sentences):

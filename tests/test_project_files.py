@@ -50,3 +50,18 @@ def test_the_license_is_an_spdx_expression():
     assert (
         re.search(r"setuptools>=(\d+)", requires) and int(re.search(r"setuptools>=(\d+)", requires)[1]) >= 77
     )
+
+
+def test_no_profiler_output_is_tracked():
+    """Two ONNX Runtime profiles (onnxruntime_profile__DATE.json, from profiling bench_embed's
+    sessions) were committed at the root; they are ignored now and none may be tracked."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert [f for f in tracked if re.search(r"(^|/)onnxruntime_profile_.*\.json$", f)] == []
+    assert "onnxruntime_profile_*.json" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
