@@ -34,6 +34,9 @@ ROPE_SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
 }
 ROPE_TYPES = tuple(ROPE_SCALINGS)
+# the largest scaling factor read: published models scale by at most 128; past 1e6 a dynamic
+# model's length (factor x its trained length) outgrows any context and float products overflow
+MAX_ROPE_FACTOR = 1e6
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
@@ -50,8 +53,9 @@ def check_rope_scaling(scaling, name: str = "rope_scaling") -> dict | None:
     ``mscale(s, mscale) / mscale(s, mscale_all_dim)`` when both are set, else ``0.1 ln s + 1``).
 
     Raises a one-line ``ValueError`` naming the key for: a non-dict; an unknown ``rope_type`` or
-    key; a factor <= 0 or not finite; a missing ``original_max_position_embeddings`` (or any other
-    required key); ``low_freq_factor >= high_freq_factor``.
+    key; a factor <= 0, not finite or above :data:`MAX_ROPE_FACTOR`; a missing
+    ``original_max_position_embeddings`` (or any other required key); ``low_freq_factor >=
+    high_freq_factor``.
     """
     if scaling is None:
         return None
@@ -79,6 +83,8 @@ def check_rope_scaling(scaling, name: str = "rope_scaling") -> dict | None:
             f"{name} of rope_type {kind!r} has unknown key(s) {unknown}; it takes {[*required, *optional]}"
         )
     out: dict = {"rope_type": kind, "factor": positive_float(f"{name}['factor']", given["factor"])}
+    if out["factor"] > MAX_ROPE_FACTOR:
+        raise ValueError(f"{name}['factor'] must be at most {MAX_ROPE_FACTOR:g}, got {given['factor']!r}")
     if "original_max_position_embeddings" in required:
         key = "original_max_position_embeddings"
         out[key] = positive_int(f"{name}['{key}']", given[key])

@@ -127,3 +127,29 @@ def test_llama_logits_match_transformers(kind, tmp_path):
         plain = _attnlab(hf, None)
         with torch.no_grad():
             assert (plain(ids) - want).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize("command", [["generate", "DIR", "hello"], ["audit", "params", "--config", "DIR"]])
+def test_a_factor_past_the_bound_is_one_line_in_generate_and_audit(tmp_path, command):
+    """{"type": "dynamic", "factor": 1e308} made the length factor x 64 = inf (an OverflowError)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    config = LlamaConfig(
+        vocab_size=50,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+    ).to_dict()
+    config["rope_scaling"] = {"type": "dynamic", "factor": 1e308}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(cli, [str(tmp_path) if a == "DIR" else a for a in command])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.splitlines() == [
+        f"Error: {tmp_path / 'config.json'}: rope_scaling['factor'] must be at most 1e+06, got 1e+308"
+    ]

@@ -241,6 +241,10 @@ BAD = {
     "negative factor": ({"rope_type": "linear", "factor": -2}, ["rope_scaling['factor']", "-2"]),
     "infinite factor": ({"rope_type": "linear", "factor": math.inf}, ["rope_scaling['factor']", "inf"]),
     "nan factor": ({"rope_type": "linear", "factor": math.nan}, ["rope_scaling['factor']", "nan"]),
+    "huge factor": (
+        {"type": "dynamic", "factor": 1e308, "original_max_position_embeddings": 16},
+        ["rope_scaling['factor']", "at most 1e+06", "1e+308"],
+    ),
     "missing factor": ({"rope_type": "linear"}, ["'linear' needs ['factor']"]),
     "missing length (yarn)": (
         {"rope_type": "yarn", "factor": 4.0},
