@@ -5,6 +5,7 @@ the field."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -91,3 +92,14 @@ def test_the_served_view_equals_the_library(live, gpt):
     want = views.answer("math", gpt, {"text": PROMPT, "layer": 1, "head": 2})
     assert data["weights"] == want["weights"] and data["z"] == want["z"] and data["top"] == want["top"]
     assert data["k"] == want["k"] and data["vectors"] == want["vectors"]
+
+
+@pytest.mark.parametrize("text", ["word " * 200, "a\n" * 300, "the cat " * 90])
+def test_a_text_too_long_says_how_much_of_it_fits(minilm, gpt, text):
+    for loaded in (minilm, gpt):
+        limit = views.max_tokens(loaded)
+        with pytest.raises(ValueError, match=f"more than {limit} tokens") as info:
+            views.encode(loaded, text)
+        cut = int(re.search(r"its first (\d+) characters fit", str(info.value))[1])
+        ids = views.encode(loaded, text[:cut])
+        assert len(ids) == limit  # as many as fit, and no more

@@ -245,6 +245,18 @@ def text_field(value, field: str = "text") -> str:
     return value
 
 
+def _cut(loaded: Loaded, text: str, limit: int) -> int:
+    """The length of the longest start of ``text`` that ends at a token's end and encodes to at most
+    ``limit`` tokens (special tokens counted), tried from the ``limit``-th token's end down; 0 if none."""
+    ends = sorted({end for _, end in loaded.tokenizer.offsets(text)[:limit] if end > 0}, reverse=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for end in ends[:8]:
+            if len(loaded.tokenizer.encode(text[:end], strict=False)) <= limit:
+                return end
+    return 0
+
+
 def encode(loaded: Loaded, text: str, field: str = "text") -> list[int]:
     """The ids of ``text`` (unknown characters become ``<unk>`` or are dropped, as the tokenizer does;
     :func:`tokens` flags them), at most :func:`max_tokens` of them."""
@@ -256,9 +268,10 @@ def encode(loaded: Loaded, text: str, field: str = "text") -> list[int]:
         raise ValueError(f"{field} has no token this tokenizer knows: every character was dropped")
     limit = max_tokens(loaded)
     if len(ids) > limit:
+        cut = _cut(loaded, text, limit)
         raise ValueError(
             f"{field} has more than {limit} tokens ({len(ids)} counted); the server takes at most {limit} "
-            "for this model"
+            f"for this model (its first {cut} characters fit)"
         )
     return ids
 

@@ -9,7 +9,7 @@
   var S = {
     models: [], guide: {}, model: 0, text: "", seq: 0, att: null, w: null, L: 0, H: 0, T: 0, tokens: [],
     layer: 0, head: -1, query: null, detector: "previous", off: {}, edges: [], geo: null, data: {},
-    timings: { first: null, last: null }
+    timings: { first: null, last: null }, mathSeq: 0, math: null
   };
 
   // ---- small helpers ------------------------------------------------------------------------
@@ -25,7 +25,22 @@
   function has(view) { return model().views.indexOf(view) >= 0; }
   function setState(view, state) { $("v-" + view).dataset.state = state; }
   function status(text) { $("status").textContent = text; }
-  function showError(err) { $("error").textContent = String(err && err.message || err); $("error").hidden = false; }
+  function showError(err) {
+    var message = String(err && err.message || err), fits = /its first (\d+) characters fit/.exec(message);
+    $("error").textContent = message;
+    $("error").hidden = false;
+    $("cut-offer").hidden = !fits;
+    if (fits) {
+      S.cut = Number(fits[1]);
+      $("cut").textContent = "Cut the text to its first " + S.cut + " characters";
+      $("cut-note").textContent = "(what this model can read: the results below are from the previous text)";
+    }
+  }
+  function hideError() { $("error").hidden = true; $("cut-offer").hidden = true; }
+  // a token's text as shown: spaces, newlines and tabs made visible (a character model's " " is a token)
+  function vis(t) {
+    return String(t).replace(/ /g, "\u2423").replace(/\n/g, "\u23ce").replace(/\t/g, "\u21e5").replace(/\r/g, "\u240d");
+  }
   function row(cells, tag) {
     var tr = el("tr");
     cells.forEach(function (c) { tr.appendChild(c instanceof Node ? c : el(tag || "td", c)); });
@@ -52,6 +67,7 @@
           });
         }
         if (!r.ok) throw new Error(data.error || "the server answered " + r.status);
+        hideError();
         return { data: data, server: serverMs(r.headers.get("Server-Timing")), total: performance.now() - t0 };
       });
     });
@@ -73,7 +89,7 @@
     S.seq += 1;
     S.text = $("text").value;
     S.data = {};
-    $("error").hidden = true;
+    hideError();
     var seq = S.seq, t0 = performance.now();
     setState("tokens", "loading");
     setState("attention", "loading");
@@ -93,10 +109,15 @@
       if (has("next")) rest.push(load("next", showNext));
       if (has("lens")) rest.push(load("lens", showLens));
       if (Object.keys(S.off).length) rest.push(ablate());
+      if (S.query !== null) rest.push(loadMath());
       return Promise.all(rest);
     }, function (err) {
       if (seq !== S.seq) return;
-      ["tokens", "attention"].forEach(function (v) { setState(v, "error"); });
+      // what is on screen is the previous text's: marked stale, never passed off as this text's
+      var sections = document.querySelectorAll("main section");
+      for (var k = 0; k < sections.length; k++) {
+        if (!sections[k].hidden && sections[k].dataset.state !== "idle") sections[k].dataset.state = "stale";
+      }
       showError(err);
       document.body.dataset.ready = "true";
     });
@@ -121,7 +142,7 @@
   function showTokens(data) {
     var box = clear($("tokens"));
     data.tokens.forEach(function (t, i) {
-      var b = el("button", t.text, "tok" + (t.unk ? " unk" : ""));
+      var b = el("button", vis(t.text), "tok" + (t.unk ? " unk" : ""));
       b.type = "button";
       b.dataset.index = String(i);
       b.setAttribute("role", "option");
@@ -144,7 +165,7 @@
     S.att = data;
     S.w = D.decode(data.weights);
     S.L = data.weights.shape[0]; S.H = data.weights.shape[1]; S.T = data.weights.shape[2];
-    S.tokens = data.tokens.map(function (t) { return t.text; });
+    S.tokens = data.tokens.map(function (t) { return vis(t.text); });
     S.layer = Math.min(S.layer, S.L - 1);
     S.head = Math.min(S.head, S.H - 1);
     S.query = S.query !== null && S.query < S.T ? S.query : null;
@@ -202,7 +223,7 @@
     });
   }
 
-  function selectQuery(i) { S.query = i; drawAttention(); }
+  function selectQuery(i) { S.query = i; drawAttention(); loadMath(); }
 
   function hover(ev) {
     var tip = $("tooltip"), ij = S.geo && D.cellAt($("heatmap"), S.geo, ev);
@@ -261,13 +282,13 @@
   }
 
   // ---- language models: next token, logit lens, generation -----------------------------------
-  function topText(top) { return top.map(function (t) { return t.text + " " + fmt(t.p); }).join(" \u00b7 "); }
+  function topText(top) { return top.map(function (t) { return vis(t.text) + " " + fmt(t.p); }).join(" \u00b7 "); }
 
   function showNext(data) {
     var table = clear($("next-table"));
     table.appendChild(row(["#", "token", "next token: top 5 (p)", "p(what follows)"], "th"));
     data.positions.forEach(function (p, t) {
-      var tr = row([String(t), data.tokens[t].text, topText(p.top), fmt(p.follows)]);
+      var tr = row([String(t), vis(data.tokens[t].text), topText(p.top), fmt(p.follows)]);
       tr.dataset.position = String(t);
       table.appendChild(tr);
     });
@@ -277,13 +298,13 @@
 
   function showLens(data) {
     var table = clear($("lens-table")), n = data.cells[0].length, head = [el("th", "layer \\ position")];
-    for (var t = 0; t < n; t++) head.push(el("th", data.tokens[data.first + t].text));
+    for (var t = 0; t < n; t++) head.push(el("th", vis(data.tokens[data.first + t].text)));
     table.appendChild(row(head));
     data.cells.forEach(function (cells, l) {
       var name = l === 0 ? "0 (embeddings)" : l === data.cells.length - 1 ? l + " (output)" : String(l);
       var tr = row([el("th", name)]);
       cells.forEach(function (top, t) {
-        var td = el("td", top[0].text, data.final_rank[l][t] === 0 ? "final" : "");
+        var td = el("td", vis(top[0].text), data.final_rank[l][t] === 0 ? "final" : "");
         td.style.background = D.shade(top[0].p);
         td.title = topText(top) + "; the output's token ranks " + (data.final_rank[l][t] + 1) + " here";
         td.dataset.layer = String(l);
@@ -355,8 +376,8 @@
         fmt(data.loss_after) + (d === null ? "" : " (" + (d >= 0 ? "+" : "") + fmt(d) + ")") + ".";
       table.appendChild(row(["#", "token", "KL(before \u2016 after)", "top next tokens: p before \u2192 after", "top after"], "th"));
       data.positions.forEach(function (p, t) {
-        var change = p.top.map(function (x) { return x.text + " " + fmt(x.p) + "\u2192" + fmt(x.p_after); }).join(" \u00b7 ");
-        var tr = row([String(t), data.tokens[t].text, fmt(p.kl, 4), change, p.argmax_after.text]);
+        var change = p.top.map(function (x) { return vis(x.text) + " " + fmt(x.p) + "\u2192" + fmt(x.p_after); }).join(" \u00b7 ");
+        var tr = row([String(t), vis(data.tokens[t].text), fmt(p.kl, 4), change, vis(p.argmax_after.text)]);
         tr.dataset.position = String(t);
         tr.dataset.kl = String(p.kl);
         table.appendChild(tr);
@@ -370,7 +391,7 @@
     }
     $("ablate-summary").textContent = text;
     table.appendChild(row(["#", "token", "cosine with and without"], "th"));
-    data.token_cosine.forEach(function (c, t) { table.appendChild(row([String(t), data.tokens[t].text, fmt(c, 4)])); });
+    data.token_cosine.forEach(function (c, t) { table.appendChild(row([String(t), vis(data.tokens[t].text), fmt(c, 4)])); });
   }
 
   // ---- encoders: similarity; every model: audit ------------------------------------------------
@@ -403,6 +424,180 @@
     data.block.forEach(function (s) { block.appendChild(row([s.where, s.step, "[" + s.shape.join(", ") + "]"])); });
   }
 
+  // ---- the notes, live: one query of one head, every number from the server's math view ------------
+  function loadMath() {
+    if (S.query === null || !has("math")) return Promise.resolve();
+    var n = ++S.mathSeq, seq = S.seq;
+    setState("math", "loading");
+    return api("math", { text: S.text, layer: S.layer, head: Math.max(S.head, 0), position: S.query }).then(function (res) {
+      if (n !== S.mathSeq || seq !== S.seq) return;
+      S.math = res.data;
+      showMath(res.data);
+      setState("math", "done");
+    }, function (err) { if (n === S.mathSeq) { setState("math", "error"); showError(err); } });
+  }
+  function vec(xs, n) { // the first n entries of a vector, as text
+    var shown = xs.slice(0, n).map(function (x) { return fmt(x, 3); }).join(" ");
+    return "[" + shown + (xs.length > n ? " \u2026 " + xs.length + " entries" : "") + "]";
+  }
+  function norm(xs) { return Math.sqrt(xs.reduce(function (a, x) { return a + x * x; }, 0)); }
+  function bar(w, alt) { var b = el("span", null, "bar" + (alt ? " alt" : "")); b.style.width = Math.round(120 * w) + "px"; return b; }
+  function stepBox(id, extra) { // one step: its title, its formula (MathML from the server), its concept pages
+    var st = null;
+    S.guide.math.steps.forEach(function (x) { if (x.id === id) st = x; });
+    var box = el("div", null, "step" + (extra ? " " + extra : ""));
+    box.dataset.step = id;
+    box.appendChild(el("h3", st.title));
+    var m = el("div", null, "mathml");
+    m.innerHTML = st.mathml; // the server's fixed formulas (latex2mathml of attnlab's own LaTeX), never user text
+    box.appendChild(m);
+    var p = el("p", "Concept: ", "concepts");
+    st.concepts.forEach(function (c, k) {
+      var a = el("a", c.title);
+      a.href = "/" + c.href;
+      if (k) p.appendChild(document.createTextNode(", "));
+      p.appendChild(a);
+    });
+    box.appendChild(p);
+    return box;
+  }
+  function para(box, text, cls) { var p = el("p", text, cls); box.insertBefore(p, box.lastChild); return p; }
+  function rowsOf(packedT) { // a packed [T, d] as an array of rows
+    var flat = D.decode(packedT), d = packedT.shape[1], out = [];
+    for (var i = 0; i < packedT.shape[0]; i++) out.push(Array.prototype.slice.call(flat.subarray(i * d, (i + 1) * d)));
+    return out;
+  }
+
+  function showMath(m) {
+    var box = clear($("math-steps")), tok = function (j) { return vis(m.tokens[j].text); };
+    var unscaled = $("math-unscaled").checked, unmasked = $("math-unmasked").checked && m.unmasked;
+    $("math-unmasked-label").hidden = !m.unmasked;
+    $("math-temperature-label").hidden = !m.temperature;
+    $("math-title").textContent = "Head " + m.name + " at query " + m.position + " (\u201c" + tok(m.position) + "\u201d): d_k = " +
+      m.d_k + ", " + m.heads + " heads, " + (m.causal ? "a decoder (causal" + (m.window ? ", window " + m.window : "") + ")" : "an encoder") +
+      ", " + m.norm_place + "-norm (" + m.norm + "), positions: " + m.positions + ".";
+    $("math-title").dataset.head = m.name;
+    $("math-title").dataset.position = String(m.position);
+    // q, K, V
+    var s1 = stepBox("qkv");
+    para(s1, "q [" + m.d_k + "] = " + vec(m.q_pre, 8) + ",  \u2016q\u2016 = " + fmt(norm(m.q_pre)), "vec");
+    para(s1, "K, V [" + m.tokens.length + ", " + m.d_k + "]: one row per key; key/value head " + m.kv_head +
+      (m.group.length > 1 ? " is shared by the GQA group " + m.group.join(", ") : " belongs to this head alone") + ".");
+    box.appendChild(s1);
+    if (m.rotated) { // RoPE: before and after
+      var s2 = stepBox("rope"), kp = rowsOf(m.k_pre), kr = rowsOf(m.k), j0 = m.top[0].key;
+      para(s2, "q before " + vec(m.q_pre, 6), "vec");
+      para(s2, "q after  " + vec(m.q, 6), "vec");
+      para(s2, "k_" + j0 + " (\u201c" + tok(j0) + "\u201d) before " + vec(kp[j0], 6), "vec");
+      para(s2, "k_" + j0 + " after  " + vec(kr[j0], 6), "vec");
+      para(s2, "Lengths are kept (\u2016q\u2016 " + fmt(norm(m.q_pre)) + " \u2192 " + fmt(norm(m.q)) + "); q\u00b7k depends on the offset " +
+        m.position + " \u2212 j only.");
+      box.appendChild(s2);
+    }
+    // scores and the top keys: q.k, the scaled score, the weight side by side
+    var s3 = stepBox("scores");
+    para(s3, "scale = 1/\u221ad_k = " + fmt(m.scale, 4) + (m.positions === "alibi" ? "; b: the ALiBi bias of this head" : "; b = 0"));
+    var t3 = el("table", null, "list");
+    t3.id = "math-top";
+    t3.appendChild(row(["key", "token", "q\u00b7k", "q\u00b7k/\u221ad_k + b", "weight", ""], "th"));
+    m.top.forEach(function (r) {
+      var tr = row([String(r.key), el("td", tok(r.key), "tokcell"), fmt(r.raw), fmt(r.score), fmt(r.weight, 4), el("td")]);
+      tr.lastChild.appendChild(bar(r.weight));
+      tr.dataset.key = String(r.key);
+      tr.dataset.weight = String(r.weight);
+      t3.appendChild(tr);
+    });
+    s3.insertBefore(t3, s3.lastChild);
+    box.appendChild(s3);
+    // mask and softmax: every key's weight, and the what-ifs the server computed
+    var s4 = stepBox("weights", "wide");
+    var gap = m.checks.softmax;
+    para(s4, "Recomputed by the library: softmax(K q \u00b7 scale + b + M) equals the forward's weights (largest gap " +
+      gap.toExponential(1) + ")." + (m.causal ? " Keys after " + m.position + " are masked (M = \u2212\u221e)." : " An encoder masks nothing."));
+    var alt = unscaled ? m.unscaled.weights : unmasked ? m.unmasked.weights : null;
+    var t4 = el("table", null, "list");
+    t4.id = "math-weights";
+    t4.appendChild(row(["key", "token", "score", "weight", ""].concat(alt ? [unscaled ? "without the scale" : "without the mask", ""] : []), "th"));
+    m.weights.forEach(function (w, j) {
+      var cells = [String(j), el("td", tok(j), "tokcell"), m.mask[j] ? fmt(m.scores[j]) : "masked", fmt(w, 4), el("td")];
+      if (alt) cells.push(el("td", fmt(alt[j], 4), "alt"), el("td"));
+      var tr = row(cells, "td");
+      tr.children[4].appendChild(bar(w));
+      if (alt) tr.lastChild.appendChild(bar(alt[j], true));
+      tr.dataset.key = String(j);
+      tr.dataset.weight = String(w);
+      if (alt) tr.dataset.alt = String(alt[j]);
+      if (!m.mask[j]) tr.className = m.causal ? "masked future" : "masked";
+      t4.appendChild(tr);
+    });
+    var wrap = el("div", null, "scroll tall");
+    wrap.appendChild(t4);
+    s4.insertBefore(wrap, s4.lastChild);
+    box.appendChild(s4);
+    if (unscaled) {
+      var s5 = stepBox("unscaled"), u = m.unscaled;
+      var p5 = para(s5, "Entropy " + fmt(u.entropy[0]) + " \u2192 " + fmt(u.entropy[1]) + " nats; largest weight " + fmt(u.max[0]) +
+        " \u2192 " + fmt(u.max[1]) + ". Over the keys it sees, Var(q\u00b7k) = " + fmt(u.var_raw, 2) + " and Var(q\u00b7k/\u221ad_k) = " +
+        fmt(u.var_scaled, 2) + " (d_k = " + u.d_k + ").");
+      p5.id = "math-unscaled-summary";
+      para(s5, "Week 1's argument: if the entries of q and k are independent with mean 0 and variance 1, q\u00b7k adds d_k " +
+        "products and has variance d_k, so dividing by \u221ad_k brings it back to 1 and keeps softmax from saturating. " +
+        "Trained projections need not meet those assumptions: the variances above are this head's own.");
+      box.appendChild(s5);
+    }
+    if (unmasked) {
+      var s6 = stepBox("unmasked"), f = m.unmasked;
+      var p6 = para(s6, f.future.length ? "Without the mask the future keys would take " + fmt(100 * f.future_share, 1) + "% of the weight: " +
+        f.future.map(function (x) { return tok(x.key) + " " + fmt(x.weight); }).join(", ") + "." :
+        "The last token has no future key: the mask changes nothing here.");
+      p6.id = "math-unmasked-summary";
+      box.appendChild(s6);
+    }
+    // z = a V
+    var s7 = stepBox("z");
+    para(s7, "z [" + m.d_k + "] = " + vec(m.z, 8), "vec");
+    para(s7, "a V recomputed: largest gap " + m.checks.av.toExponential(1) + "; \u2016z\u2016 = " + fmt(norm(m.z)));
+    box.appendChild(s7);
+    // the layer at this position
+    var s8 = stepBox("concat");
+    para(s8, "Concat of the " + m.heads + " heads [" + m.heads * m.d_k + "]: \u2016\u00b7\u2016 = " + fmt(m.norms.concat) +
+      "; W^O's output o [" + m.d_model + "]: \u2016o\u2016 = " + fmt(m.norms.attn_out));
+    box.appendChild(s8);
+    var s9 = stepBox(m.norm_place === "pre" ? "residual_pre" : "residual_post");
+    var names = m.norm_place === "pre" ?
+      [["resid_pre", "x (residual before)"], ["attn_in", "N\u2081(x), what attention read"], ["attn_out", "o"], ["resid_mid", "u = x + o"],
+        ["ffn_in", "N\u2082(u), what the FFN read"], ["ffn_out", "FFN(N\u2082(u))"], ["resid_post", "y (residual after)"]] :
+      [["resid_pre", "x (residual before)"], ["attn_out", "o"], ["resid_mid", "u = N\u2081(x + o)"], ["ffn_out", "FFN(u)"],
+        ["resid_post", "y = N\u2082(u + FFN(u))"]];
+    var t9 = el("table", null, "list");
+    t9.appendChild(row(["vector [" + m.d_model + "]", "\u2016\u00b7\u2016", "first entries"], "th"));
+    names.forEach(function (nm) {
+      if (!m.vectors[nm[0]]) return;
+      var v = Array.prototype.slice.call(D.decode(m.vectors[nm[0]]));
+      t9.appendChild(row([nm[1], fmt(m.norms[nm[0]]), el("td", vec(v, 5), "vec")]));
+    });
+    s9.insertBefore(t9, s9.lastChild);
+    box.appendChild(s9);
+    if (m.temperature) { // the next token at the slider's temperature (each one computed by the library)
+      var k = Math.min(Number($("math-temperature").value), m.temperature.length - 1), T = m.temperature[k];
+      $("math-temperature").max = String(m.temperature.length - 1);
+      $("math-temperature-value").textContent = String(T.temperature);
+      var s10 = stepBox("next"), t10 = el("table", null, "list");
+      t10.id = "math-next";
+      t10.dataset.temperature = String(T.temperature);
+      t10.appendChild(row(["next token after \u201c" + tok(m.position) + "\u201d", "p at \u03c4 = " + T.temperature, ""], "th"));
+      T.top.forEach(function (x) {
+        var tr = row([el("td", vis(x.text), "tokcell"), fmt(x.p, 4), el("td")]);
+        tr.lastChild.appendChild(bar(x.p));
+        tr.dataset.p = String(x.p);
+        t10.appendChild(tr);
+      });
+      s10.insertBefore(t10, s10.lastChild);
+      para(s10, "Entropy " + fmt(T.entropy) + " nats: lower \u03c4 sharpens the distribution, higher flattens it.");
+      box.appendChild(s10);
+    }
+  }
+
   // ---- set-up --------------------------------------------------------------------------------
   function explain() {
     Object.keys(S.guide).forEach(function (view) {
@@ -422,7 +617,8 @@
   function chooseModel(i) {
     S.model = i;
     S.off = {};
-    S.layer = 0; S.head = -1; S.query = null;
+    S.layer = 0; S.head = -1; S.query = null; S.math = null;
+    clear($("math-steps"));
     var sections = document.querySelectorAll("main section");
     for (var k = 0; k < sections.length; k++) {
       var v = sections[k].dataset.view;
@@ -439,8 +635,19 @@
     if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); run(); }
   });
   $("model-select").addEventListener("change", function (ev) { chooseModel(Number(ev.target.value)); run(); });
-  $("layer-select").addEventListener("change", function (ev) { S.layer = Number(ev.target.value); drawAttention(); });
-  $("head-select").addEventListener("change", function (ev) { S.head = Number(ev.target.value); drawAttention(); });
+  $("layer-select").addEventListener("change", function (ev) {
+    S.layer = Number(ev.target.value); drawAttention(); if (S.query !== null) loadMath();
+  });
+  $("head-select").addEventListener("change", function (ev) {
+    S.head = Number(ev.target.value); drawAttention(); if (S.query !== null) loadMath();
+  });
+  ["math-unscaled", "math-unmasked", "math-temperature"].forEach(function (id) {
+    $(id).addEventListener("input", function () { if (S.math) showMath(S.math); });
+  });
+  $("cut").addEventListener("click", function () {
+    $("text").value = Array.from($("text").value).slice(0, S.cut).join(""); // code points, as the server counts
+    run();
+  });
   $("detector-select").addEventListener("change", function (ev) { S.detector = ev.target.value; showHeads(S.att.heads); });
   $("heatmap").addEventListener("mousemove", hover);
   $("heatmap").addEventListener("mouseleave", function () { $("tooltip").hidden = true; });
@@ -467,6 +674,7 @@
     weights: function () { return Array.prototype.slice.call(S.w); },
     shape: function () { return [S.L, S.H, S.T, S.T]; },
     timings: function () { return JSON.parse(JSON.stringify(S.timings)); },
+    math: function () { return S.math; },
     run: run
   };
 
