@@ -6,11 +6,13 @@ grader's exit status, the outside file unchanged, no process left, the time the 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -156,10 +158,17 @@ def test_attribute_changes_by_descriptor_or_newer_calls_are_refused_too(learner_
     assert _attributes(outside) == before
 
 
+def _worker_folders() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "attnlab-practice-*")))
+
+
 @pytest.mark.slow
-def test_a_worker_does_not_outlive_a_grader_ended_from_outside(learner_file, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_worker_does_not_outlive_a_grader_ended_from_outside(learner_file, tmp_path, sig):
     """Before: SIGTERM to `attnlab practice check` left the worker spinning in the learner's
-    causal_mask, its parent 1. The file also tries to clear its parent-death signal first."""
+    causal_mask, its parent 1. The file also tries to clear its parent-death signal first. SIGTERM
+    exits 143 and removes the worker's folder; SIGKILL cannot be caught, the kernel ends the worker."""
+    folders = _worker_folders()
     path = learner_file(
         learner_file.overriding(
             {
@@ -177,12 +186,14 @@ def test_a_worker_does_not_outlive_a_grader_ended_from_outside(learner_file, tmp
         workers = [p for p in learner_file.workers_of(path) if p != grader.pid]
         assert len(workers) == 1, workers
         time.sleep(1.0)  # past the import, into causal_mask (the 5th check)
-        grader.send_signal(signal.SIGTERM)
-        assert grader.wait(timeout=30) == -signal.SIGTERM
+        grader.send_signal(sig)
+        assert grader.wait(timeout=30) == (128 + sig if sig == signal.SIGTERM else -sig)
         deadline = time.monotonic() + 5
         while learner_file.workers_of(path) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert learner_file.workers_of(path) == []
+        if sig == signal.SIGTERM:
+            assert _worker_folders() <= folders
     finally:
         grader.kill()
         grader.communicate()

@@ -9,7 +9,10 @@ when every check passes, 1 when one fails, 2 for bad input. Logic lives in :mod:
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 
 import click
 
@@ -33,6 +36,26 @@ def _number(flag: str, value: str | None, cast, low: float, high: float):
     if not low <= x <= high:
         raise BadInput(said)
     return x
+
+
+@contextlib.contextmanager
+def _stop_cleanly():
+    """SIGTERM or SIGHUP (a supervisor, a closed terminal) end the grading as Ctrl-C would: the
+    sandbox kills its worker and deletes its folder on the way out; exit status 128 + the signal.
+    (SIGKILL cannot be caught: the worker then dies by its parent-death signal.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _exercise(name: str, graded_only: bool = True) -> str:
@@ -199,7 +222,8 @@ def check(
                 f"attnlab practice check attention {file}: each check runs your code in a separate "
                 f"process ({limit:g} s, {memory} MiB at most)"
             )
-        report = grade_attention(file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=show)
+        with _stop_cleanly():
+            report = grade_attention(file, seed=seed_n, timeout_s=limit, memory_mb=memory, progress=show)
     else:
         from attnlab.practice.block import grade_block, read_drawing
 
