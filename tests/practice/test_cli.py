@@ -242,3 +242,28 @@ def test_study_json_with_html_prints_json_and_where_the_page_went(tmp_path):
         data["html"] == str(page) and page.is_file() and data["concept_pages"] == str(tmp_path / "concepts")
     )
     assert "lessons" in data
+
+
+def test_a_database_missing_a_table_is_repaired_and_says_so():
+    """`practice list` on a database whose practice table was dropped (a partial copy) was
+    'sqlite3.OperationalError: no such table: practice'; it is created, the ticks kept."""
+    import sqlite3
+
+    from attnlab.practice.store import DB_NAME, Study
+
+    assert run("study", "tick", "3").returncode == 0
+    path = os.path.join(os.environ["ATTNLAB_DATA_DIR"], DB_NAME)
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE practice")
+    r = run("practice", "list")
+    assert r.returncode == 0 and "attention" in r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Warning: ") and "no table practice" in lines[0]
+    assert "kept ticks, quiz, events" in lines[0]
+    with Study() as s:  # repaired once: the tick is still there, and no second warning
+        assert list(s.ticked()) == [3]
+    assert run("practice", "list").stderr == ""
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE quiz DROP COLUMN seed")
+    r = run("study")
+    assert r.returncode == 2 and "table quiz without the column(s) seed" in r.stderr

@@ -52,8 +52,9 @@ def _check_text(name: str, value: Any) -> None:
 
 
 # warnings printed as one ``Warning:`` line: a tokenizer's (it names every character mapped to
-# ``<unk>``) and a loader's (it names the weights holding NaN or infinity)
-ONE_LINE = ("UnknownCharacterWarning", "NonFiniteWeightsWarning")
+# ``<unk>``), a loader's (it names the weights holding NaN or infinity) and the study database's
+# (it names the tables it had to create)
+ONE_LINE = ("UnknownCharacterWarning", "NonFiniteWeightsWarning", "StudyRepairedWarning")
 
 
 def _one_line_warnings(show: Callable[..., None]) -> Callable[..., None]:

@@ -9,14 +9,18 @@ the learner could explain), ``quiz`` (quiz scores), ``practice`` (graded practic
 per-check JSON) and ``events`` (one row per change, written in the same transaction as the change).
 Every change is one ``BEGIN IMMEDIATE .. COMMIT``, so a command killed mid-write leaves the database
 as it was before that change. A file that is not a database, or one from a newer schema, raises
-:class:`StudyError` with one line; it is never reset without the learner asking.
+:class:`StudyError` with one line; it is never reset without the learner asking. A database that
+lacks some of the tables (a partial copy, an older attnlab) gets them created empty, the others
+kept, and says so with one :class:`StudyRepairedWarning`; a table without its columns is named.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
+import warnings
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,8 +40,18 @@ CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, ref INTEGER, at
 """
 
 
+_TABLES = {  # table name -> its CREATE statement
+    statement.split()[2]: statement.strip() for statement in _SCHEMA.split(";") if statement.strip()
+}
+
+
 class StudyError(ValueError):
     """The database cannot be used as it is (corrupt, newer, unwritable): one line, exit 2."""
+
+
+class StudyRepairedWarning(UserWarning):
+    """The database lacked tables (an older or partly copied file): they were created empty, the
+    rest kept. Commands print it as one ``Warning:`` line."""
 
 
 def data_dir(override: str | os.PathLike | None = None) -> Path:
@@ -94,17 +108,41 @@ class Study:
                 f"the study database {self.path} was written by a newer attnlab (schema {version}; this "
                 f"one reads {SCHEMA_VERSION}); nothing was changed: upgrade attnlab or use --data-dir"
             )
-        if version == SCHEMA_VERSION:
-            self.conn.execute("SELECT count(*) FROM ticks").fetchone()  # reads the file: corrupt -> error
+        present = self._tables()  # reads the file: corrupt -> error
+        if version != SCHEMA_VERSION and not present <= set(_TABLES):
+            raise StudyError(f"{self.path} is an SQLite file but not an attnlab study database")
+        self._check_columns(present)
+        if version == SCHEMA_VERSION and present >= set(_TABLES):
             return
-        with self.transaction() as c:
-            tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise StudyError(f"{self.path} is an SQLite file but not an attnlab study database")
-            for statement in _SCHEMA.strip().split(";"):
-                if statement.strip():
-                    c.execute(statement)
+        with self.transaction() as c:  # (again under the lock: another process may have just made it)
+            present = self._tables()
+            missing = [name for name in _TABLES if name not in present]
+            for name in missing:
+                c.execute(_TABLES[name])
             c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if missing and present:  # a partial copy, or a file of an older attnlab: say what was done
+            kept = ", ".join(name for name in _TABLES if name in present)
+            warnings.warn(
+                f"the study database {self.path} had no table {', '.join(missing)}: created it empty, "
+                f"kept {kept}",
+                StudyRepairedWarning,
+                stacklevel=3,
+            )
+
+    def _tables(self) -> set[str]:
+        return {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _check_columns(self, present: set[str]) -> None:
+        """A table of ours whose columns are not all there is named (nothing is changed)."""
+        for name in sorted(present & set(_TABLES)):
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({name})")}
+            want = set(re.findall(r"(?:\(|,)\s*(\w+) ", _TABLES[name]))
+            if not want <= have:
+                raise StudyError(
+                    f"the study database {self.path} has a table {name} without the column(s) "
+                    f"{', '.join(sorted(want - have))}; nothing was changed: move it away or "
+                    f"delete it with 'attnlab study --reset'"
+                )
 
     @contextmanager
     def transaction(self):
