@@ -197,3 +197,25 @@ def test_assemble_checks_its_chunks(tmp_path):
     with pytest.raises(ValueError, match=r"holds float64 \[2, 3\], expected float32 \[k, 3\]"):
         assemble([a], tmp_path / "o.npy", 3)
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_a_line_is_bounded_so_an_input_without_line_ends_is_one_line_error(tmp_path):
+    """``--input /dev/zero`` (or gigabytes with no line end) was a MemoryError while reading line 1."""
+    import io
+
+    from attnlab.tasks.text_source import MAX_LINE_BYTES, read_lines
+
+    lines = list(read_lines(io.BytesIO(b"12345678\r\n1234567\n12345678"), "in", limit=8))
+    assert lines == [(1, b"12345678"), (2, b"1234567"), (3, b"12345678")]  # exactly the limit is kept
+    with pytest.raises(ValueError, match=r"^in line 2 is longer than 8 bytes"):
+        list(read_lines(io.BytesIO(b"ok\n123456789\n"), "in", limit=8))
+    out = str(tmp_path / "o.npy")
+    assert _error(["--input", "/dev/zero", "--output", out]).endswith(
+        "/dev/zero line 1 holds a NUL byte: a binary file, not text"
+    )
+    long = tmp_path / "long.txt"
+    long.write_bytes(b"a short line\n" + b"x" * (MAX_LINE_BYTES + 1))
+    assert _error(["--input", str(long), "--output", out]).endswith(
+        f"line 2 is longer than {MAX_LINE_BYTES:,} bytes, the most one line may hold"
+    )
+    assert not (tmp_path / "o.npy").exists()

@@ -73,3 +73,37 @@ def test_attribute_reads_its_text_from_standard_input(text_run):
     # before, "-" became a tuple of lines here and the command ended in a TypeError
     assert piped.exit_code == 0 and typed.exit_code == 0, piped.output
     assert piped.output == typed.output
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"caf\xe9 au lait", r"^PROMPT: standard input is not valid UTF-8: byte b'\\xe9' at offset 3"),
+        (
+            b"\x7fELF\x02\x01\x01\x00\x00",
+            r"^PROMPT: standard input is a binary file \(a NUL byte at offset 7\)",
+        ),
+    ],
+)
+def test_bad_bytes_on_standard_input_are_refused_as_a_files_are(monkeypatch, content, message):
+    """Standard input is read as bytes and checked like a file (it reached the tokenizer as lone
+    surrogates: TypeError: TextInputSequence must be str)."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(content), errors="surrogateescape"))
+    with pytest.raises(BadInput, match=message):
+        text_or_file("-", "PROMPT")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\ufeffna\u00efve\r\nline\n".encode())))
+    assert text_or_file("-", "PROMPT") == "na\u00efve\nline"  # BOM and CRLF as a file's
+
+
+def test_generate_refuses_binary_standard_input_in_one_line(text_run):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    for data in (b"\xff\xfe\x00\x01binary", b"ROMEO: caf\xe9"):
+        result = CliRunner().invoke(cli, ["generate", str(text_run), "-", "--max-new", "2"], input=data)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert (
+            result.output.startswith("Error: PROMPT: standard input is")
+            and len(result.output.splitlines()) == 1
+        )

@@ -41,6 +41,7 @@ from attnlab import embed_parts
 from attnlab.models.precision import check_dtype
 from attnlab.models.sentence import embed, unknown_words
 from attnlab.progress import progress as progress_bar
+from attnlab.tasks.text_source import read_lines
 
 FORMATS = ("lines", "jsonl")
 OUTPUTS = (".npy", ".safetensors")
@@ -72,18 +73,15 @@ def read_sentences(source: str, fmt: str = "lines", field: str = "text") -> Iter
 
     ``fmt="lines"``: every line is a sentence (line ending removed, a UTF-8 BOM on line 1 ignored).
     ``fmt="jsonl"``: every line is a JSON object and the sentence is its string ``field``.
-    Raises ``ValueError`` naming the line for invalid UTF-8, a NUL byte (binary input), invalid
+    Raises ``ValueError`` naming the line for invalid UTF-8, a NUL byte (binary input), a line
+    longer than :data:`~attnlab.tasks.text_source.MAX_LINE_BYTES` (:func:`read_lines`), invalid
     JSON, a missing or non-string field, or an empty JSONL line.
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
     name = _describe(source)
     with _open_binary(source) as f:
-        for number, raw in enumerate(f, start=1):
-            if b"\0" in raw:
-                raise ValueError(f"{name} line {number} holds a NUL byte: a binary file, not text")
-            if raw.endswith(b"\n"):
-                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+        for number, raw in read_lines(f, name):
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:

@@ -4,7 +4,6 @@ its text, anything else as the text itself (``attnlab generate``, ``explore``, `
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 
@@ -22,14 +21,25 @@ def path_kind(value: str) -> str | None:
         return None
 
 
+def _decoded(stream, name: str, what: str) -> str:
+    """The text of the binary ``stream`` (:func:`~attnlab.tasks.text_source.decoded`: read in
+    pieces, a NUL byte or invalid UTF-8 refused at once, naming the offset) or a :class:`BadInput`."""
+    if stream is None:  # a text stream without bytes beneath (a test's StringIO): already text
+        return sys.stdin.read()
+    try:
+        return "".join(decoded(stream, name))
+    except ValueError as exc:
+        raise BadInput(f"{what}: {exc}") from None
+
+
 def text_or_file(value: str, what: str, *, blank: bool = True) -> str:
-    """``value``'s text: standard input for ``-``, a file's text (UTF-8, checked) when ``value`` names
-    a file, else ``value`` itself, as typed (a file's or standard input's last newline is dropped).
+    """``value``'s text: standard input for ``-`` or a file's text when ``value`` names a file (both
+    UTF-8, checked), else ``value`` itself, as typed (a file's or standard input's last newline is dropped).
     Empty text, a folder, a binary or non-UTF-8 file are a one-line :class:`BadInput` naming ``what``
     (``"PROMPT"``, ``"--clean"``). Whitespace is text (a GPT continues it) unless ``blank`` is False
     (``explore``: a page of attention needs a token): then it is refused as empty, in the same words."""
-    if value == "-":
-        text, source = sys.stdin.read(), "standard input"
+    if value == "-":  # its bytes, checked as a file's are (a text stream would pass bad bytes on)
+        text, source = _decoded(getattr(sys.stdin, "buffer", None), "standard input", what), "standard input"
     else:
         kind = path_kind(value)
         if kind == "folder":
@@ -38,10 +48,7 @@ def text_or_file(value: str, what: str, *, blank: bool = True) -> str:
             text, source = value, None
         else:
             with open(value, "rb") as f:
-                try:
-                    text = "".join(decoded(io.BytesIO(f.read()), value))
-                except ValueError as exc:
-                    raise BadInput(f"{what}: {exc}") from None
+                text = _decoded(f, value, what)
             source = value
     if source is not None:  # the newline that ends a file's (or echo's) last line is not the text's
         text = text.removesuffix("\n")

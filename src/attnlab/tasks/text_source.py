@@ -32,6 +32,7 @@ SHAKESPEARE = "shakespeare"
 STDIN = "-"
 HOLDOUT = 0.10  # the share of a file's characters held out for validation
 CHUNK_BYTES = 1 << 20  # bytes read at a time
+MAX_LINE_BYTES = 1 << 22  # one line of a line-per-record input (4 MiB: far past any model's context)
 PIECE_CHARS = 1 << 20  # text is handed on in pieces of about 1M characters, cut after a line break
 TRAIN, VAL = "train", "val"
 
@@ -80,6 +81,25 @@ def decoded(stream: BinaryIO, name: str, chunk: int | None = None) -> Iterator[s
             yield text
         if not data:
             return
+
+
+def read_lines(stream: BinaryIO, name: str, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """``(number, line)`` for each line of ``stream`` (numbered from 1, its ``\n`` or ``\r\n``
+    removed), read at most ``limit`` bytes at a time (default :data:`MAX_LINE_BYTES`): a longer line
+    (an input with no line end, however long, is never read whole) or a NUL byte (a binary input) is
+    a ``ValueError`` naming ``name`` and the line. Decoding is the caller's (it names the column)."""
+    limit = limit or MAX_LINE_BYTES
+    number = 0
+    while raw := stream.readline(limit + 2):  # + room for its \r\n
+        number += 1
+        if b"\0" in raw:
+            raise ValueError(f"{name} line {number} holds a NUL byte: a binary file, not text")
+        line = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
+        if len(line) > limit:
+            raise ValueError(
+                f"{name} line {number} is longer than {limit:,} bytes, the most one line may hold"
+            )
+        yield number, line
 
 
 def decode_text(data: bytes, name: str) -> str:
