@@ -11,6 +11,15 @@ seeds) and logs every ``eval_every`` steps, on a fixed held-out batch, the ICL s
 the last ``window`` predictions minus the first ``window``) beside the best head's induction score
 (on ``[BOS, r, r]`` probes, weights read through :func:`attnlab.nn.hooks.capture`). It reports the
 correlation of the two over training and the step at which each has made half of its final change.
+
+Verdict (the rule of :mod:`attnlab.experiments.verdicts`, stated before the result). A correlation
+over training is no support on its own: every model's loss falls as it trains, and the one-layer
+model, which cannot form an induction head, shows one too. So the test is against that control:
+the gate is a model whose best induction score reaches :data:`THRESHOLD` (else "model too weak":
+train longer); the control is a model below it. Per held-out sequence, the induction model's final
+ICL score minus the control's (the same sequences), with its 95% interval: **agrees** when it lies
+wholly below zero (the model with induction heads learns more in context), **disagrees** when wholly
+above, **inconclusive** otherwise, or when there is no control.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import torch.nn.functional as F
 
 from attnlab._checks import positive_int
 from attnlab.devices import torch_threads
-from attnlab.experiments import induction
+from attnlab.experiments import induction, verdicts
 from attnlab.experiments.claim_result import ClaimResult, figure, save, write
 from attnlab.interp import repeated_tokens, score_heads, segment_batch
 from attnlab.nn.hooks import capture
@@ -41,6 +50,9 @@ SOURCE = "the Week 19 course page, lesson 'Self-attention', Going deeper"
 def weights_point(layer: int) -> str:
     """The hook point of a GPT block's attention weights ``[B, h, T, T]`` (the one hook name here)."""
     return f"blocks.{layer}.self_attn.weights"
+
+
+THRESHOLD = 0.4  # the induction score at which a head counts as an induction head (as attnlab heads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,10 +97,16 @@ QUICK = Settings(models=("1-layer attention-only", "2-layer attention-only"), st
 def icl_score(model, held_out: torch.Tensor, window: int) -> tuple[float, float]:
     """``(early, late)``: mean next-token loss of the first and of the last ``window`` predictions
     of ``held_out [B, T]``; the ICL score is ``late - early``."""
+    early, late = icl_per_sequence(model, held_out, window)
+    return float(early.mean()), float(late.mean())
+
+
+def icl_per_sequence(model, held_out: torch.Tensor, window: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(early [B], late [B])``: each sequence's mean loss on its first and last ``window`` predictions."""
     with torch.no_grad():
         logits = model(held_out[:, :-1])  # [B, T-1, V]
-        loss = F.cross_entropy(logits.transpose(1, 2), held_out[:, 1:], reduction="none").mean(0)  # [T-1]
-    return float(loss[:window].mean()), float(loss[-window:].mean())
+        loss = F.cross_entropy(logits.transpose(1, 2), held_out[:, 1:], reduction="none")  # [B, T-1]
+    return loss[:, :window].mean(1), loss[:, -window:].mean(1)
 
 
 def induction_score(model, probe: torch.Tensor) -> float:
@@ -132,6 +150,8 @@ def train_logged(s: Settings, name: str, show: bool) -> list[dict]:
                 )
                 model.train()
             if step == ind.steps:
+                early_b, late_b = icl_per_sequence(model, held_out, s.window)  # [B] each
+                history[-1]["icl_per_sequence"] = [round(float(x), 4) for x in late_b - early_b]
                 break
             batch = segment_batch(
                 ind.batch_size, ind.seq_len, ind.vocab, ind.min_len, ind.max_len, generator=gen
@@ -211,6 +231,7 @@ def _result(s: Settings, histories: dict, seconds: float) -> ClaimResult:
         )
     best = min(summaries, key=lambda n: summaries[n]["icl_end"])
     b = summaries[best]
+    test = against_control(histories, summaries)
     verdict = (
         f"in the {best} model the ICL score (loss on the last {s.window} predictions minus the first "
         f"{s.window}) goes from {b['icl_start']:+.2f} to {b['icl_end']:+.2f} nats while the best induction "
@@ -224,7 +245,7 @@ def _result(s: Settings, histories: dict, seconds: float) -> ClaimResult:
             if n != best
         )
         + " Together in time is what Olsson et al. report; that the heads cause the in-context learning is "
-        "what ablating them shows (attnlab experiment induction)."
+        "what ablating them shows (attnlab experiment induction). " + test["sentence"]
     )
     ind = s.induction
     notes = [
@@ -235,10 +256,43 @@ def _result(s: Settings, histories: dict, seconds: float) -> ClaimResult:
         f"batch {ind.batch_size}, AdamW lr {ind.lr}; scores every {s.eval_every} steps on {s.eval_size} "
         "held-out sequences."
     ]
-    data = {"histories": histories, "summaries": summaries}
+    data = {"histories": histories, "summaries": summaries, "test": test}
     return ClaimResult(
         "icl", CLAIM, SOURCE, header, rows, verdict, data, dataclasses.asdict(s), seconds, notes
     )
+
+
+def against_control(histories: dict, summaries: dict) -> dict:
+    """The verdict (module doc): ``{"model", "control", "difference", "interval", "answer",
+    "sentence"}`` (model/control None where missing)."""
+    with_heads = [n for n in summaries if summaries[n]["induction_end"] >= THRESHOLD]
+    without = [n for n in summaries if summaries[n]["induction_end"] < THRESHOLD]
+    out = {"model": None, "control": None, "difference": None, "interval": None}
+    if not with_heads:
+        best = max(s["induction_end"] for s in summaries.values())
+        return {**out, "answer": verdicts.TOO_WEAK, "sentence": (
+            f"Verdict: model too weak to test this: no model formed an induction head (best score {best:.2f} "
+            f"< {THRESHOLD}); train with more steps.")}  # fmt: skip
+    model = min(with_heads, key=lambda n: summaries[n]["icl_end"])
+    if not without:
+        return {**out, "model": model, "answer": verdicts.INCONCLUSIVE, "sentence": (
+            "Verdict: inconclusive: every model formed an induction head, so none is a control for "
+            "what training alone does to the ICL score.")}  # fmt: skip
+    control = max(without, key=lambda n: summaries[n]["icl_end"])
+    diff = [
+        a - c
+        for a, c in zip(histories[model][-1]["icl_per_sequence"], histories[control][-1]["icl_per_sequence"])
+    ]
+    mean, lo, hi = verdicts.mean_interval(diff)
+    answer = verdicts.decide(lo, hi, -1)
+    sentence = (
+        f"Verdict: {answer}. The correlation is not the test (the {control} model, with no induction head, "
+        f"correlates at {summaries[control]['correlation']:+.2f} too); the test is the {model} model's final "
+        f"ICL score minus the control's, per held-out sequence: {mean:+.2f} nats, 95% interval {lo:+.2f} "
+        f"to {hi:+.2f}."
+    )
+    return {"model": model, "control": control, "difference": round(mean, 4),
+            "interval": [round(lo, 4), round(hi, 4)], "answer": answer, "sentence": sentence}  # fmt: skip
 
 
 def plot(result: ClaimResult, path: Path) -> None:
