@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from attnlab.experiments.gqa import Settings, run
+from attnlab.experiments.gqa import Settings, decide, run
 
 SMALL = Settings(d_model=16, num_heads=4, num_layers=1, context=32, steps=60, batch=16, eval_windows=64,
                  spread_seeds=1)  # fmt: skip
@@ -28,6 +28,16 @@ def test_cache_shrinks_h_over_h_kv_with_little_loss():
     assert all(loss < math.log(vocab) - 0.8 for loss in losses)  # every model learnt something
     assert r.data["worst_difference"] < 0.1  # little quality loss (measured -0.05..0: none)
     assert [row[3] for row in r.rows] == ["1/1", "1/2", "1/4"]
+    # 60 steps learn less than a table of character pairs: no verdict on quality loss
+    assert r.data["baselines"]["bigram"] < losses[0] and r.data["answer"] == "model too weak"
+
+
+def test_the_gate_comes_before_little_quality_loss():
+    tables = {"unigram": 3.3, "bigram": 2.51, "trigram": 2.6}
+    assert decide(2.489, 0.053, 0.010, tables)[0] == "model too weak"  # MHA no better than the bigram
+    assert decide(2.0, 0.005, 0.010, tables)[0] == "agrees"
+    assert decide(2.0, 0.2, 0.010, tables)[0] == "disagrees"  # 0.2 > 10% of the 0.51 gained
+    assert decide(2.0, 0.03, 0.010, tables)[0] == "inconclusive"
 
 
 def test_kv_heads_are_h_half_two_one():

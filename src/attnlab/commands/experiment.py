@@ -238,6 +238,9 @@ def _run_on_text(run, settings, out: str, run_dir: str | None, quiet: bool, as_j
 
 def _claim_and_files(result, claim: str) -> None:
     """The closing lines of a language-model experiment: the course's claim, the verdict, the files."""
+    from attnlab.experiments.baselines import describe
+
+    click.echo(describe(result.model.get("baselines"), result.model.get("gate")))
     click.echo("The claim: " + claim)
     click.echo(result.summary())
     click.echo(f"wrote {result.files['json']}, {result.files['table']} and {result.files['plot']}")

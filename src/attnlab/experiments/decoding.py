@@ -17,6 +17,16 @@ Measured for each method, over all its continuations:
 
 and beside them the same numbers for the held-out text itself (the true continuation of each
 prompt), the reference for what real text looks like.
+
+Verdict (the rule of :mod:`attnlab.experiments.verdicts`, stated before the result): first the
+competence gate, the model's held-out loss at least
+:data:`~attnlab.experiments.baselines.MARGIN` nats per token below the best n-gram table's, else
+"model too weak" (a model whose samples are not words says nothing about blandness). Then each of
+the claim's three parts compares the most extreme beam with the most extreme sampler, the
+difference's 95% interval from 1,000 bootstrap resamples of the prompts (the same resample for
+both methods): **agrees** when the interval excludes zero on the claimed side, **disagrees** when it
+excludes zero on the other, **inconclusive** otherwise. Greedy against that beam gets the same
+interval, reported beside it.
 """
 
 from __future__ import annotations
@@ -25,11 +35,14 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from attnlab import decoding
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.devices import torch_threads
+from attnlab.experiments import verdicts
+from attnlab.experiments.baselines import gate, too_weak
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.viz.legends import save_figure
@@ -99,11 +112,16 @@ def generate(model, prompts: torch.Tensor, n: int, settings: Settings, options: 
 def mean_log_prob(model, prompts: torch.Tensor, continuations: torch.Tensor) -> float:
     """``(1 / P N) Σ log p(y_t | prompt, y_<t)`` over continuations ``[P, N]`` of ``prompts [P, T_p]``
     (nats per token; the model's full distribution at temperature 1)."""
+    return float(np.mean(log_probs(model, prompts, continuations)))
+
+
+def log_probs(model, prompts: torch.Tensor, continuations: torch.Tensor) -> list[float]:
+    """Each continuation's mean ``log p`` per token ``[P]`` (as :func:`mean_log_prob`)."""
     full = torch.cat([prompts, continuations], dim=1)  # [P, T_p + N]
     with torch.no_grad():
         logp = model(full[:, :-1]).float().log_softmax(dim=-1)  # [P, T_p + N - 1, V]
     picked = logp.gather(-1, full[:, 1:, None])[..., 0]  # [P, T_p + N - 1]
-    return float(picked[:, prompts.shape[1] - 1 :].mean())
+    return picked[:, prompts.shape[1] - 1 :].mean(dim=1).tolist()
 
 
 def distinct(texts: list[str], n: int) -> float:
@@ -136,6 +154,7 @@ class MethodResult:
     repeat_4: float
     example: str
     seconds: float
+    per_prompt: dict = dataclasses.field(default_factory=dict, repr=False)  # texts, tokens, log_probs
 
 
 def measure(
@@ -143,15 +162,17 @@ def measure(
 ) -> MethodResult:
     """The measurements of continuations ``cont [P, N]`` of ``prompts [P, T_p]``."""
     texts = [lm.decode(row) for row in cont]
+    logps = log_probs(lm.model, prompts, cont)
     return MethodResult(
         name=name,
-        mean_log_prob=round(mean_log_prob(lm.model, prompts, cont), 4),
+        mean_log_prob=round(float(np.mean(logps)), 4),
         distinct_1=round(distinct(texts, 1), 4),
         distinct_2=round(distinct(texts, 2), 4),
         distinct_3=round(distinct(texts, 3), 4),
         repeat_4=round(repeated_ngrams(cont.tolist(), 4), 4),
         example=texts[0],
         seconds=round(seconds, 2),
+        per_prompt={"texts": texts, "tokens": cont.tolist(), "log_probs": logps},
     )
 
 
@@ -165,12 +186,33 @@ def _extreme(methods: list[MethodResult], measure: str, sign: int) -> tuple[str,
     return best.name, getattr(best, measure)
 
 
-def verdict(methods: list[MethodResult]) -> list[dict]:
+def _statistic(m: MethodResult, measure: str, idx: np.ndarray) -> float:
+    """``measure`` of ``m``'s continuations of the prompts ``idx [n]`` (a bootstrap resample)."""
+    pp = m.per_prompt
+    if measure == "mean_log_prob":
+        return float(np.mean([pp["log_probs"][i] for i in idx]))
+    if measure == "distinct_2":
+        return distinct([pp["texts"][i] for i in idx], 2)
+    return repeated_ngrams([pp["tokens"][i] for i in idx], 4)
+
+
+def _interval(a: MethodResult, b: MethodResult, measure: str) -> list[float]:
+    """The 95% bootstrap interval of ``measure(a) - measure(b)`` over the prompts (module doc)."""
+    n = len(a.per_prompt["texts"])
+    lo, hi = verdicts.bootstrap_interval(
+        lambda idx: _statistic(a, measure, idx) - _statistic(b, measure, idx), n
+    )
+    return [round(lo, 4), round(hi, 4)]
+
+
+def verdict(methods: list[MethodResult], competent: bool = True) -> list[dict]:
     """The claim in three parts: is beam search's text more probable (higher mean log-probability),
     blander (lower distinct-2) and more repetitive (more repeated 4-grams) than sampling's? Each part
-    ``{"part", "measure", "beam", "sampling", "greedy", "agrees"}``: the most extreme beam and
-    sampling method, ``(name, value)``, and greedy's value (beside the claim: greedy is the other
-    search for the most probable text); ``agrees``: the beam is more extreme than every sampler."""
+    ``{"part", "measure", "beam", "sampling", "greedy", "interval", "greedy_interval", "answer"}``:
+    the most extreme beam and sampling method, ``(name, value)``, greedy's value (greedy is the other
+    search for the most probable text), the 95% intervals of beam - sampling and greedy - beam, and
+    the answer of :func:`attnlab.experiments.verdicts.decide` (``competent``: the model passed its
+    gate)."""
     generated = [m for m in methods if m.name != REFERENCE]
     beams = [m for m in generated if _is_beam(m)]
     samplers = [m for m in generated if not _is_beam(m) and m.name != "greedy"]
@@ -184,6 +226,9 @@ def verdict(methods: list[MethodResult]) -> list[dict]:
         ("more repetitive", "repeat_4", 1),
     ):
         beam, sampling = _extreme(beams, measure, sign), _extreme(samplers, measure, sign)
+        by_name = {m.name: m for m in generated}
+        interval = _interval(by_name[beam[0]], by_name[sampling[0]], measure)
+        greedy_interval = None if greedy is None else _interval(greedy, by_name[beam[0]], measure)
         out.append(
             {
                 "part": part,
@@ -191,7 +236,9 @@ def verdict(methods: list[MethodResult]) -> list[dict]:
                 "beam": beam,
                 "sampling": sampling,
                 "greedy": None if greedy is None else getattr(greedy, measure),
-                "agrees": sign * beam[1] > sign * sampling[1],
+                "interval": interval,
+                "greedy_interval": greedy_interval,
+                "answer": verdicts.decide(interval[0], interval[1], sign, competent),
             }
         )
     return out
@@ -235,13 +282,21 @@ class DecodingResult:
 
     def summary(self) -> str:
         """The claim's three parts, each with its numbers and whether this model agrees."""
-        agreed = sum(v["agrees"] for v in self.verdict)
+        if any(v["answer"] == verdicts.TOO_WEAK for v in self.verdict):
+            return too_weak(self.model.get("gate"))
+        agreed = sum(v["answer"] == verdicts.AGREES for v in self.verdict)
         parts = []
         for v in self.verdict:
-            greedy = "" if v["greedy"] is None else f"; greedy {v['greedy']:.3f}"
+            greedy = ""
+            if v["greedy"] is not None:
+                g_lo, g_hi = v["greedy_interval"]
+                apart = "separated" if g_lo > 0 or g_hi < 0 else "not separated"
+                greedy = f"; greedy {v['greedy']:.3f}, {apart} from the beam ({g_lo:+.3f} to {g_hi:+.3f})"
+            lo, hi = v["interval"]
             parts.append(
-                f"{v['part']} than sampling: {'yes' if v['agrees'] else 'no'} ({v['measure']} {v['beam'][0]} "
-                f"{v['beam'][1]:.3f} vs {v['sampling'][0]} {v['sampling'][1]:.3f}{greedy})"
+                f"{v['part']} than sampling: {v['answer']} ({v['measure']} {v['beam'][0]} "
+                f"{v['beam'][1]:.3f} vs {v['sampling'][0]} {v['sampling'][1]:.3f}, 95% interval of the "
+                f"difference {lo:+.3f} to {hi:+.3f}{greedy})"
             )
         real = next(m for m in self.methods if m.name == REFERENCE)
         return (
@@ -260,7 +315,9 @@ class DecodingResult:
             "model": self.model,
             "prompts": self.prompts,
             "new_tokens": self.new_tokens,
-            "methods": [dataclasses.asdict(m) for m in self.methods],
+            "methods": [
+                {k: v for k, v in dataclasses.asdict(m).items() if k != "per_prompt"} for m in self.methods
+            ],
             "verdict": self.verdict,
             "summary": self.summary(),
         }
@@ -338,7 +395,11 @@ def run(
         "plot": str(out / "decoding.png"),
     }
     texts = [lm.decode(p) for p in prompts]
-    result = DecodingResult(s, lm.describe(), texts, n, methods, verdict(methods), files)
+    model = lm.describe()
+    model["baselines"] = lm.baselines()
+    model["gate"] = gate(lm.val_loss, model["baselines"]) if lm.val_loss is not None else None
+    competent = bool(model["gate"] and model["gate"]["passed"])
+    result = DecodingResult(s, model, texts, n, methods, verdict(methods, competent), files)
     atomic_write_json(files["json"], result.to_json())
     atomic_write_bytes(files["table"], (result.table() + "\n").encode())
     plot(result, Path(files["plot"]))

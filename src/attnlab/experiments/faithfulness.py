@@ -11,9 +11,14 @@ per layer, and how often the position attention weights most is the one occlusio
 important. Two references: distance (nearer = more important, a ranking that needs no model) and
 gradient x input against occlusion (two importance measures against each other).
 
-Verdict: attention is counted as explaining more than distance when its best layer's ρ with
-occlusion exceeds distance's by more than twice the standard error of the per-line difference and
-by at least :data:`MIN_GAIN` (a difference in the third decimal is no explanation).
+Verdict (the rule of :mod:`attnlab.experiments.verdicts`, stated before the result): first the
+competence gate, the model's held-out loss at least :data:`~attnlab.experiments.baselines.MARGIN`
+nats per token below the best n-gram table's (:mod:`attnlab.experiments.baselines`), else "model
+too weak". Then the gain ``g`` of the best layer's ρ with occlusion over distance's, paired per line,
+with its 95% interval (mean ± 1.96 standard errors). The claim (attention alone is no faithful
+account) **agrees** when the whole interval lies below :data:`MIN_GAIN` (attention adds less than
+0.05 of ρ to what distance already explains), **disagrees** when it lies wholly above it (attention
+explains clearly more than distance), and is **inconclusive** otherwise: too few lines to tell.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import torch
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.devices import torch_threads
+from attnlab.experiments import verdicts
+from attnlab.experiments.baselines import gate, too_weak
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import text_model
 from attnlab.interp.saliency import attention_received, gradient_x_input, occlusion, spearman
@@ -87,10 +94,13 @@ def _row(
     return row, r_occ
 
 
-def compare(att: torch.Tensor, occ: torch.Tensor, gxi: torch.Tensor) -> tuple[list[Row], dict]:
+def compare(
+    att: torch.Tensor, occ: torch.Tensor, gxi: torch.Tensor, competent: bool = True
+) -> tuple[list[Row], dict]:
     """Rows (every layer's attention ``att [L, B, T]``, distance, gradient x input) against
-    occlusion ``occ [B, T]`` and gradient x input ``gxi [B, T]``, and the verdict (module doc). A
-    line where some score is the same at every position ranks nothing: it is left out."""
+    occlusion ``occ [B, T]`` and gradient x input ``gxi [B, T]``, and the verdict (module doc;
+    ``competent``: whether the model passed its gate). A line where some score is the same at every
+    position ranks nothing: it is left out."""
     spread = lambda x: x.amax(dim=-1) > x.amin(dim=-1)  # noqa: E731  [..., B]: not all tied
     keep = spread(occ) & spread(gxi) & spread(att).all(dim=0)  # [B]
     if not bool(keep.any()):
@@ -108,14 +118,17 @@ def compare(att: torch.Tensor, occ: torch.Tensor, gxi: torch.Tensor) -> tuple[li
     best = int(np.argmax([r.mean() for r in per_line]))
     diff = per_line[best] - r_dist  # [B]: paired per line
     se = float(diff.std(ddof=1) / math.sqrt(b)) if b > 1 else float("inf")
-    beats = bool(diff.mean() > max(2 * se, MIN_GAIN))
+    _, lo, hi = verdicts.mean_interval(diff)
+    # the claim predicts MIN_GAIN - gain > 0: its interval is [MIN_GAIN - hi, MIN_GAIN - lo]
+    answer = verdicts.decide(MIN_GAIN - hi, MIN_GAIN - lo, +1, competent)
     verdict = {
         "best_layer": best,
         "best_rho": rows[best].rho_occlusion,
         "distance_rho": dist_row.rho_occlusion,
         "difference": round(float(diff.mean()), 4),
         "standard_error": round(se, 4),
-        "beats_distance": beats,
+        "interval": [round(lo, 4), round(hi, 4)],
+        "beats_distance": answer == verdicts.DISAGREES,
         "layer_rho_range": [
             min(r.rho_occlusion for r in rows[: att.shape[0]]),
             max(r.rho_occlusion for r in rows[: att.shape[0]]),
@@ -123,7 +136,7 @@ def compare(att: torch.Tensor, occ: torch.Tensor, gxi: torch.Tensor) -> tuple[li
         "best_top1": max(r.top1 for r in rows[: att.shape[0]]),
         "distance_top1": dist_row.top1,
         "gradient_rho": rows[-1].rho_occlusion,
-        "agrees": not beats,
+        "answer": answer,
         "lines": b,
     }
     return rows, verdict
@@ -159,27 +172,31 @@ class FaithfulnessResult:
         """What the numbers say about the claim."""
         v = self.verdict
         lo, hi = v["layer_rho_range"]
+        lo_i, hi_i = v["interval"]
         beyond = (
-            f"more than distance does ({v['distance_rho']:.2f}; difference {v['difference']:+.3f}, "
-            f"standard error {v['standard_error']:.3f})"
-            if v["beats_distance"]
-            else f"no better than distance alone does ({v['distance_rho']:.2f}; difference "
-            f"{v['difference']:+.3f}, standard error {v['standard_error']:.3f})"
+            f"against distance's {v['distance_rho']:.2f}: a gain of {v['difference']:+.3f} per line, 95% "
+            f"interval {lo_i:+.3f} to {hi_i:+.3f} (the rule: below {MIN_GAIN} agrees, above it disagrees)"
         )
         return (
             f"Attention ranks the positions like occlusion with ρ from {lo:.2f} to {hi:.2f} depending on "
-            f"the layer read; the best layer ({v['best_layer']}) agrees {beyond}, and the position it "
-            f"weights most is occlusion's most important one in {v['best_top1']:.0%} of lines at best "
-            f"(distance: {v['distance_top1']:.0%}). Gradient x input agrees with occlusion at "
-            f"ρ = {v['gradient_rho']:.2f}. "
-            + (
-                "This model agrees with the claim: attention weights alone are not a faithful account of "
-                "what the prediction depends on."
-                if v["agrees"]
-                else "On this model attention ranks positions better than distance alone: partly "
-                "faithful, though the layer chosen changes the answer."
-            )
+            f"the layer read; the best layer ({v['best_layer']}) reaches {v['best_rho']:.2f} {beyond}, "
+            f"and the position it weights most is occlusion's most important one in "
+            f"{v['best_top1']:.0%} of lines at best (distance: {v['distance_top1']:.0%}). "
+            f"Gradient x input agrees with occlusion at ρ = {v['gradient_rho']:.2f}. "
+            + {
+                verdicts.AGREES: "This model agrees with the claim: attention adds less than "
+                f"{MIN_GAIN} of ρ to what distance alone explains, so its weights are not a faithful "
+                "account of what the prediction depends on.",
+                verdicts.DISAGREES: "This model disagrees with the claim: attention ranks positions "
+                "clearly better than distance alone, though the layer chosen changes the answer.",
+                verdicts.INCONCLUSIVE: "Inconclusive: the interval reaches both sides of "
+                f"{MIN_GAIN}; more held-out lines would narrow it.",
+                verdicts.TOO_WEAK: self._too_weak(),
+            }[v["answer"]]
         )
+
+    def _too_weak(self) -> str:
+        return too_weak(self.model.get("gate"))
 
     def to_json(self) -> dict:
         return {
@@ -261,7 +278,10 @@ def run(
         att = attention_received(lm.model, ids)  # [L, B, T]
         occ = occlusion(lm.model, ids, targets)  # [B, T]
         gxi = gradient_x_input(lm.model, ids, targets)  # [B, T]
-    rows, verdict = compare(att, occ, gxi)
+    model = lm.describe()
+    model["baselines"] = lm.baselines()
+    model["gate"] = gate(lm.val_loss, model["baselines"]) if lm.val_loss is not None else None
+    rows, verdict = compare(att, occ, gxi, competent=bool(model["gate"] and model["gate"]["passed"]))
     example = {
         "tokens": [lm.decode([i]) for i in ids[0]],
         "target": lm.decode([targets[0]]),
@@ -274,7 +294,7 @@ def run(
         "table": str(out / "results.md"),
         "plot": str(out / "faithfulness.png"),
     }
-    result = FaithfulnessResult(settings, lm.describe(), rows, verdict, example, files)
+    result = FaithfulnessResult(settings, model, rows, verdict, example, files)
     atomic_write_json(files["json"], result.to_json())
     atomic_write_bytes(files["table"], (result.table() + "\n").encode())
     plot(result, Path(files["plot"]))

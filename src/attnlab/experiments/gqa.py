@@ -10,6 +10,16 @@ loss (nats per character, on fixed windows spread over the held-out plays), the 
 token (``2 L h_kv d_k`` values, :func:`attnlab.audit.kv_cache_bytes`, checked against the tensors a
 real cache holds after a prompt) and the parameter count (the K and V projections shrink too).
 Extra seeds of the full-head model give the seed-to-seed spread a difference has to beat.
+
+Verdict (stated before the result): first the competence gate, the full-head model's held-out loss
+at least :data:`~attnlab.experiments.baselines.MARGIN` nats per character below the best n-gram
+table's (unigram, bigram, trigram; add-one, counted on the training plays, scored on the held-out
+ones: :mod:`attnlab.experiments.baselines`). A model that a bigram table matches has learned too
+little for its quality to be lost, so the verdict is then "model too weak" (train with more steps or
+a wider model), never "little quality loss". Past the gate: **agrees** when every shared-KV model's
+loss is within the full-head model's seed-to-seed spread, **disagrees** when one is worse by more
+than that spread and by more than 10% of what training gained over the best table,
+**inconclusive** otherwise.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ import torch.nn.functional as F
 from attnlab._checks import positive_float, positive_int
 from attnlab.audit.cost import kv_cache_bytes
 from attnlab.devices import torch_threads
+from attnlab.experiments import verdicts
+from attnlab.experiments.baselines import gate, ngram_losses
 from attnlab.experiments.claim_result import ClaimResult, figure, save, write
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.progress import progress as progress_bar
@@ -175,13 +187,30 @@ def run(
         models = [train_one(s, kv, seed, data, progress) for kv, seed in jobs]
     for m in models:
         log(f"h_kv = {m['kv_heads']} (seed {m['seed']}): held-out loss {m['held_out_loss']:.3f}")
-    result = _result(s, models, data[2], time.perf_counter() - t0)
+    tables = ngram_losses(data[0].numpy(), data[1].numpy(), data[2])
+    log("n-gram baselines (add-one, nats/char): " + ", ".join(f"{k} {v:.3f}" for k, v in tables.items()))
+    result = _result(s, models, data[2], time.perf_counter() - t0, tables)
     if out_dir is not None:
         write(result, out_dir, plot)
     return result
 
 
-def _result(s: Settings, models: list[dict], vocab: int, seconds: float) -> ClaimResult:
+def decide(full_loss: float, worst: float, seed_spread: float, tables: dict[str, float]) -> tuple[str, dict]:
+    """``(answer, gate)``: the module doc's rule for the full-head model's loss ``full_loss``, the
+    largest rise of a shared-KV model ``worst`` and the seed-to-seed ``seed_spread``."""
+    g = gate(full_loss, tables)
+    if not g["passed"]:
+        return verdicts.TOO_WEAK, g
+    if worst <= seed_spread:
+        return verdicts.AGREES, g
+    if worst > 0.1 * (g["best_loss"] - full_loss):
+        return verdicts.DISAGREES, g
+    return verdicts.INCONCLUSIVE, g
+
+
+def _result(
+    s: Settings, models: list[dict], vocab: int, seconds: float, tables: dict[str, float]
+) -> ClaimResult:
     main = [m for m in models if m["seed"] == s.seed]
     full = main[0]
     spread = [m["held_out_loss"] for m in models if m["kv_heads"] == s.num_heads]
@@ -209,13 +238,29 @@ def _result(s: Settings, models: list[dict], vocab: int, seconds: float) -> Clai
         if worst > seed_spread
         else f"within the full-head model's own spread between {len(spread)} seeds ({seed_spread:.3f})"
     )
+    answer, g = decide(full["held_out_loss"], worst, seed_spread, tables)
+    below = (
+        f"The n-gram tables score {', '.join(f'{k} {v:.3f}' for k, v in tables.items())} nats per character; "
+        f"the full-head model, {full['held_out_loss']:.3f}, "
+        + ("passes" if g["passed"] else "fails")
+        + f" the gate (at least {g['margin']} below the best). Verdict: {answer}"
+    )
+    if answer == verdicts.TOO_WEAK:
+        below += (
+            ": no model here is better than a table of character pairs, so there is no quality to lose; "
+            "train with more steps (the full preset, without the quick one) before reading the losses."
+        )
     verdict = (
-        f"sharing KV heads cuts the cache from {full['cache_bytes_per_token']:,} to "
-        f"{mqa['cache_bytes_per_token']:,} bytes per token ({s.num_heads}x, MQA) while the held-out loss "
-        f"moves by at most {worst:+.3f} nats per character (MHA {full['held_out_loss']:.3f}): {versus}, "
-        f"and {worst / gain:.1%} of the {gain:.2f} nats training gained below the uniform guess "
-        f"(ln {vocab} = {math.log(vocab):.2f}). Little quality loss, at this small scale; the page's "
-        "claim is about large models, where the same trade is measured on billions of tokens."
+        below
+        + ". "
+        + (
+            f"Sharing KV heads cuts the cache from {full['cache_bytes_per_token']:,} to "
+            f"{mqa['cache_bytes_per_token']:,} bytes per token ({s.num_heads}x, MQA) while the held-out loss "
+            f"moves by at most {worst:+.3f} nats per character (MHA {full['held_out_loss']:.3f}): {versus}, "
+            f"and {worst / gain:.1%} of the {gain:.2f} nats training gained below the uniform guess "
+            f"(ln {vocab} = {math.log(vocab):.2f}). The page's claim is about large models, where the same "
+            "trade is measured on billions of tokens."
+        )
     )
     same = all(m["cache_bytes_per_token"] == m["measured_cache_bytes_per_token"] for m in models)
     notes = [
@@ -230,6 +275,9 @@ def _result(s: Settings, models: list[dict], vocab: int, seconds: float) -> Clai
         "vocab": vocab,
         "seed_spread": max(spread) - min(spread),
         "worst_difference": worst,
+        "baselines": tables,
+        "gate": g,
+        "answer": answer,
     }
     return ClaimResult(
         "gqa", CLAIM, SOURCE, header, rows, verdict, data, dataclasses.asdict(s), seconds, notes

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab.experiments.baselines import ngram_losses
 from attnlab.models.load import load
 from attnlab.tasks.token_stream import TokenStream
 from attnlab.training.checkpoint import checkpoint_dir, verify
-from attnlab.training.text_data import VAL, read_meta
+from attnlab.training.text_data import TRAIN, VAL, read_meta
 from attnlab.training.text_presets import TEXT_PRESETS, train_text
 
 SEARCH = 4096  # tokens looked through after an evenly spaced point for the next speech start
@@ -73,6 +74,12 @@ class TextModel:
             "val_loss": None if self.val_loss is None else round(self.val_loss, 4),
             "trained_seconds": round(self.seconds, 1),
         }
+
+    def baselines(self) -> dict[str, float]:
+        """The n-gram tables' held-out losses (nats per token; add-one smoothing, counted on the run's
+        ``train.bin``, scored on :attr:`val`: :func:`attnlab.experiments.baselines.ngram_losses`)."""
+        train = TokenStream(self.folder / TRAIN, int(self.meta["vocab_size"])).ids
+        return ngram_losses(train, self.val, int(self.model.config.vocab_size))
 
     def label(self) -> str:
         """One line: ``GPT 2 x 4 heads, width 128, char (80 ids), held-out loss 2.06``."""
