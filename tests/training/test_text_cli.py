@@ -108,6 +108,27 @@ def test_generate_echoes_the_prompt_and_ends_the_text_before_the_stats(trained):
     assert r.stdout == run("generate", out, "ROMEO:", "--max-new", 5, "--quiet").stdout
 
 
+def test_a_killed_runs_staging_folder_is_removed_at_the_next_start(corpus, tmp_path):
+    """A SIGKILL during train --text left .attnlab-text-* (a copy of the corpus) beside the run for
+    good; the next run removes a stale one (owner dead, older than the process) and says so."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid is free now
+    stale, live, ownerless = (tmp_path / f".attnlab-text-{n}" for n in ("stale", "live", "young"))
+    for folder, pid in ((stale, dead.pid), (live, os.getpid()), (ownerless, None)):
+        folder.mkdir()
+        (folder / "train.bin").write_bytes(b"\0" * 64)
+        if pid is not None:
+            (folder / "owner.json").write_text(json.dumps({"pid": pid}))
+        os.utime(folder, (time.time() - 3600, time.time() - 3600))  # an hour old
+    r = run("train", "--text", corpus, *TINY, "--steps", 2, "--out", tmp_path / "run")
+    assert r.exit_code == 0, r.output
+    assert not stale.exists() and live.exists() and ownerless.exists()  # a live owner's, an unknown's kept
+    assert r.stderr.splitlines() == [
+        f"removed {stale}, the staging folder of a killed text run (a copy of its corpus)"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".attnlab-text-live", ".attnlab-text-young", "run"]
+
+
 def test_text_from_stdin_in_a_real_process(corpus, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(

@@ -9,6 +9,9 @@
 - **Leftovers.** A run killed while writing leaves ``.ckpt-tmp-*`` folders and ``.*.tmp`` files:
   they are removed on the next start. A run killed before its first pointer was written, but after
   a checkpoint folder was completed, resumes from that folder.
+- **Staging.** A text run prepares its corpus in a ``.attnlab-text-*`` folder beside ``DIR``
+  (:func:`staging_folder`, its owner's pid inside); one left by a killed run (owner gone, folder
+  older than this process) is removed at the next start.
 - **Writability** is checked before any work starts.
 """
 
@@ -19,6 +22,7 @@ import errno
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +188,47 @@ __all__ = [
     "is_attnlab_run",
     "writer_lock",
 ]
+
+
+STAGING = ".attnlab-text-"  # prefix of a text run's staging folder, beside its run folder
+_OWNER = "owner.json"
+_STARTED = time.time()  # (about) when this process started: a staging folder newer than it is live
+
+
+@contextlib.contextmanager
+def staging_folder(parent: str | None, log=None) -> Iterator[str]:
+    """A fresh staging folder in ``parent`` (the system's temporary folder when None), removed when
+    the block ends; its owner's pid is written inside. First, the stale ones a killed run left in
+    ``parent`` (owner not alive, folder older than this process) are removed, each named to ``log``."""
+    if parent is not None:
+        for name in remove_stale_staging(Path(parent)):
+            if log is not None:
+                log(f"removed {name}, the staging folder of a killed text run (a copy of its corpus)")
+    with tempfile.TemporaryDirectory(prefix=STAGING, dir=parent) as tmp:
+        atomic_write_json(Path(tmp) / _OWNER, {"pid": os.getpid(), "since": time.time()})
+        yield tmp
+
+
+def remove_stale_staging(parent: Path) -> list[str]:
+    """Remove the ``.attnlab-text-*`` folders in ``parent`` whose owner (the pid inside) is gone and
+    that are older than this process; returns their paths. A folder without an owner (an older
+    attnlab's) is removed once a day old."""
+    removed = []
+    for folder in sorted(parent.glob(STAGING + "*")):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_mtime >= _STARTED:
+                continue
+            owner = folder / _OWNER
+            try:
+                pid = int(_io.read_json(owner)["pid"]) if owner.exists() else None
+            except (ValueError, KeyError, TypeError, OverflowError):  # unreadable: not a live owner's
+                pid = -1
+            if pid is None and time.time() - folder.stat().st_mtime < 86400:
+                continue
+            if pid is not None and pid > 0 and (pid == os.getpid() or _alive(pid)):
+                continue
+            shutil.rmtree(folder)
+        except OSError:  # another process removed it first, or it cannot be: left alone
+            continue
+        removed.append(str(folder))
+    return removed

@@ -320,7 +320,7 @@ def _prepare(
         resume_folder(rundir.check_out_path(out_dir))
     if config.task == TEXT_TASK:
         if lead and not _has_checkpoint(out_dir, resume):
-            tmp = held.enter_context(tempfile.TemporaryDirectory(prefix=".attnlab-text-", dir=_near(out_dir)))
+            tmp = held.enter_context(rundir.staging_folder(_near(out_dir), log if lead else None))
             staged = (Path(tmp), stage_corpus(config.task_params, Path(tmp)))
         if out_dir is None:
             folder = held.enter_context(tempfile.TemporaryDirectory(prefix="attnlab-text-"))
