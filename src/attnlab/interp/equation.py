@@ -7,14 +7,16 @@
 
 Every tensor is read through the hook points (:mod:`attnlab.nn.hooks`) of one forward: q and K
 before (``q``, ``k``) and after RoPE (``q_heads``, ``k_heads``), V, the scores, the weights, z,
-Concat, W^O's output, the residual stream and the FFN's output. The same weights are captured in
-every layer, as ``attnlab serve``'s attention view does, so each layer runs the same path and the
-row ``a`` is bit for bit that view's. The recomputations (``softmax``, ``a V`` and the what-ifs:
-no 1/sqrt(d_k), no causal mask, a temperature on the next token) are :mod:`attnlab.ref`'s, in float64.
+Concat, W^O's output, the residual stream and the FFN's output. The weights are captured in every
+layer up to this one, as ``attnlab serve``'s attention view captures them, so those layers run the
+same path and the row ``a`` is bit for bit that view's (the layers above cannot change it). The
+recomputations (``softmax``, ``a V`` and the what-ifs: no 1/sqrt(d_k), no causal mask, a
+temperature on the next token) are :mod:`attnlab.ref`'s, in float64.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -23,7 +25,7 @@ from torch import Tensor
 
 from attnlab import ref
 from attnlab._checks import int_in
-from attnlab.nn.hooks import capture
+from attnlab.nn.hooks import capture, patch
 
 TEMPERATURES = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)  # the next-token slider's stops
 TOP = 8  # keys listed by weight; tokens per temperature: 5
@@ -169,6 +171,14 @@ def entropy(p: Tensor) -> float:
     return float(-(p * p.log()).sum())
 
 
+class _Done(Exception):
+    """Raised at the last point an analysis reads, to skip the layers above it."""
+
+
+def _done(t: Tensor) -> None:
+    raise _Done
+
+
 def _masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     """``ref.masked_softmax`` of ``scores [T]`` with ``mask [T]`` (None: every key), as a tensor."""
     m = None if mask is None else mask.numpy()
@@ -214,14 +224,21 @@ def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> Quer
     t = ids.shape[1]
     position = int_in("position", position, 0, t - 1)
     at = f"{prefix}.{layer}."
-    names = [f"{prefix}.*.self_attn.weights"] + [
+    # the weights of every layer up to this one: they run the path the attention view runs (which
+    # captures all), so this row is that view's bit for bit; the layers above cannot change it
+    names = [f"{prefix}.{i}.self_attn.weights" for i in range(layer)] + [
         at + p for p in ("resid_pre", "resid_mid", "resid_post", "self_attn.*")
     ]
     if block.ffn is not None:
         names.append(at + "ffn.out")
     decoder = bool(getattr(model, "DECODER_ONLY", False))
+    out = None  # a decoder's logits [1, T, V]; an encoder stops after this layer (nothing above is read)
     with torch.inference_mode(), capture(model, names) as cache:
-        out = model(ids) if decoder else model.encode(ids)  # [1, T, V] or [1, T, d_model]
+        if decoder:
+            out = model(ids)
+        else:
+            with contextlib.suppress(_Done), patch(model, {at + "resid_post": _done}):
+                model.encode(ids)
     c = {k.removeprefix(at): v[0].double().cpu() for k, v in cache.items() if k.startswith(at)}
     group = h // h_kv
     g = head // group
