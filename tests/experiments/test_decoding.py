@@ -26,6 +26,43 @@ def test_repeated_ngrams_counts_every_occurrence_after_the_first():
     assert repeated_ngrams([[1, 2, 3, 4], [1, 2, 3, 4]], 4) == 0.0  # across sequences is not repetition
 
 
+def test_each_sampler_draws_from_its_own_seed_stream():
+    """With one shared seed, top-p, temperature 0.8 and pure sampling drew the same uniforms and
+    began alike; each now has its own seed, from the seed and its name, the same in every process."""
+    import torch
+
+    from attnlab import decoding
+    from attnlab.experiments.decoding import Settings, generate, sampler_seed
+    from attnlab.models import GPT, GPTConfig
+
+    settings = Settings()
+    seeds = {name: options.get("seed") for name, options in settings.methods()}
+    samplers = [n for n, o in settings.methods() if o.get("temperature", 0) > 0]
+    assert len(samplers) == 4 and len({seeds[n] for n in samplers}) == 4
+    assert seeds["top-p 0.9"] == sampler_seed(0, "top-p 0.9") == 1480444576  # sha256: fixed everywhere
+    assert sampler_seed(1, "top-p 0.9") != sampler_seed(0, "top-p 0.9")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, d_model=16, num_heads=4, num_layers=1, d_ff=32, max_len=24)).eval()
+    prompts = torch.randint(0, 50, (6, 4))  # [P, T_p]
+    options = dict(settings.methods())
+    pure = generate(model, prompts, 8, settings, options["pure sampling (T = 1)"])  # [P, 8]
+    same = decoding.sample(model, prompts, 8, temperature=1.0, seed=sampler_seed(0, "pure sampling (T = 1)"))
+    assert torch.equal(pure, same)
+    shared = decoding.sample(model, prompts, 8, temperature=1.0, seed=0)  # the old shared stream
+    assert not torch.equal(pure, shared)
+
+
+def test_the_chart_names_every_kind_of_bar():
+    """The title said "beam search (red) against sampling (blue)" while greedy was blue too."""
+    from attnlab.experiments.decoding import REFERENCE, Settings, series
+
+    kinds = {name: series(name) for name, _ in Settings().methods()} | {REFERENCE: series(REFERENCE)}
+    colours = {k: c for k, (c, _) in kinds.items()}
+    assert colours["greedy"] not in (colours["top-k 10"], colours["beam 4"], colours[REFERENCE])
+    assert len({c for c, _ in kinds.values()}) == len({label for _, label in kinds.values()}) == 4
+    assert kinds["greedy"][1].startswith("greedy") and kinds["beam 8"][1] == "beam search"
+
+
 @pytest.fixture(scope="module")
 def result(text_run, tmp_path_factory):
     settings = dataclasses.replace(QUICK, prompts=8, prompt_tokens=8)

@@ -16,7 +16,10 @@ Measured for each method, over all its continuations:
   tokens that already occurred earlier in the same continuation (higher = more repetitive);
 
 and beside them the same numbers for the held-out text itself (the true continuation of each
-prompt), the reference for what real text looks like.
+prompt), the reference for what real text looks like. Each sampler draws from its own random
+stream, seeded by :func:`sampler_seed` from the experiment's seed and the sampler's name (with one
+shared seed, top-p, temperature 0.8 and pure sampling drew the same uniforms and their samples began
+alike, reading as one sampler).
 
 Verdict (the rule of :mod:`attnlab.experiments.verdicts`, stated before the result): first the
 competence gate, the model's held-out loss at least
@@ -32,6 +35,7 @@ interval, reported beside it.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from pathlib import Path
 
@@ -74,15 +78,25 @@ class Settings:
 
     def methods(self) -> list[tuple[str, dict]]:
         """``(name, options)`` of every method, in the table's order (options: ``beam`` or the
-        sampling ``temperature``/``top_k``/``top_p``; greedy is temperature 0)."""
-        return [
-            ("greedy", {"temperature": 0}),
-            *((f"beam {k}", {"beam": k}) for k in self.beams),
+        sampling ``temperature``/``top_k``/``top_p`` and the sampler's own ``seed``; greedy is
+        temperature 0)."""
+        samplers = [
             (f"top-k {self.top_k}", {"temperature": 1.0, "top_k": self.top_k}),
             (f"top-p {self.top_p:g}", {"temperature": 1.0, "top_p": self.top_p}),
             (f"temperature {self.temperature:g}", {"temperature": self.temperature}),
             ("pure sampling (T = 1)", {"temperature": 1.0}),
         ]
+        return [
+            ("greedy", {"temperature": 0}),
+            *((f"beam {k}", {"beam": k}) for k in self.beams),
+            *((name, {**options, "seed": sampler_seed(self.seed, name)}) for name, options in samplers),
+        ]
+
+
+def sampler_seed(seed: int, name: str) -> int:
+    """The seed of sampler ``name``'s own stream: the first 4 bytes of ``sha256("seed/name")``, the
+    same in every process (not Python's salted ``hash``), different for each sampler."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{name}".encode()).digest()[:4], "big")
 
 
 QUICK = Settings(preset="quick", prompts=16)
@@ -104,7 +118,7 @@ def generate(model, prompts: torch.Tensor, n: int, settings: Settings, options: 
         temperature=options["temperature"],
         top_k=options.get("top_k"),
         top_p=options.get("top_p"),
-        seed=settings.seed,
+        seed=options.get("seed", settings.seed),
         eos_id=-1,
     )  # [P, N]
 
@@ -174,6 +188,21 @@ def measure(
         seconds=round(seconds, 2),
         per_prompt={"texts": texts, "tokens": cont.tolist(), "log_probs": logps},
     )
+
+
+SERIES = {  # kind of method -> (bar colour, legend label)
+    "greedy": ("C1", "greedy (search, 1 path)"),
+    "beam": ("C3", "beam search"),
+    "sampling": ("C0", "sampling (each its own seed stream)"),
+    REFERENCE: ("0.6", "held-out text"),
+}
+
+
+def series(name: str) -> tuple[str, str]:
+    """``(colour, legend label)`` of the bar of method ``name``: greedy, beam, sampler or real text."""
+    if name in ("greedy", REFERENCE):
+        return SERIES[name]
+    return SERIES["beam" if name.startswith("beam") else "sampling"]
 
 
 def _is_beam(m: MethodResult) -> bool:
@@ -333,7 +362,8 @@ def plot(result: DecodingResult, path: Path) -> None:
 
     methods = result.methods
     names = [m.name for m in methods]
-    colours = ["0.6" if m.name == REFERENCE else ("C3" if _is_beam(m) else "C0") for m in methods]
+    kinds = [series(m.name) for m in methods]  # (colour, legend label) of each bar
+    colours = [colour for colour, _ in kinds]
     fig, axes = plt.subplots(1, 3, figsize=(11, 0.35 * len(methods) + 1.6), sharey=True)
     for ax, (measure, label) in zip(
         axes,
@@ -349,8 +379,20 @@ def plot(result: DecodingResult, path: Path) -> None:
     axes[0].set_yticks(range(len(methods)), names)
     axes[0].invert_yaxis()
     fig.suptitle(
-        "Decoding a Shakespeare GPT: beam search (red) against sampling (blue) and real text", fontsize=10
+        "Decoding a Shakespeare GPT: search (greedy, beams) against sampling and real text", fontsize=10
     )
+    from matplotlib.patches import Patch
+
+    legend = dict.fromkeys(kinds)  # every kind of bar drawn, in order, once
+    fig.legend(
+        handles=[Patch(color=colour, label=label) for colour, label in legend],
+        loc="lower center",
+        ncol=len(legend),
+        fontsize=8,
+        frameon=False,
+        bbox_to_anchor=(0.5, -0.01),
+    )
+    fig.subplots_adjust(bottom=0.24)
     save_figure(fig, path)
     plt.close(fig)
 
