@@ -194,3 +194,9 @@ def test_default_models_are_minilm_and_the_demo_runs(tmp_path):
     (run / "latest.json").write_text("{}")
     (tmp_path / "bottleneck").mkdir()
     assert server.default_sources(tmp_path) == ["minilm", str(run)]
+
+
+def test_a_run_saved_as_model_is_named_by_its_folder():
+    assert server.run_name("out/demo/lm/model") == "lm"  # where attnlab demo saves its language model
+    assert server.run_name("runs/shakespeare") == "shakespeare" and server.run_name("minilm") == "minilm"
+    assert server.run_name("model") == "model"  # nothing above it to name it by

@@ -31,10 +31,20 @@ def default_sources(root: Path = DEMO) -> list[str]:
     return found
 
 
+def run_name(source: str) -> str:
+    """A model's name on the page: ``minilm``, or its folder's name; a folder named just ``model``
+    (where ``attnlab demo`` saves its language model: ``out/demo/lm/model``) is named by the folder
+    above it (``lm``)."""
+    path = Path(source)
+    if path.name == "model" and path.parent.name not in ("", "."):
+        return path.parent.name
+    return path.name or str(source)
+
+
 def load_models(sources: list[str], *, skip_unservable: bool = False) -> list[tuple[str, Loaded]]:
     """``(name, loaded)`` for each source, loaded once through :func:`attnlab.models.load`; names are
-    ``minilm`` or the folder's name, made distinct with ``-2``, ``-3`` ... A source serve cannot show
-    is a ``ValueError`` (or, with ``skip_unservable``, left out)."""
+    ``minilm`` or the folder's name (:func:`run_name`), made distinct with ``-2``, ``-3`` ... A source
+    serve cannot show is a ``ValueError`` (or, with ``skip_unservable``, left out)."""
     out: list[tuple[str, Loaded]] = []
     names: set[str] = set()
     for source in sources:
@@ -45,7 +55,7 @@ def load_models(sources: list[str], *, skip_unservable: bool = False) -> list[tu
             if skip_unservable:
                 continue
             raise
-        base = Path(source).name or str(source)
+        base = run_name(source)
         name, n = base, 1
         while name in names:
             n += 1
