@@ -19,7 +19,7 @@ import pytest
 
 from attnlab.practice.cases import attention_checks
 from attnlab.practice.grade import grade_attention
-from attnlab.practice.sandbox import IMPORT_TIMEOUT_S
+from attnlab.practice.sandbox import IMPORT_TIMEOUT_S, Sandbox
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the confinement is Linux's")
 
@@ -212,3 +212,45 @@ def test_a_file_that_sleeps_at_import_gets_its_verdict_naming_the_limit(learner_
     limit = f"your file did not finish importing in {IMPORT_TIMEOUT_S:g} s"
     assert IMPORT_TIMEOUT_S == 5
     assert report.score == 0 and all(r.message.startswith(limit) for r in report.results)
+
+
+OTHER_DOORS = """import ctypes
+import fcntl
+import os
+import socket
+import struct
+
+import numpy as np
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def io_uring():
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    return np.array([libc.syscall(425, 8, params), ctypes.get_errno()])
+
+
+def chattr(path):
+    fd = os.open(path, os.O_RDONLY)
+    return fcntl.ioctl(fd, 0x40086602, struct.pack("l", 0x80))  # FS_IOC_SETFLAGS: noatime
+
+
+def process_group_owner():
+    a, _ = socket.socketpair()
+    return fcntl.ioctl(a, 0x8902, struct.pack("i", os.getppid()))  # SIOCSPGRP
+
+
+def death_signal():
+    return np.array([libc.prctl(1, 0, 0, 0, 0), ctypes.get_errno()])  # PR_SET_PDEATHSIG: none
+"""
+
+
+def test_io_uring_chattr_a_socket_owner_and_the_death_signal_are_refused(learner_file, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    with Sandbox(str(learner_file(OTHER_DOORS))) as box:
+        assert box.call("io_uring").value.tolist() == [-1, 1]  # EPERM: no ring to bypass the filter
+        assert box.call("chattr", str(outside)).error.startswith(EPERM)
+        assert box.call("process_group_owner").error.startswith(EPERM)
+        assert box.call("death_signal").value.tolist() == [-1, 1]
+        assert box.restarts == 0 and "seccomp" in box.confined
