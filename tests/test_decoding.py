@@ -272,7 +272,7 @@ def test_generate_refuses_a_model_that_is_not_decoder_only_and_ids_outside_the_v
         (dict(eos_id=-1), "eos_id must be a token id in 0..4 (or a list of them), got -1"),
         (dict(eos_id=[2, 5]), "eos_id must be a token id in 0..4 (or a list of them), got [2, 5]"),
         (dict(eos_id=2, pad_id=999), "pad_id must be a token id in 0..4, got 999"),
-        (dict(temperature=1.0, seed=1.5), "seed must be an integer, got 1.5"),
+        (dict(temperature=1.0, seed=1.5), "seed must be an integer from 0 to 9223372036854775807, got 1.5"),
     ]:
         with pytest.raises(ValueError, match=re.escape(message)):
             decoding.generate(gpt, [3, 4], 2, **kw)
@@ -292,9 +292,32 @@ def test_greedy_sample_and_beam_search_take_lists_and_check_src_and_seed(family)
     )
     with pytest.raises(ValueError, match="src must be token ids .*not text"):
         decoding.greedy(model, "abc", max_len=4)
-    with pytest.raises(ValueError, match="seed must be an integer, got 'a'"):
+    with pytest.raises(ValueError, match="seed must be an integer from 0 to [0-9]+, got 'a'"):
         decoding.sample(model, src, 4, seed="a")
     if family != "gpt":
         padded = torch.tensor([[3, 4, 0], [0, 0, 0]])
         with pytest.raises(ValueError, match=re.escape("src row 1 is all padding (pad_id 0)")):
             decoding.greedy(model, padded, max_len=4)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, True, 1.5])
+def test_a_seed_outside_zero_to_the_generators_bound_is_named(seed):
+    """A negative seed was taken (torch accepts it); 2**63 reached manual_seed as a RuntimeError."""
+    with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 9223372036854775807"):
+        decoding.check_seed(seed)
+    with pytest.raises(ValueError, match="seed"):
+        decoding.sample(_gpt(0), torch.tensor([[1, 2]]), 3, temperature=1.0, seed=seed)
+    assert decoding.check_seed(0) == 0 and decoding.check_seed(None) is None
+
+
+def test_generate_refuses_a_negative_seed_before_loading(tmp_path):
+    from click.testing import CliRunner
+
+    from attnlab.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["generate", str(tmp_path / "none"), "hi", "--temperature", "1", "--seed", "-1"]
+    )
+    assert result.exit_code == 2 and result.output.splitlines() == [
+        "Error: seed must be an integer from 0 to 9223372036854775807, got -1"
+    ]

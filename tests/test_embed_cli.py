@@ -105,3 +105,23 @@ def test_input_counts_blank_lines_as_empty_and_warns_on_an_empty_file(tmp_path):
     result = CliRunner().invoke(cli, ["embed", "--input", str(empty), "--output", str(tmp_path / "e.npy")])
     assert result.exit_code == 0, result.output
     assert f"warning: {empty} holds no sentences: {tmp_path / 'e.npy'} has 0 rows" in result.stderr
+
+
+def test_field_on_plain_text_is_refused_and_resume_with_nothing_to_resume_is_said(tmp_path):
+    """--field on plain text was ignored; --resume with no interrupted run started afresh silently."""
+    src = tmp_path / "in.txt"
+    src.write_text("one\ntwo\n")
+    out = tmp_path / "o.npy"
+    for args in (["--input", str(src), "--output", str(out), "--field", "x"], ["one", "--field", "x"]):
+        result = CliRunner().invoke(cli, ["embed", *args])
+        lines = result.output.splitlines()
+        assert (
+            result.exit_code == 2 and len(lines) == 1 and "--field" in lines[0] and "plain text" in lines[0]
+        )
+    assert not out.exists()
+    result = CliRunner().invoke(
+        cli, ["embed", "--input", str(src), "--output", str(out), "--resume", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"no interrupted run to continue ({out}.parts does not exist); starting afresh" in result.stderr
+    assert out.is_file()

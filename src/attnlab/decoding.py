@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from attnlab._checks import positive_int
+from attnlab._checks import int_in, positive_int
 from attnlab.nn.nonfinite import require_finite_weights
 from attnlab.tasks.tokenize import wrap
 
@@ -55,11 +55,13 @@ def _check_token(name: str, value, vocab: int, *, many: bool = False) -> None:
             raise ValueError(f"{name} must be a token id in 0..{vocab - 1}{also}, got {value!r}")
 
 
-def _seed(seed):
-    """``seed`` if it is None or an integer (not a bool), else a ``ValueError``."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    return seed
+MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes no more
+
+
+def check_seed(seed) -> int | None:
+    """``seed`` if it is None or an integer in ``0..MAX_SEED`` (not a bool), else a ``ValueError``
+    naming it (a negative seed was taken, and is not one a sampler documents)."""
+    return None if seed is None else int_in("seed", seed, 0, MAX_SEED)
 
 
 def as_source(model, src) -> torch.Tensor:
@@ -183,7 +185,7 @@ def sample(
     if temperature != 0:
         filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)  # validate the options up front
     src = as_source(model, src)  # [B, S]
-    gen = _generator(generator, _seed(seed), src.device)
+    gen = _generator(generator, check_seed(seed), src.device)
     pad = _pad_id(model, pad_id)
     logits, state = _begin(model, src, bos_id)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -431,7 +433,7 @@ class _Stream:
             choice,
         )
         self.engine = engine
-        self.gen = _generator(generator, _seed(seed), prompt.device)
+        self.gen = _generator(generator, check_seed(seed), prompt.device)
         self.eos = None if eos_id is None else torch.tensor(eos_id, device=prompt.device).reshape(-1)  # [E]
         self.pad = _pad_id(gpt, pad_id)
         self.state = None

@@ -43,3 +43,17 @@ def test_label_counts_layers_and_heads_in_the_singular_for_one(tmp_path):
     GPT(GPTConfig(11, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=8)).save(tmp_path / "b")
     assert load(tmp_path / "a").label == "a: 2 layers x 1 head"
     assert load(tmp_path / "b").label == "b: 1 layer x 2 heads"
+
+
+def test_weights_stored_as_integers_are_refused_at_load_naming_the_tensor(tmp_path):
+    """An embedding stored as int64 was cast to float silently (every value rounded)."""
+    from safetensors.torch import load_file, save_file
+
+    GPT(GPTConfig(vocab_size=11, d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=8)).save(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    state["tok_embed.weight"] = (state["tok_embed.weight"] * 100).to(torch.int64)
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(
+        ValueError, match=r"'tok_embed.weight' is stored as int64; .* floating point \(float32\)"
+    ):
+        load(tmp_path)

@@ -9,6 +9,8 @@ by :func:`attnlab.embed_stream.embed_file` (bounded memory, ``--resume`` after a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from attnlab._io import dumps_json
@@ -137,6 +139,16 @@ def embed(
     --input file into --output."""
     if batch_size <= 0:
         raise BadInput(f"--batch-size must be a positive integer, got {batch_size}")
+    given = (
+        click.get_current_context().get_parameter_source("field") == click.core.ParameterSource.COMMANDLINE
+    )
+    if given and (source is None or fmt != "jsonl"):  # it would be ignored
+        read = (
+            "TEXT arguments are plain text" if source is None else "the input is plain text (--format lines)"
+        )
+        raise BadInput(
+            f"--field names a JSONL field, but {read}: give --format jsonl with --input, or no --field"
+        )
     if source is not None:
         if texts:
             raise BadInput("give TEXT arguments or --input FILE, not both")
@@ -309,7 +321,11 @@ def _embed_file(
     from attnlab.models.sentence import load_encoder
     from attnlab.progress import progress
 
+    parts = Path(output).with_name(Path(output).name + ".parts")
+    fresh = resume and not parts.is_dir()  # nothing interrupted to continue
     total = check_job(source, output, fmt, field, resume, overwrite)  # bad input fails before the model loads
+    if fresh:
+        _warn(f"--resume: no interrupted run to continue ({parts} does not exist); starting afresh")
     model, tokenizer = load_encoder(model_name)
     try:
         summary = embed_file(

@@ -20,6 +20,7 @@ from attnlab.commands._types import (
     decode_options,
     device_option,
 )
+from attnlab.devices import resolve_device
 from attnlab.training.config import TEXT_TASK
 
 _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -152,8 +153,7 @@ def train(
 ) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam), or a GPT on
     text (--text: next-token loss, held-out loss per token and bits per character)."""
-    from attnlab.devices import resolve_device
-    from attnlab.training.checkpoint import load_resumable, load_trained
+    from attnlab.training.checkpoint import load_resumable, load_trained, restored_note
     from attnlab.training.distributed import group_from_env, train_distributed
     from attnlab.training.ranks import same_everywhere
     from attnlab.training.trainer import train as run
@@ -163,7 +163,9 @@ def train(
     device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
         raise ValueError("--resume needs --out DIR")
-    resumed = load_resumable(out)[0] if resume else None  # the checkpoint the run continues
+    resumed, fallback = load_resumable(out) if resume else (None, None)  # the checkpoint the run continues
+    if resumed is not None and resumed.restored and fallback is None:  # (after a fallback it is stale)
+        click.echo(restored_note(out, resumed.path, resumed.restored), err=True)  # even with --quiet
     base = resumed.config if resumed is not None else None
     from attnlab.training.config import config_from_options
 
@@ -405,11 +407,14 @@ def evaluate(
     as_json: bool,
 ) -> None:
     """Score the model trained in DIRECTORY: token and exact-sequence accuracy, by source length."""
-    from attnlab.devices import resolve_device
+    from attnlab.training.checkpoint import restore_top_level
     from attnlab.training.evaluate import predict, score
 
     device = resolve_device(device)  # before loading: cuda asked for and absent is one line, exit 2
     loaded = _task_run(directory, device)
+    note = restore_top_level(directory)  # the top-level copy, verified as the checkpoint was
+    if note is not None:
+        click.echo(f"note: {note}", err=True)
     model = loaded.model
     if task is not None and task != loaded.task["name"]:
         raise ValueError(f"{directory} was trained on task {loaded.task['name']!r}, not {task!r}")
@@ -451,7 +456,6 @@ def translate(
 ) -> None:
     """Run the model trained in DIRECTORY on TEXT (one or more inputs; a FILE gives one input per
     non-empty line, - standard input's lines)."""
-    from attnlab.devices import resolve_device
     from attnlab.training.evaluate import predict
 
     device = resolve_device(device)

@@ -143,7 +143,8 @@ def load_state(path: str | Path) -> dict[str, torch.Tensor]:
 
 
 def check_state_dict(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
-    """Raise ``ValueError`` naming every missing, unexpected or mis-shaped tensor."""
+    """Raise ``ValueError`` naming every missing, unexpected or mis-shaped tensor, or one stored as
+    integers where the model holds floats (:func:`check_floating`)."""
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -158,6 +159,18 @@ def check_state_dict(model: nn.Module, state: dict[str, torch.Tensor], source: s
                 f"{source}: tensor {name!r} has shape {list(state[name].shape)}, "
                 f"the model expects {list(t.shape)}"
             )
+        check_floating(name, state[name], t, source)
+
+
+def check_floating(name: str, stored: torch.Tensor, expected: torch.Tensor, source: str) -> None:
+    """A ``ValueError`` naming tensor ``name`` and its dtype when the model holds it in floating point
+    but the file stores integers or booleans (loading would cast them silently: an embedding of
+    rounded values, a quantised file read without its scales)."""
+    if expected.is_floating_point() and not (stored.is_floating_point() or stored.is_complex()):
+        raise ValueError(
+            f"{source}: tensor {name!r} is stored as {str(stored.dtype).removeprefix('torch.')}; "
+            f"the model's weights are floating point ({str(expected.dtype).removeprefix('torch.')})"
+        )
 
 
 class SavableModel(nn.Module):

@@ -61,6 +61,7 @@ class Checkpoint:
     history: list[dict[str, Any]]
     path: Path
     recent: list = field(default_factory=list)  # the last (loss, token accuracy) pairs of training
+    restored: list[str] = field(default_factory=list)  # top-level files found damaged and restored
 
 
 def _fsync_dir(path: Path) -> None:
@@ -123,9 +124,11 @@ def recover_pointer(out_dir: str | Path) -> int | None:
     return step
 
 
-def sync_top_level(out_dir: str | Path, path: Path, files: dict[str, str]) -> bool:
-    """Make ``DIR/config.json`` and ``DIR/model.safetensors`` equal the verified checkpoint ``path``
-    (a run killed while replacing them leaves older weights there). Returns True if it rewrote them."""
+def sync_top_level(out_dir: str | Path, path: Path, files: dict[str, str]) -> list[str]:
+    """Make ``DIR/config.json`` and ``DIR/model.safetensors`` equal the verified checkpoint ``path``:
+    each is checked against the checkpoint's recorded sha256 (a run killed while replacing them leaves
+    older weights there; a flipped byte on disk, damaged ones). Returns the names it rewrote ([] when
+    both matched, or the folder is read-only: loading still uses the verified checkpoint)."""
     out = Path(out_dir)
     stale = [
         n
@@ -135,9 +138,23 @@ def sync_top_level(out_dir: str | Path, path: Path, files: dict[str, str]) -> bo
     for name in stale:
         try:
             atomic_write_bytes(out / name, (path / name).read_bytes())
-        except OSError:  # a read-only copy: loading still uses the verified checkpoint
-            return False
-    return bool(stale)
+        except OSError:
+            return []
+    return stale
+
+
+def restored_note(out_dir: str | Path, path: Path, names: list[str]) -> str:
+    """The one line saying which top-level files :func:`sync_top_level` restored from ``path``."""
+    files = " and ".join(str(Path(out_dir) / n) for n in names)
+    return f"{files} did not match the verified checkpoint {path.name} (sha256): restored from it"
+
+
+def restore_top_level(out_dir: str | Path) -> str | None:
+    """Verify the top-level copy of the run ``out_dir`` against its latest checkpoint (itself
+    verified first) and restore what differs; the note to show, or None when nothing differed."""
+    path = checkpoint_dir(out_dir)
+    names = sync_top_level(out_dir, path, verify(path)["files"])
+    return restored_note(out_dir, path, names) if names else None
 
 
 def save_checkpoint(
@@ -204,7 +221,7 @@ def load_checkpoint(out_dir: str | Path) -> Checkpoint:
 def load_checkpoint_at(out_dir: str | Path, path: Path) -> Checkpoint:
     """The checkpoint folder ``path`` of the run ``out_dir``, verified and loaded."""
     state = verify(path)
-    sync_top_level(out_dir, path, state["files"])
+    restored = sync_top_level(out_dir, path, state["files"])
     try:
         config = TrainConfig.from_dict(state["config"])
     except ValueError as exc:  # a value the checkpoint holds, not one the caller gave: say where
@@ -225,9 +242,8 @@ def load_checkpoint_at(out_dir: str | Path, path: Path) -> Checkpoint:
     except (KeyError, TypeError) as exc:
         raise ValueError(f"checkpoint {path} is incomplete: missing {exc}") from None
     recent = state.get("recent", [])
-    return Checkpoint(
-        model, opt_state, rng, step, config, history, path, recent if isinstance(recent, list) else []
-    )
+    recent = recent if isinstance(recent, list) else []
+    return Checkpoint(model, opt_state, rng, step, config, history, path, recent, restored)
 
 
 def resume_folder(out_dir: str | Path) -> Path:

@@ -42,6 +42,7 @@ from attnlab.training.checkpoint import (
     load_checkpoint_at,
     point_at,
     recover_pointer,
+    restored_note,
     resume_folder,
     resume_point,
     save_checkpoint,
@@ -216,6 +217,8 @@ def _resume_from(config: TrainConfig, out: Path, log):
         return None
     path, note = chosen
     ckpt = load_checkpoint_at(out, path)
+    if ckpt.restored and note is None and log:  # damaged, not left stale by a kill (that note says)
+        log(restored_note(out, path, ckpt.restored))
     conflicts = resume_conflicts(ckpt.config, config)
     if conflicts:
         raise ValueError(f"cannot resume {out}: " + "; ".join(conflicts))

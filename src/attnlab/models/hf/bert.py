@@ -14,7 +14,7 @@ from typing import Any
 from torch import Tensor
 
 from attnlab._io import read_json
-from attnlab.models.base import check_fits, load_state
+from attnlab.models.base import check_fits, check_floating, load_state
 from attnlab.models.bert import POOLINGS, BertConfig, BertEncoder
 from attnlab.models.hf.fields import flag, number, size, text
 from attnlab.nn.nonfinite import detect_from_env
@@ -166,6 +166,7 @@ def map_hf_state(model: BertEncoder, state: dict[str, Tensor], source: str) -> d
         elif tuple(t.shape) != tuple(expected[ours].shape):
             bad.append(f"{theirs} has shape {list(t.shape)}, expected {list(expected[ours].shape)}")
         else:
+            check_floating(theirs, t, expected[ours], source)
             out[ours] = t
     if missing or bad:
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""

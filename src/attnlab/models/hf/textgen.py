@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from attnlab._checks import memory_bytes
-from attnlab.decoding import beam_search, room_hint, stream
+from attnlab.decoding import beam_search, check_seed, room_hint, stream
 from attnlab.devices import resolve_device
 from attnlab.models.gpt import GPT
 from attnlab.models.gpt_decode import DecodeEngine, unsupported
@@ -42,6 +42,9 @@ class GenerationRequest:
     use_cache: bool = True
     device: str = "cpu"  # "auto" | "cpu" | "cuda" (attnlab.devices.resolve_device)
     dtype: str = "float32"  # or "bfloat16": the decode engine's GEMMs (DecodeEngine(dtype="bfloat16"))
+
+    def __post_init__(self):
+        check_seed(self.seed)  # before any model is loaded
 
 
 DTYPES = ("float32", "bfloat16")
