@@ -171,3 +171,22 @@ def test_a_size_that_cannot_be_is_refused(size, message):
     drawing = f"block: pre-norm\nsizes: B=4 T=9 d=36 h=3 d_ff=144\nx -> [B, T, {size}]\n"
     with pytest.raises(ValueError, match=f"line 3: {message}"):
         parse_block(drawing)
+
+
+def test_the_course_pages_norm_names_grade_as_layernorms():
+    """audit shapes names a GPT block's norms ln1, ln2 (the Week 19 page's ``class Block``): the grader
+    reads both those and the paper's LN_i as the block's norms, and a learner may write either."""
+    from attnlab.audit.shapes import layer_norm_name
+
+    assert [layer_norm_name(s) for s in ("norm ln1 (pre-norm, into FFN)", "norm LN_2 (add & norm)")] == [
+        "ln1",
+        "LN_2",
+    ]
+    assert layer_norm_name("final LayerNorm ln_f") is None and layer_norm_name("norm weight") is None
+    drawn = PRE.replace("LayerNorm", "ln1", 1).replace("LayerNorm", "ln2", 1)
+    report = grade_block(HEAD.format(norm="pre-norm") + drawn)
+    assert report.score == report.total == 9
+    assert [r.title for r in report.results if r.function == "layernorm"] == [
+        "LayerNorm before the attention (line 4)",
+        "LayerNorm before the MLP (line 7)",
+    ]

@@ -17,6 +17,7 @@ decoder layer without cross-attention), and its final norm ``ln_f``.
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 from torch import nn
@@ -94,6 +95,17 @@ def _norm_labels(norm: str, leaf: str, decoder: bool, cross: bool = True) -> tup
         "3": f"add: residual + {subs.get('2')}",
     }
     return previous.get(index), f"norm {name} (pre-norm, into {sub})"
+
+
+_LAYER_NORM_STEP = re.compile(r"norm (LN_\d|ln\d) \(")
+
+
+def layer_norm_name(step: str) -> str | None:
+    """The norm a step label of a layer names (``"norm ln1 (pre-norm, into FFN)"`` -> ``"ln1"``, the
+    paper's ``"norm LN_2 (add & norm)"`` -> ``"LN_2"``), ``None`` for any other step: the one reader of
+    :func:`_norm_labels`' names for callers (the block grader)."""
+    m = _LAYER_NORM_STEP.match(step)
+    return m.group(1) if m else None
 
 
 def audit_shapes(model="encoder-layer", workload: Workload | None = None, *, seed: int = 0) -> dict:

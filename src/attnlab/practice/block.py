@@ -246,7 +246,7 @@ def parse_block(text: str) -> Drawing:
 def expected_block(norm: str, sizes: dict[str, int]) -> list[Expected]:
     """The real block's arrows, measured by :func:`attnlab.audit.shapes.audit_shapes`."""
     from attnlab.audit.config import ModelSpec, Workload
-    from attnlab.audit.shapes import audit_shapes
+    from attnlab.audit.shapes import audit_shapes, layer_norm_name
 
     common = dict(d_model=sizes["d"], heads=sizes["h"], d_ff=sizes["d_ff"])
     workload = Workload(seq=sizes["T"], batch=sizes["B"])
@@ -265,7 +265,7 @@ def expected_block(norm: str, sizes: dict[str, int]) -> list[Expected]:
         label, shape = s["step"], tuple(s["shape"])
         if label.startswith("layer input") or (i == 0 and label == "input x"):
             out.append(Expected("input", shape, "the block input x (the residual stream)"))
-        elif label.startswith("norm LN"):
+        elif layer_norm_name(label):  # LN_1.. (the paper's layers), ln1, ln2 (a GPT block)
             where = (
                 f"before the {sublayer}"
                 if norm == "pre-norm"
