@@ -12,20 +12,9 @@ import math
 
 import numpy as np
 
-from attnlab._checks import EMPTY_ROWS, choice
-from attnlab.ref._checks import as_float, as_mask, check_qkv
+from attnlab.ref._checks import as_float, as_mask, check_additive, check_attention, check_luong, check_scores
 from attnlab.ref.masks import check_rows
 from attnlab.ref.softmax import softmax
-
-
-def _broadcast_lead(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
-    try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"leading (batch/head) dims of {name_a} {list(a.shape)} and {name_b} {list(b.shape)} "
-            f"do not broadcast"
-        ) from None
 
 
 def masked_softmax(scores: np.ndarray, mask=None, *, empty_rows: str = "error") -> np.ndarray:
@@ -70,41 +59,21 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, bias=None, e
     Returns:
         ``(out, weights)``: ``out [..., T_q, d_v]``, ``weights [..., T_q, T_k]``.
     """
-    q = as_float("q", q, min_ndim=2)
-    k = as_float("k", k, min_ndim=2)
-    v = as_float("v", v, min_ndim=2)
-    check_qkv(q, k, v)
-    _broadcast_lead("q", q, "k", k)
-    _broadcast_lead("k", k, "v", v)
-    choice("empty_rows", empty_rows, EMPTY_ROWS)  # checked here too: without a mask it is never consulted
-    if k.shape[-2] == 0:
-        raise ValueError(f"k has T_k=0: there is no key to attend to (q {list(q.shape)}, k {list(k.shape)})")
-    d_k = q.shape[-1]
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)) or not np.isfinite(scale)
-    ):
-        raise ValueError(f"scale must be a finite number, got {scale!r}")
-    # a Python float keeps float32 inputs float32 (a NumPy float64 scalar would promote them)
-    scale = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
-    with np.errstate(over="ignore", invalid="ignore"):
-        scores = (q @ np.swapaxes(k, -1, -2)) * scale  # [..., T_q, T_k]
-    if not np.all(np.isfinite(scores)):  # q and k are finite (checked): their products overflowed
-        big = float(max(np.abs(q).max(), np.abs(k).max()))
-        raise ValueError(
-            f"the scores q.k^T overflow {scores.dtype} (q and k reach {big:.3g}): every input is finite but "
-            "their products are not; scale q or k down"
-        )
+    q, k, v, scale, bias = check_attention(q, k, v, scale, bias, empty_rows)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale  # 1 / sqrt(d_k)
+    scores = _scores(q, k, scale)  # [..., T_q, T_k]
     if bias is not None:
-        b = as_float("bias", bias).astype(scores.dtype, copy=False)
-        try:
-            scores = scores + b
-        except ValueError:
-            raise ValueError(
-                f"bias of shape {list(b.shape)} does not broadcast to the scores' shape {list(scores.shape)}"
-            ) from None
+        scores = scores + bias  # ALiBi
     weights = masked_softmax(scores, mask, empty_rows=empty_rows)  # [..., T_q, T_k]
     out = weights @ v  # [..., T_q, d_v]
     return out, weights
+
+
+def _scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
+    """S = Q K^T * scale, ``q [..., T_q, d_k]``, ``k [..., T_k, d_k]`` -> ``[..., T_q, T_k]``; finite
+    ``q`` and ``k`` whose products overflow are a ``ValueError``, not an inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return check_scores((q @ np.swapaxes(k, -1, -2)) * scale, q, k)
 
 
 def additive_attention(s_prev, h, W_a, U_a, v_a, mask=None):
@@ -122,21 +91,7 @@ def additive_attention(s_prev, h, W_a, U_a, v_a, mask=None):
         ``(scores, weights, context)``: scores and weights ``[..., T_tgt, T_src]`` (the alignment
         matrix; each row sums to one over source positions), context ``[..., T_tgt, d_h]``.
     """
-    s_prev = as_float("s_prev", s_prev, min_ndim=2)
-    h = as_float("h", h, min_ndim=2)
-    W_a = as_float("W_a", W_a, ndim=2)
-    U_a = as_float("U_a", U_a, ndim=2)
-    v_a = as_float("v_a", v_a, ndim=1)
-    if W_a.shape[0] != s_prev.shape[-1]:
-        raise ValueError(f"W_a has {W_a.shape[0]} rows but s_prev has d_s={s_prev.shape[-1]}")
-    if U_a.shape[0] != h.shape[-1]:
-        raise ValueError(f"U_a has {U_a.shape[0]} rows but h has d_h={h.shape[-1]}")
-    if not (W_a.shape[1] == U_a.shape[1] == v_a.shape[0]):
-        raise ValueError(
-            f"attention widths differ: W_a {list(W_a.shape)}, U_a {list(U_a.shape)}, "
-            f"v_a {list(v_a.shape)} (need a common d_a)"
-        )
-    _broadcast_lead("s_prev", s_prev, "h", h)
+    s_prev, h, W_a, U_a, v_a = check_additive(s_prev, h, W_a, U_a, v_a)
     proj_s = (s_prev @ W_a)[..., :, None, :]  # [..., T_tgt, 1, d_a]
     proj_h = (h @ U_a)[..., None, :, :]  # [..., 1, T_src, d_a]
     scores = np.tanh(proj_s + proj_h) @ v_a  # [..., T_tgt, T_src]
@@ -161,36 +116,15 @@ def luong_attention(s, h, kind: str = "dot", W=None, v=None, mask=None):
     Returns:
         ``(scores, weights, context)`` with shapes ``[..., T_tgt, T_src]`` x2 and ``[..., T_tgt, d_h]``.
     """
-    s = as_float("s", s, min_ndim=2)
-    h = as_float("h", h, min_ndim=2)
-    _broadcast_lead("s", s, "h", h)
-    d_s, d_h = s.shape[-1], h.shape[-1]
+    s, h, W, v = check_luong(s, h, kind, W, v)
     if kind == "dot":
-        if d_s != d_h:
-            raise ValueError(f"dot score needs equal widths, but s has d_s={d_s} and h has d_h={d_h}")
         scores = s @ np.swapaxes(h, -1, -2)  # [..., T_tgt, T_src]
     elif kind == "general":
-        if W is None:
-            raise ValueError("kind='general' needs W of shape [d_s, d_h]")
-        W = as_float("W", W, ndim=2)
-        if W.shape != (d_s, d_h):
-            raise ValueError(f"W has shape {list(W.shape)} but general needs [d_s, d_h] = [{d_s}, {d_h}]")
         scores = s @ W @ np.swapaxes(h, -1, -2)  # [..., T_tgt, T_src]
-    elif kind == "concat":
-        if W is None or v is None:
-            raise ValueError("kind='concat' needs W [d_s + d_h, d_a] and v [d_a]")
-        W = as_float("W", W, ndim=2)
-        v = as_float("v", v, ndim=1)
-        if W.shape[0] != d_s + d_h or W.shape[1] != v.shape[0]:
-            raise ValueError(
-                f"concat needs W [d_s + d_h, d_a] = [{d_s + d_h}, d_a] and v [d_a]; "
-                f"got W {list(W.shape)}, v {list(v.shape)}"
-            )
-        # W [s; h] = s @ W[:d_s] + h @ W[d_s:]
+    else:  # concat: W [s; h] = s @ W[:d_s] + h @ W[d_s:]
+        d_s = s.shape[-1]
         proj_s = (s @ W[:d_s])[..., :, None, :]  # [..., T_tgt, 1, d_a]
         proj_h = (h @ W[d_s:])[..., None, :, :]  # [..., 1, T_src, d_a]
         scores = np.tanh(proj_s + proj_h) @ v  # [..., T_tgt, T_src]
-    else:
-        raise ValueError(f"kind must be 'dot', 'general' or 'concat', got {kind!r}")
     weights = masked_softmax(scores, mask)  # [..., T_tgt, T_src]
     return scores, weights, weights @ h  # context [..., T_tgt, d_h]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.ref._checks import as_float
+from attnlab.ref._checks import as_float, check_linear
 from attnlab.ref.masks import causal_mask
 
 
@@ -38,23 +38,8 @@ def linear_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
     Returns:
         ``Z [..., T_q, d_v]``.
     """
-    q = as_float("q", q, min_ndim=2)
-    k = as_float("k", k, min_ndim=2)
-    v = as_float("v", v, min_ndim=2)
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k has d={k.shape[-1]} but q has d={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
-        )
+    q, k, v = check_linear(q, k, v, causal)
     t_q, t_k = q.shape[-2], k.shape[-2]
-    if q.shape[-1] == 0 or t_k == 0:
-        raise ValueError(
-            f"linear attention needs d >= 1 and T_k >= 1 (a key to attend to), got q {list(q.shape)}, "
-            f"k {list(k.shape)}"
-        )
     # exp(x) underflows to 0 far below 0 (q - 400: every product 0, Z = 0/0). Z is unchanged when a
     # row of phi(Q) or all of phi(K) is divided by a constant, and phi(x) / exp(m) = phi(x - m) when
     # every x <= m < 0: each row of Q, and K as a whole, is shifted up to a largest entry of 0.
@@ -62,11 +47,7 @@ def linear_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
     fk = elu_feature_map(k - np.minimum(k.max(axis=(-2, -1), keepdims=True), 0.0))  # [..., T_k, d]
     a = fq @ np.swapaxes(fk, -1, -2)  # phi(Q) phi(K)^T  [..., T_q, T_k]
     if causal:
-        if t_k < t_q:
-            raise ValueError(
-                f"causal linear attention needs T_k >= T_q, got q {list(q.shape)}, k {list(k.shape)}"
-            )
-        a = a * causal_mask(t_q, t_k)
+        a = a * causal_mask(t_q, t_k)  # [T_q, T_k], lower right
     return (a @ v) / a.sum(axis=-1, keepdims=True)  # [..., T_q, d_v]
 
 

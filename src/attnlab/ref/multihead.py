@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.ref._checks import as_float, positive_int
+from attnlab.ref._checks import as_float, check_multi_head, positive_int
 from attnlab.ref.attention import scaled_dot_product_attention
 from attnlab.ref.positions import alibi_bias, apply_rope
 
@@ -52,47 +52,6 @@ def _linear(x: np.ndarray, params: dict, w: str, b: str) -> np.ndarray:
     return y + params[b] if params.get(b) is not None else y
 
 
-def _check_params(params: dict, d_q: int, d_kv: int, num_heads: int, num_kv_heads: int) -> dict:
-    """Validate the projection matrices and biases; return them as float arrays (NaN rejected)."""
-    for key in ("W_q", "W_k", "W_v", "W_o"):
-        if key not in params:
-            raise ValueError(f"params is missing {key!r} (has {sorted(params)})")
-    p = {k: as_float(f"params[{k!r}]", params[k], ndim=2) for k in ("W_q", "W_k", "W_v", "W_o")}
-    W_q, W_k, W_v, W_o = p["W_q"], p["W_k"], p["W_v"], p["W_o"]
-    if W_q.shape[0] != d_q:
-        raise ValueError(f"W_q has shape {list(W_q.shape)} but x_q has d_model={d_q}")
-    if W_k.shape[0] != d_kv or W_v.shape[0] != d_kv:
-        raise ValueError(f"W_k {list(W_k.shape)} / W_v {list(W_v.shape)} need {d_kv} rows (x_kv width)")
-    if W_q.shape[1] % num_heads:
-        raise ValueError(
-            f"d_model: W_q {list(W_q.shape)} gives width {W_q.shape[1]}, which is not "
-            f"divisible by num_heads={num_heads}"
-        )
-    d_k = W_q.shape[1] // num_heads
-    if W_k.shape[1] != num_kv_heads * d_k:
-        raise ValueError(
-            f"W_k {list(W_k.shape)} has width {W_k.shape[1]} but num_kv_heads*d_k = "
-            f"{num_kv_heads}*{d_k} = {num_kv_heads * d_k}"
-        )
-    if W_v.shape[1] % num_kv_heads:
-        raise ValueError(
-            f"W_v {list(W_v.shape)} has width {W_v.shape[1]}, which is not divisible by "
-            f"num_kv_heads={num_kv_heads}"
-        )
-    d_v = W_v.shape[1] // num_kv_heads
-    if W_o.shape[0] != num_heads * d_v:
-        raise ValueError(
-            f"W_o has shape {list(W_o.shape)} but Concat(heads) has width h*d_v = "
-            f"{num_heads}*{d_v} = {num_heads * d_v}"
-        )
-    for b, w in (("b_q", W_q), ("b_k", W_k), ("b_v", W_v), ("b_o", W_o)):
-        if params.get(b) is not None:
-            p[b] = as_float(f"params[{b!r}]", params[b], ndim=1)
-            if p[b].shape[0] != w.shape[1]:
-                raise ValueError(f"{b} has shape {list(p[b].shape)} but its matrix has width {w.shape[1]}")
-    return p
-
-
 def multi_head_attention(
     x_q,
     x_kv,
@@ -122,15 +81,9 @@ def multi_head_attention(
     Returns:
         ``(out, weights)``: ``out [B, T_q, d_model]``, ``weights [B, h, T_q, T_k]``.
     """
-    x_q = as_float("x_q", x_q, ndim=3)
-    x_kv = x_q if x_kv is None else as_float("x_kv", x_kv, ndim=3)
-    if x_kv.shape[0] != x_q.shape[0]:
-        raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
-    num_heads = positive_int("num_heads", num_heads)
-    num_kv_heads = num_heads if num_kv_heads is None else positive_int("num_kv_heads", num_kv_heads)
-    if num_heads % num_kv_heads:
-        raise ValueError(f"num_heads={num_heads} is not divisible by num_kv_heads={num_kv_heads}")
-    params = _check_params(params, x_q.shape[-1], x_kv.shape[-1], num_heads, num_kv_heads)
+    x_q, x_kv, params, num_kv_heads, mask = check_multi_head(
+        x_q, x_kv, params, num_heads, num_kv_heads, positions, mask
+    )
     t_q, t_k = x_q.shape[1], x_kv.shape[1]
 
     q = split_heads(_linear(x_q, params, "W_q", "b_q"), num_heads)  # [B, h, T_q, d_k]
@@ -146,21 +99,7 @@ def multi_head_attention(
         k = apply_rope(k, np.arange(t_k), rope_base, rope_layout, scaling=rope_scaling)
     elif positions == "alibi":
         bias = alibi_bias(num_heads, t_q, t_k)[None]  # [1, h, T_q, T_k]
-    elif positions is not None:
-        raise ValueError(f"positions must be None, 'rope' or 'alibi', got {positions!r}")
 
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.ndim <= 3:
-            try:
-                np.broadcast_shapes(mask.shape, (x_q.shape[0], t_q, t_k))
-            except ValueError:
-                raise ValueError(
-                    f"mask of shape {list(mask.shape)} does not broadcast to "
-                    f"[B, T_q, T_k] = {[x_q.shape[0], t_q, t_k]}"
-                ) from None
-        if mask.ndim == 3:
-            mask = mask[:, None]  # [B, 1, T_q, T_k]: the same for every head
     heads, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias, empty_rows=empty_rows)
     concat = merge_heads(heads)  # [B, T_q, h*d_v]
     return _linear(concat, params, "W_o", "b_o"), weights  # [B, T_q, d_model], [B, h, T_q, T_k]
