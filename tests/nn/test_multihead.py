@@ -327,3 +327,48 @@ def test_no_key_is_an_error_unless_empty_rows_zero():
         mha(x, memory)
     out, _ = mha(x, memory, empty_rows="zero")
     assert out.shape == (1, 3, 8) and torch.equal(out, mha.out_proj.bias.expand(1, 3, 8))
+
+
+def test_expand_kv_repeats_each_kv_head_for_its_query_group():
+    """The one GQA expansion: kv head j serves query heads j*g .. (j+1)*g - 1, as ref's np.repeat."""
+    from attnlab.nn.multihead import expand_kv
+
+    k = _x(11, 2, 3, 5, 4)  # [B, h_kv=3, T, d]
+    full = expand_kv(k, 6)  # [B, 6, T, d]
+    assert full.shape == (2, 6, 5, 4)
+    for head in range(6):
+        assert torch.equal(full[:, head], k[:, head // 2])
+    assert expand_kv(k, 3) is k  # no copy without GQA
+    np.testing.assert_array_equal(full.numpy(), np.repeat(k.numpy(), 2, axis=1))
+
+
+@pytest.mark.parametrize(
+    "kind,window,wanted,mask,t_q,want",
+    [
+        ("sdpa", None, False, None, 4, "sdpa"),
+        ("sdpa", None, True, None, 4, "explicit"),
+        ("explicit", None, False, None, 4, "explicit"),
+        ("flash", None, False, None, 4, "flash"),
+        ("flash", None, True, None, 4, "explicit"),
+        ("linear", None, True, None, 4, "linear"),
+        ("block_sparse", 2, False, None, 4, "block_sparse"),
+        ("block_sparse", 2, False, torch.ones(4, 4, dtype=torch.bool), 4, "sdpa"),  # a padding mask
+        ("block_sparse", 2, False, None, 1, "sdpa"),  # one decoding query: nothing to skip
+    ],
+)
+def test_the_kernel_is_chosen_in_one_place(kind, window, wanted, mask, t_q, want):
+    m = _mha(0, 16, 4, attention=kind, window=window)
+    assert m._kernel(mask, t_q, wanted) == want
+
+
+@pytest.mark.parametrize("kind", ["sdpa", "flash", "block_sparse", "linear"])
+def test_every_kernel_with_gqa_agrees_with_the_explicit_path(kind):
+    """GQA through each kernel (the fused one shares K/V heads itself, the others expand them
+    with expand_kv) gives the explicit path's output."""
+    m = _mha(3, 32, 8, num_kv_heads=2, attention=kind, window=3 if kind == "block_sparse" else None)
+    x = _x(4, 2, 9, 32)
+    with torch.no_grad():
+        fast, _ = m(x, is_causal=True)
+        slow, w = m(x, is_causal=True, need_weights=True)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-10)
+    assert w.shape == (2, 8, 9, 9)

@@ -126,6 +126,14 @@ def _needs_weights(hooks) -> bool:
     return hooks is not None and ("scores" in hooks or "weights" in hooks)
 
 
+def expand_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """GQA/MQA: key or value heads ``[B, h_kv, T, d]`` -> ``[B, h, T, d]``, kv head ``j`` serving the
+    ``h / h_kv`` consecutive query heads ``j*g .. (j+1)*g - 1`` (``x`` itself when ``h_kv = h``). The
+    one place K/V heads are repeated, as :func:`attnlab.ref.multi_head_attention` does."""
+    group = num_heads // x.shape[1]
+    return x if group == 1 else x.repeat_interleave(group, dim=1)  # [B, h, T, d]
+
+
 class MultiHeadAttention(HookPoints, nn.Module):
     """Multi-head attention (self or cross) as a :class:`~attnlab.nn.BlockConfig` describes it.
 
@@ -211,21 +219,24 @@ class MultiHeadAttention(HookPoints, nn.Module):
         """
         if empty_rows not in EMPTY_ROWS:
             choice("empty_rows", empty_rows, EMPTY_ROWS)
-        explicit = need_weights or self.attention == "explicit" or _needs_weights(self._hooks)
+        wanted = need_weights or _needs_weights(self._hooks)  # only the explicit path forms them
         q, k, v = self._project(x_q, x_kv, cache)  # [B, h, T_q, d_k], [B, h_kv, T_k, d_k] x2
         if k.shape[-2] == 0 and q.shape[-2] > 0 and empty_rows == "error":  # as ref refuses it
             raise ValueError(
                 f"x_kv has T_k=0: there is no key to attend to (x_q {list(x_q.shape)}, x_kv "
                 f"{list(x_kv.shape) if x_kv is not None else None}); empty_rows='zero' gives 0 instead"
             )
-        if self.attention == "linear":  # [B, h, T_q, d_k]
-            z, weights = self._linear(q, k, v, mask, is_causal, cache, explicit, empty_rows)
-            return self._merge(z), (weights if need_weights else None)
-        mask, bias, in_kernel = self._mask(mask, is_causal, q, k.shape[-2], explicit, empty_rows)
-        if explicit:
-            z, weights = self._explicit(q, k, v, mask, bias)  # [B, h, T_q, d_k], [B, h, T_q, T_k]
+        kernel = self._kernel(mask, q.shape[-2], wanted)
+        if kernel != "sdpa":  # GQA: the fused kernel shares K/V heads itself (enable_gqa), no copy
+            k, v = expand_kv(k, self.num_heads), expand_kv(v, self.num_heads)  # [B, h, T_k, d_k] x2
+        if kernel == "linear":
+            z, weights = self._linear(q, k, v, mask, is_causal, cache, wanted, empty_rows)
         else:
-            z, weights = self._fast(q, k, v, mask, bias, in_kernel), None  # [B, h, T_q, d_k]
+            mask, bias, in_kernel = self._mask(mask, is_causal, q, k.shape[-2], kernel, empty_rows)
+            if kernel == "explicit":
+                z, weights = self._explicit(q, k, v, mask, bias)  # [B, h, T_q, d_k], [B, h, T_q, T_k]
+            else:
+                z, weights = self._fast(kernel, q, k, v, mask, bias, in_kernel), None  # [B, h, T_q, d_k]
         return self._merge(z), (weights if need_weights else None)
 
     # ----------------------------------------------------------------------------- project
@@ -311,13 +322,37 @@ class MultiHeadAttention(HookPoints, nn.Module):
             if x_kv.shape[0] != x_q.shape[0]:
                 raise ValueError(f"x_kv has batch {x_kv.shape[0]} but x_q has batch {x_q.shape[0]}")
 
+    # ----------------------------------------------------------------------------- kernel
+    def _kernel(self, mask, t_q: int, wanted: bool) -> str:
+        """How to attend, chosen here only: ``"linear"`` (the config's kind), ``"explicit"`` (the
+        weights are wanted: asked for, hooked, or the config's kind), ``"flash"`` (tiled),
+        ``"block_sparse"`` (the window skipping empty tiles, when nothing needs a dense mask: no
+        caller's mask, no dropout on the weights, more than one query) or ``"sdpa"`` (fused)."""
+        kind = self.attention
+        if kind == "linear":
+            return "linear"
+        if wanted or kind == "explicit":
+            return "explicit"
+        if kind == "flash":
+            return "flash"
+        if (
+            kind == "block_sparse"
+            and self.window is not None
+            and mask is None
+            and t_q > 1
+            and not (self.training and self.dropout > 0)
+        ):
+            return "block_sparse"
+        return "sdpa"
+
     # ----------------------------------------------------------------------------- mask
-    def _mask(self, mask, is_causal: bool, q: torch.Tensor, t_k: int, explicit: bool, empty_rows: str):
-        """``(mask, bias, in_kernel)``: the boolean mask (the caller's, and the lower-right causal or
-        sliding-window mask), ALiBi's bias ``[h, T_q, T_k]`` or None, and whether the kernel applies
-        the causal/window mask itself: flash always (lower right), PyTorch's ``is_causal=True`` only
-        when it is the same mask (T_q == T_k, nothing else to add). A query row left with no key is
-        an error unless ``empty_rows="zero"``."""
+    def _mask(self, mask, is_causal: bool, q: torch.Tensor, t_k: int, kernel: str, empty_rows: str):
+        """``(mask, bias, in_kernel)`` for ``kernel``: the boolean mask (the caller's, and the
+        lower-right causal or sliding-window mask), ALiBi's bias ``[h, T_q, T_k]`` or None, and
+        whether the kernel applies the causal/window order itself (flash and block_sparse always,
+        lower right; PyTorch's ``is_causal=True`` only when it is the same mask: T_q == T_k, nothing
+        else to add). A query row the caller's mask leaves with no key is an error unless
+        ``empty_rows="zero"``."""
         if mask is None and not is_causal and self.window is None and self.positions != "alibi":
             return None, None, False  # nothing to mask (most calls of an encoder without padding)
         b, _, t_q, _ = q.shape
@@ -332,10 +367,9 @@ class MultiHeadAttention(HookPoints, nn.Module):
         if self.positions == "alibi":
             bias = alibi_bias(self.num_heads, t_q, t_k, device=q.device, dtype=q.dtype)  # [h, T_q, T_k]
         ordered = self.window is not None or (is_causal and t_q > 1)  # one query at the end sees every key
-        # flash and the block-sparse window apply the causal/window mask themselves
-        flash = (self.attention == "flash" and not explicit) or self._block_sparse(mask, t_q, explicit)
         in_kernel = ordered and (
-            flash or (self.window is None and t_q == t_k and mask is None and bias is None and not explicit)
+            kernel in ("flash", "block_sparse")
+            or (kernel == "sdpa" and self.window is None and t_q == t_k and mask is None and bias is None)
         )
         combined = mask  # the caller's mask with the causal/window order: what decides empty rows
         if ordered and (not in_kernel or mask is not None):
@@ -353,52 +387,27 @@ class MultiHeadAttention(HookPoints, nn.Module):
             _refuse_empty_rows(combined)
         return mask, bias, in_kernel
 
-    def _block_sparse(self, mask, t_q: int, explicit: bool) -> bool:
-        """Whether the window goes through :func:`attnlab.nn.block_sparse_attention`: the kind asks
-        for it, and nothing needs a dense mask or the weights. A caller's mask (padding), dropout
-        on the weights, the explicit path and a one-query decoding step (at most W + 1 keys held:
-        nothing to skip) take SDPA with the window's boolean mask instead."""
-        return (
-            self.attention == "block_sparse"
-            and self.window is not None
-            and mask is None
-            and not explicit
-            and t_q > 1
-            and not (self.training and self.dropout > 0)
-        )
-
     # ----------------------------------------------------------------------------- attend
-    def _fast(self, q, k, v, mask, bias, causal: bool) -> torch.Tensor:
-        """Fused attention: ``q [B, h, T_q, d_k]``, ``k, v [B, h_kv, T_k, d_k]`` -> ``[B, h, T_q, d_k]``."""
-        p = self.dropout if self.training else 0.0
-        gqa = self.num_kv_heads != self.num_heads
-        if self._block_sparse(mask, q.shape[-2], False):  # the window, skipping empty tiles
-            group = self.num_heads // self.num_kv_heads
-            k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
-            v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+    def _fast(self, kernel: str, q, k, v, mask, bias, in_kernel: bool) -> torch.Tensor:
+        """Attention without the weights: ``q [B, h, T_q, d_k]``, ``k, v [B, h_kv, T_k, d_k]`` (expanded to
+        h heads except for ``"sdpa"``) -> ``[B, h, T_q, d_k]`` through ``kernel`` (``"sdpa"``,
+        ``"flash"`` or ``"block_sparse"``)."""
+        if kernel == "block_sparse":  # the window, skipping empty tiles
             return block_sparse_attention(q, k, v, causal=True, window=self.window)
-        if self.attention == "flash":
-            if gqa:
-                group = self.num_heads // self.num_kv_heads
-                k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
-                v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
-            return flash_attention(q, k, v, mask=mask, causal=causal, window=self.window)
+        if kernel == "flash":
+            return flash_attention(q, k, v, mask=mask, causal=in_kernel, window=self.window)
         attn_mask = mask
         if bias is not None:  # ALiBi: additive float mask, -inf where the boolean mask forbids
             attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-        if gqa:
-            return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=causal, enable_gqa=True
-            )
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=causal)
+        p = self.dropout if self.training else 0.0
+        gqa = k.shape[1] != q.shape[1]
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=in_kernel, enable_gqa=gqa
+        )
 
     def _explicit(self, q, k, v, mask, bias):
-        """softmax(Q K^T / sqrt(d_k) + bias + M) V, written out: ``q [B, h, T_q, d_k]``, ``k, v
-        [B, h_kv, T_k, d_k]`` -> ``(z [B, h, T_q, d_k], weights [B, h, T_q, T_k])``."""
-        if self.num_kv_heads != self.num_heads:
-            group = self.num_heads // self.num_kv_heads
-            k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]: kv head j serves query heads j*group..
-            v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
+        """softmax(Q K^T / sqrt(d_k) + bias + M) V, written out: ``q, k, v [B, h, T, d_k]`` (K/V heads
+        expanded) -> ``(z [B, h, T_q, d_k], weights [B, h, T_q, T_k])``."""
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_k)  # [B, h, T_q, T_k]
         if bias is not None:
             scores = scores + bias
@@ -413,30 +422,25 @@ class MultiHeadAttention(HookPoints, nn.Module):
             weights = F.dropout(weights, self.dropout)
         return weights @ v, weights  # [B, h, T_q, d_k], [B, h, T_q, T_k]
 
-    def _linear(self, q, k, v, mask, is_causal: bool, cache, explicit: bool, empty_rows: str):
-        """Linear attention (``attention="linear"``), phi = elu + 1: ``q [B, h, T_q, d_k]``, ``k, v
-        [B, h_kv, T_k, d_k]`` -> ``(z [B, h, T_q, d_k], weights [B, h, T_q, T_k] or None)``.
+    def _linear(self, q, k, v, mask, is_causal: bool, cache, wanted: bool, empty_rows: str):
+        """Linear attention (``attention="linear"``), phi = elu + 1: ``q, k, v [B, h, T, d_k]`` (K/V
+        heads expanded) -> ``(z [B, h, T_q, d_k], weights [B, h, T_q, T_k] or None)``.
 
         Three forms, one function of the inputs: with a :class:`~attnlab.nn.linear.LinearAttentionState`
         (generation) the recurrent sums; with no mask and no weights wanted the chunked prefix sums
         (O(T)); otherwise the quadratic form ``A = (phi(Q) phi(K)^T * M) / row sums``, ``Z = A V``,
         whose ``A`` are the weights (points ``scores`` = phi(Q) phi(K)^T before the mask, ``weights``).
         """
-
-        if self.num_kv_heads != self.num_heads:
-            group = self.num_heads // self.num_kv_heads
-            k = k.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
-            v = v.repeat_interleave(group, dim=1)  # [B, h, T_k, d_k]
         if isinstance(cache, LinearAttentionState):
-            if mask is not None or explicit or not is_causal:
+            if mask is not None or wanted or not is_causal:
                 raise ValueError(
                     "linear attention with a recurrent state is causal and keeps no keys: "
                     "no mask, no weights, is_causal=True"
                 )
             return causal_linear_attention_with_state(q, k, v, cache), None
-        if mask is None and not explicit:
+        if mask is None and not wanted:
             return linear_attention(q, k, v, causal=is_causal), None
-        mask, _, _ = self._mask(mask, is_causal, q, k.shape[-2], True, empty_rows)  # [.., T_q, T_k] or None
+        mask, _, _ = self._mask(mask, is_causal, q, k.shape[-2], "explicit", empty_rows)  # [.., T_q, T_k]
         scores = self._at("scores", elu_feature_map(q) @ elu_feature_map(k).transpose(-2, -1))
         if mask is not None:
             scores = scores.masked_fill(~mask, 0.0)  # [B, h, T_q, T_k]
