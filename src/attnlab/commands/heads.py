@@ -153,10 +153,17 @@ PRUNE_HELP = (
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the random removal order and the probes."
 )
+@click.option(
+    "--orders",
+    type=Positive(100),
+    default=5,
+    show_default=True,
+    help="MiniLM: random removal orders (seeds SEED, SEED+1, ...) the importance order is judged against.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the importance and both curves as JSON.")
 @usage_errors
-def prune(model: str, text, length, batch, seed: int, as_json: bool) -> None:
-    from attnlab.interp.minilm_pruning import prune_minilm
+def prune(model: str, text, length, batch, seed: int, orders: int, as_json: bool) -> None:
+    from attnlab.experiments.pruning import judged_minilm
     from attnlab.interp.prune import prune_decoder
 
     if model == "minilm":
@@ -164,7 +171,7 @@ def prune(model: str, text, length, batch, seed: int, as_json: bool) -> None:
             raise BadInput(
                 "--text and --length apply to decoders; MiniLM is judged on its held-out sentences"
             )
-        _minilm_table(prune_minilm(seed), as_json)
+        _minilm_table(judged_minilm(seed, orders), as_json)
         return
     loaded = load_decoder(model, text=text is not None)
     words = None if text is None else read_text(text, "--text")
@@ -205,16 +212,22 @@ def _minilm_table(result: dict, as_json: bool) -> None:
     if as_json:
         click.echo(dumps_json(result))
         return
+    k = len(result["random_orders"])
     click.echo(f"MiniLM: agreement with the unpruned model on {len(HELD_OUT)} held-out sentences")
     click.echo("(heads zeroed, as removing them from the weights computes; every layer keeps one head)\n")
     click.echo(
         f"{'removed':>12}  {'parameters':>11}  {'cos, by importance':>18}  {'top-1':>5}  "
-        f"{'cos, random':>11}  {'top-1':>5}"
+        f"{f'cos, {k} random: mean (min-max)':>30}  {'difference (95%)':>24}  verdict"
     )
-    for a, b in _distinct(result):
+    judged = {r["removed"]: r for r in result["comparison"]}
+    for a, _ in _distinct(result):
+        r = judged.get(a["removed"])
+        spread = "" if r is None else f"{r['random_mean']:.4f} ({r['random_min']:.4f}-{r['random_max']:.4f})"
+        diff = "" if r is None else "{:+.4f} ({:+.4f}..{:+.4f})".format(r["difference"], *r["interval"])
         click.echo(
             f"{_removed(a)}  {a['params']:>11,}  {a['mean_cosine']:>18.4f}  "
-            f"{a['top1_agreement']:>5.2f}  {b['mean_cosine']:>11.4f}  {b['top1_agreement']:>5.2f}"
+            f"{a['top1_agreement']:>5.2f}  {spread:>30}  {diff:>24}  {'' if r is None else r['verdict']}"
         )
     saved = result["importance_order"][0]["params"] - result["importance_order"][-1]["params"]
     click.echo(f"\nparameters saved at {result['importance_order'][-1]['removed']} heads removed: {saved:,}")
+    click.echo(result["summary"])
