@@ -55,6 +55,7 @@ def test_every_arrow_in_order_post_norm():
         "add: X + self-attention(X)",
         "norm LN_1 (add & norm)",
         "FFN x W_1 + b_1",
+        "FFN activation ReLU",
         "FFN output (· W_2 + b_2)",
         "add: X + FFN(X)",
         "norm LN_2 (add & norm)",
@@ -66,6 +67,40 @@ def test_every_arrow_in_order_post_norm():
     assert shapes["heads side by side (transpose 1, 2)"] == [2, 5, 4, 4]  # [B, T, h, d_k], then concat
     assert shapes["scores QKᵀ/√d_k"] == shapes["weights softmax(scores)"] == [2, 4, 5, 5]
     assert shapes["FFN x W_1 + b_1"] == [2, 5, 32]
+
+
+def test_pre_norm_draws_the_activation_and_the_last_residual_add():
+    """A pre-norm block ends in a residual add no norm follows: drawn as the layer's output
+    (``resid_post``), as ``practice check block`` grades it; the activation sits between the Linears."""
+    spec = ModelSpec.from_sizes(model="gpt", d_model=24, heads=2, d_ff=40, layers=2, vocab=16, norm="pre")
+    r = audit_shapes(spec, Workload(seq=7, batch=3))
+    first = [s for s in r["steps"] if s["layer"] == "blocks.0"]
+    assert [(s["step"], s["module"], s["shape"]) for s in first[-6:]] == [
+        ("add: residual + masked self-attention", "blocks.0.norm3", [3, 7, 24]),
+        ("norm ln2 (pre-norm, into FFN)", "blocks.0.norm3", [3, 7, 24]),
+        ("FFN x W_1 + b_1", "blocks.0.ffn.linear1", [3, 7, 40]),
+        ("FFN activation GELU", "blocks.0.ffn.hidden", [3, 7, 40]),
+        ("FFN output (· W_2 + b_2)", "blocks.0.ffn.linear2", [3, 7, 24]),
+        ("add: residual + FFN (the layer's output)", "blocks.0.resid_post", [3, 7, 24]),
+    ]
+    adds = [s for s in r["steps"] if s["step"].startswith("add:")]
+    assert len(adds) == 4 and [s["layer"] for s in adds] == ["blocks.0"] * 2 + ["blocks.1"] * 2
+    assert set(s["module"] for s in first) - {"blocks.0.norm1", "blocks.0.norm3"} <= set(
+        build(spec).hook_points()
+    ) | {"blocks.0.ffn.linear1", "blocks.0.ffn.linear2"}
+    text = render_shapes(r)
+    assert text.index("FFN x W_1") < text.index("FFN activation GELU") < text.index("FFN output")
+    assert text.index("FFN output") < text.index("add: residual + FFN (the layer's output)")
+    glu = audit_shapes(
+        ModelSpec.from_sizes(d_model=16, heads=2, d_ff=24, norm="pre", ffn="glu", activation="silu"),
+        Workload(seq=3, batch=1),
+    )
+    assert _by_step(glu)["FFN activation SiLU(x W_1) ⊙ x W_3"] == [1, 3, 24]
+    assert list(_by_step(glu))[-1] == "add: residual + FFN (the layer's output)"
+    bare = audit_shapes(ModelSpec.from_sizes(d_model=16, heads=2, norm="pre", ffn="none"), Workload(seq=3))
+    assert list(_by_step(bare))[-1] == "add: residual + self-attention (the layer's output)"
+    post = audit_shapes(ModelSpec.from_sizes(d_model=16, heads=2, d_ff=8), Workload(seq=3, batch=1))
+    assert sum(s["step"].startswith("add:") for s in post["steps"]) == 2  # each add drawn once
 
 
 def test_gqa_pre_norm_and_decoder():
@@ -184,7 +219,8 @@ def test_norm_names_agree_with_params_modules_and_hook_points():
         ("final LayerNorm ln_f", "final_norm"),
     ]
     assert [r["part"] for r in params["rows"] if r["group"] == "norms"] == ["ln1", "ln2", "ln_f (final)"]
-    llama = [r["part"] for r in audit_params("llama-2-7b", build_module=False)["rows"] if r["group"] == "norms"]
+    llama = audit_params("llama-2-7b", build_module=False)["rows"]
+    llama = [r["part"] for r in llama if r["group"] == "norms"]
     assert llama == ["ln1", "ln2", "ln_f (final)"]
     model = build(spec)
     names = {n for n, _ in model.named_modules()} | set(model.hook_points())

@@ -243,12 +243,21 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
         if path in layer_names:
             record = lambda _m, _i, out, path=path: layer_outputs.append((path, list(_first(out).shape)))
             handles.append(m.register_forward_hook(record))
+            if a.norm == "pre":  # no norm follows the last residual add: drawn as the layer's output
+                last, point = _pre_norm_output_label(m), f"{path}.resid_post"
+                out_add = lambda _m, _i, out, point=point, last=last: add(point, last, _first(out))
+                handles.append(m.register_forward_hook(out_add))
             continue
         if list(m.children()):
             continue
         leaf = path.rsplit(".", 1)[-1]
         if not (isinstance(m, nn.LayerNorm) or "norm" in leaf.lower()):
             label = _leaf_label(path, m)
+            parent = module.get_submodule(path.rsplit(".", 1)[0]) if "." in path else None
+            if leaf == "linear2" and type(parent).__name__ == "FeedForward":  # what W_2 reads: act(x W_1)
+                ffn, act = path.rsplit(".", 1)[0], _activation_label(parent)
+                record_in = lambda _m, args, ffn=ffn, act=act: add(f"{ffn}.hidden", act, args[0])
+                handles.append(m.register_forward_pre_hook(record_in))
             record = lambda _m, _i, out, path=path, label=label: add(path, label, _first(out))
             handles.append(m.register_forward_hook(record))
             continue
@@ -269,6 +278,29 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
             m.register_forward_hook(lambda _m, _i, out, path=path, post=post: add(path, post, out))
         )
     return handles
+
+
+def _activation_label(ffn: nn.Module) -> str:
+    """The step between an attnlab FeedForward's two Linears (its hook point ``hidden [B, T, d_ff]``):
+    ``act(x W_1)``, times ``x W_3`` for a GLU, as the activation is named in the tables."""
+    from attnlab.audit.render import ACTIVATION_NAMES
+
+    act = ACTIVATION_NAMES.get(ffn.activation, ffn.activation)
+    if getattr(ffn, "linear3", None) is not None:
+        return f"FFN activation {act}(x W_1) ⊙ x W_3"
+    return f"FFN activation {act}"
+
+
+def _pre_norm_output_label(layer: nn.Module) -> str:
+    """A pre-norm layer's last residual add, its output: around the FFN, or the last attention when the
+    layer has no FFN."""
+    if getattr(layer, "ffn", None) is not None:
+        last = "FFN"
+    elif getattr(layer, "cross_attn", None) is not None:
+        last = "cross-attention"
+    else:
+        last = "masked self-attention" if type(layer).__name__ == "DecoderLayer" else "self-attention"
+    return f"add: residual + {last} (the layer's output)"
 
 
 def _hook_names(module: nn.Module) -> dict[int, str]:
@@ -342,7 +374,8 @@ def render_shapes(report: dict) -> str:
     for i, s in enumerate(steps):
         if s["layer"] != current:
             current = s["layer"]
-            out.append(f"┌─ {current} (first layer of its stack, step by step)" if current else "")
+            if current or out[-1]:  # one blank line before the steps outside the layers, not two
+                out.append(f"┌─ {current} (first layer of its stack, step by step)" if current else "")
         bar = "│ " if s["layer"] else ""
         address = s.get("module", s["where"])  # the hook point or module path
         text = s["step"] + (f"  ({address})" if address else "")

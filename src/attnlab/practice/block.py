@@ -244,7 +244,8 @@ def parse_block(text: str) -> Drawing:
 
 
 def expected_block(norm: str, sizes: dict[str, int]) -> list[Expected]:
-    """The real block's arrows, measured by :func:`attnlab.audit.shapes.audit_shapes`."""
+    """The real block's arrows, measured by :func:`attnlab.audit.shapes.audit_shapes`: every arrow
+    graded is one the audit draws (the activation, a pre-norm block's last residual add included)."""
     from attnlab.audit.config import ModelSpec, Workload
     from attnlab.audit.shapes import audit_shapes, layer_norm_name
 
@@ -282,6 +283,7 @@ def expected_block(norm: str, sizes: dict[str, int]) -> list[Expected]:
                 sublayer = "MLP"
         elif label.startswith("FFN x W_1"):
             out.append(Expected("linear", shape, "the MLP's first Linear (d -> d_ff)"))
+        elif label.startswith("FFN activation"):
             out.append(
                 Expected("activation", shape, f"the MLP's activation ({act}) between its Linear layers")
             )
@@ -291,8 +293,6 @@ def expected_block(norm: str, sizes: dict[str, int]) -> list[Expected]:
             for prefix, kind in _DETAIL_STEPS.items():
                 if label.startswith(prefix):
                     out.append(Expected(kind, shape, f"attention step {label}"))
-    if norm == "pre-norm":  # the last add is the block's output (no norm hook after it)
-        out.append(Expected("residual", tuple(report["layer_outputs"][0]), "the residual around the MLP"))
     return out
 
 
