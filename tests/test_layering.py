@@ -60,7 +60,8 @@ FLOORS = {
 # command's --help must not load torch; cli.py says why); elsewhere each one names its reason.
 # Issue 23 counted 223 before the import circles were broken; this is the ceiling now: 114 in
 # commands (26 commands and experiments more than then) and 54 elsewhere (64 before the merge).
-MOST_IN_FUNCTION = 168
+# +2: the Week 19 code-block lessons import inside the function whose source they show (as 01-05 do).
+MOST_IN_FUNCTION = 170
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -27,6 +27,7 @@ from attnlab.audit.build import build
 from attnlab.audit.config import CROSS_MODELS, ModelSpec, Workload, check_no_vocab, fit_positions
 from attnlab.audit.cost import audit_cost
 from attnlab.audit.params import GPT_NORMS
+from attnlab.audit.render import ACTIVATION_NAMES
 from attnlab.audit.spec import model_spec
 from attnlab.models.base import check_memory
 
@@ -283,8 +284,6 @@ def _hook_modules(module, a: ModelSpec, layer_names, attn_names, where, add, lay
 def _activation_label(ffn: nn.Module) -> str:
     """The step between an attnlab FeedForward's two Linears (its hook point ``hidden [B, T, d_ff]``):
     ``act(x W_1)``, times ``x W_3`` for a GLU, as the activation is named in the tables."""
-    from attnlab.audit.render import ACTIVATION_NAMES
-
     act = ACTIVATION_NAMES.get(ffn.activation, ffn.activation)
     if getattr(ffn, "linear3", None) is not None:
         return f"FFN activation {act}(x W_1) ⊙ x W_3"

@@ -1,6 +1,7 @@
 """``attnlab lesson N | --all | --list [--json]``: run the code blocks of the Week 1 notes on attention
-(01-05, "Week 1 code block N"; not the seven Week 19 lessons of ``attnlab study``) through attnlab
-and print Concept, Code, Output and Interpretation."""
+(01-05, "Week 1 code block N") and of the Week 19 course page (w19-1 ``class Block``, w19-2 attention
+in einsum; not the seven Week 19 lessons of ``attnlab study``) through attnlab and print Concept,
+Code, Output and Interpretation."""
 
 from __future__ import annotations
 
@@ -35,30 +36,34 @@ def _render(lesson, output: list[str]) -> str:
 
 @click.command("lesson")
 @click.argument("number", required=False)
-@click.option("--all", "run_all", is_flag=True, help="Run every code block, 01 to 05.")
+@click.option("--all", "run_all", is_flag=True, help="Run every code block, 01 to 05, w19-1, w19-2.")
 @click.option("--list", "list_only", is_flag=True, help="List the code blocks without running them.")
 @click.option("--json", "as_json", is_flag=True, help="Print number, title, concept, code, output as JSON.")
 @usage_errors
 def lesson(number: str | None, run_all: bool, list_only: bool, as_json: bool) -> None:
     """Run code block NUMBER (01-05) of the Week 1 notes on attention: the original code next to
-    attnlab's. (The seven Week 19 lessons are 'attnlab study'.)"""
-    from attnlab.lessons import LESSONS, get_lesson
+    attnlab's; w19-1 and w19-2 run the Week 19 course page's class Block and its einsum attention.
+    (The seven Week 19 lessons are 'attnlab study'.)"""
+    from attnlab.lessons import ALL_LESSONS, get_lesson
 
     if sum([number is not None, run_all, list_only]) != 1:
-        raise BadInput("give exactly one of: a Week 1 code block number (01-05), --all, --list")
+        raise BadInput("give exactly one of: a code block number (01-05, w19-1, w19-2), --all, --list")
     if list_only:
         if as_json:
             click.echo(
                 dumps_json(
-                    [{"number": n, "title": les.title, "concept": les.concept} for n, les in LESSONS.items()],
+                    [
+                        {"number": n, "title": les.title, "concept": les.concept}
+                        for n, les in ALL_LESSONS.items()
+                    ],
                     indent=2,
                 )
             )
         else:
-            for n, les in LESSONS.items():
-                click.echo(f"{n}  {les.title:<26} {les.concept}")
+            for n, les in ALL_LESSONS.items():
+                click.echo(f"{n:<5}  {les.title:<26} {les.concept}")
         return
-    chosen = list(LESSONS.values()) if run_all else [get_lesson(number)]
+    chosen = list(ALL_LESSONS.values()) if run_all else [get_lesson(number)]
     results = [(les, les.run()) for les in chosen]
     if as_json:
         click.echo(

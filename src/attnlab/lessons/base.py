@@ -4,6 +4,7 @@ Interpretation), run through attnlab next to the notes' original NumPy/PyTorch c
 from __future__ import annotations
 
 import inspect
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ class Lesson:
     """One lesson.
 
     Attributes:
-        number: ``"01"`` .. ``"05"`` (section 5.1 .. 5.5 of the Week 1 notes).
+        number: ``"01"`` .. ``"05"`` (section 5.1 .. 5.5 of the Week 1 notes), or ``"w19-N"`` for
+            the Week 19 course page's code blocks (``class Block``, the einsum form of attention).
         title: the code block's name in the notes.
         concept: the notes' one-line Concept.
         interpretation: the notes' Interpretation (plus, where needed, how attnlab maps onto it).
@@ -32,13 +34,17 @@ class Lesson:
     code: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not (len(self.number) == 2 and self.number.isascii() and self.number.isdigit()):
-            raise ValueError(f"number must be two digits like '01', got {self.number!r}")
+        week1 = len(self.number) == 2 and self.number.isascii() and self.number.isdigit()
+        if not (week1 or re.fullmatch(r"w19-[1-9]", self.number)):
+            raise ValueError(f"number must be two digits like '01' or 'w19-N', got {self.number!r}")
         object.__setattr__(self, "code", textwrap.dedent(inspect.getsource(self.func)).rstrip())
 
     @property
     def name(self) -> str:
-        """What the reader calls it: ``"Week 1 code block 5"`` (not a Week 19 lesson of ``attnlab study``)."""
+        """What the reader calls it: ``"Week 1 code block 5"``, ``"Week 19 code block 1"`` (a code
+        block of the Week 19 course page; not a Week 19 lesson of ``attnlab study``)."""
+        if self.number.startswith("w19-"):
+            return f"Week 19 code block {self.number[4:]}"
         return f"Week 1 code block {int(self.number)}"
 
     def run(self) -> list[str]:
