@@ -116,3 +116,10 @@ def empty_row_error(index: tuple[int, ...]) -> ValueError:
         f"mask leaves query row {index} (index [..., T_q]) with no key to attend to; "
         f"pass empty_rows='zero' for PyTorch's convention (output 0)"
     )
+
+
+def debug_checks() -> bool:
+    """Whether ``ATTNLAB_DEBUG_CHECKS=1``: the checks that read tensor values back to the host (token
+    ids in range, on every forward and decode step) then run everywhere; otherwise only at the edges
+    (a prompt before the decode loop, a CLI's input), so that no forward waits on the device."""
+    return os.environ.get("ATTNLAB_DEBUG_CHECKS", "") not in ("", "0")

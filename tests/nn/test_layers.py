@@ -200,3 +200,33 @@ def test_norm_eps_must_be_a_finite_positive_number(eps):
         with pytest.raises(ValueError) as exc:
             cls(8, eps=eps)
         assert str(exc.value) == f"{cls.__name__}.eps must be a finite number > 0, got {eps!r}"
+
+
+def test_norms_choose_their_scaling_per_row_on_the_device():
+    """No aminmax read back: ordinary rows are the fused kernel's bit for bit, rows beyond 2^32 in
+    the same batch are rescaled exactly (the reference's numbers), a huge constant row is beta, and
+    a huge row with a relative spread of 1e-12 (float64) is normalised, not swamped by eps."""
+    import torch.nn.functional as F
+
+    from attnlab.nn import LayerNorm, RMSNorm
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 8, generator=g, dtype=torch.float64) * 10
+    x[1] *= 1e30
+    x[2] = 1e200 * (1 + 1e-12 * torch.arange(8, dtype=torch.float64))
+    x[3] = 7e300
+    ln, rms = LayerNorm(8).double(), RMSNorm(8).double()
+    with torch.no_grad():
+        ln.bias.copy_(torch.linspace(-1, 1, 8, dtype=torch.float64))
+        got_ln, got_rms = ln(x), rms(x)
+        assert torch.equal(got_ln[0], F.layer_norm(x[:1], (8,), ln.weight, ln.bias, ln.eps)[0])
+        assert torch.equal(got_rms[0], F.rms_norm(x[:1], (8,), rms.weight, rms.eps)[0])
+    xs = x.numpy()
+    want_ln = ref.layer_norm(xs, np.ones(8), ln.bias.detach().numpy(), ln.eps)
+    want_rms = ref.rms_norm(xs, np.ones(8), rms.eps)
+    rows = [0, 1, 3]  # row 2's spread is 1e4 ulps: the mean's rounding shows at 1e-6 in either formula
+    np.testing.assert_allclose(got_ln.detach().numpy()[rows], want_ln[rows], atol=1e-9)
+    np.testing.assert_allclose(got_ln.detach().numpy()[2], want_ln[2], rtol=1e-4)
+    np.testing.assert_allclose(got_rms.detach().numpy(), want_rms, rtol=1e-12)
+    assert torch.equal(got_ln[3], ln.bias)
+    assert abs(got_ln[2, 0] - ln.bias[0]).item() > 1.5  # -1.53: the spread normalised to unit variance

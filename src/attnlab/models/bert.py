@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab._checks import positive_float
+from attnlab._checks import debug_checks, positive_float
 from attnlab.models.base import (
     ModelConfig,
     SavableModel,
@@ -28,6 +28,7 @@ from attnlab.models.base import (
     check_probability,
     padding_keep,
 )
+from attnlab.models.transformer import bad_ids_named
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import EncoderLayer, LayerNorm
@@ -110,9 +111,11 @@ class BertOutput:
     pooler_output: Tensor | None = None
 
 
-def check_id_tensor(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int) -> None:
+def check_id_tensor(
+    name: str, x: Tensor, shape: tuple[int, ...] | None, bound: int, *, values: bool = True
+) -> None:
     """Raise ``ValueError`` unless ``x`` is an integer tensor ``[B, T]`` (of ``shape`` if given) of ids in
-    ``[0, bound)``."""
+    ``[0, bound)``; the range (one host read) only when ``values`` or ``ATTNLAB_DEBUG_CHECKS=1``."""
     if not isinstance(x, Tensor) or x.dtype not in (torch.int64, torch.int32) or x.dim() != 2:
         raise ValueError(
             f"{name} must be an integer tensor [B, T], got "
@@ -120,8 +123,10 @@ def check_id_tensor(name: str, x: Tensor, shape: tuple[int, ...] | None, bound: 
         )
     if shape is not None and tuple(x.shape) != shape:
         raise ValueError(f"{name} has shape {list(x.shape)} but input_ids has shape {list(shape)}")
-    if x.numel() and (int(x.min()) < 0 or int(x.max()) >= bound):
-        raise ValueError(f"{name} holds ids outside [0, {bound}): min {int(x.min())}, max {int(x.max())}")
+    if (values or debug_checks()) and x.numel():
+        lo, hi = torch.stack([x.min(), x.max()]).tolist()
+        if lo < 0 or hi >= bound:
+            raise ValueError(f"{name} holds ids outside [0, {bound}): min {lo}, max {hi}")
 
 
 class BertEncoder(HookPoints, SavableModel):
@@ -155,21 +160,20 @@ class BertEncoder(HookPoints, SavableModel):
     def _inputs(
         self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None
     ) -> Tensor | None:
-        """Check the inputs; return the key mask ``[B, 1, T]`` (None when no position is padding)."""
+        """Check the inputs (shapes; the ids' range is read only where an embedding refuses one, see
+        :meth:`encode`); return the key mask ``[B, 1, T]`` (None without an attention mask)."""
         c = self.config
-        check_id_tensor("input_ids", input_ids, None, c.vocab_size)
+        check_id_tensor("input_ids", input_ids, None, c.vocab_size, values=False)
         B, T = input_ids.shape
         if T == 0:
             raise ValueError(f"input_ids is empty (shape {[B, T]}): give at least one token per row")
         if T > c.max_len:
             raise ValueError(f"input_ids has T={T} tokens but the model has max_len={c.max_len} positions")
         if token_type_ids is not None:
-            check_id_tensor("token_type_ids", token_type_ids, (B, T), c.type_vocab_size)
+            check_id_tensor("token_type_ids", token_type_ids, (B, T), c.type_vocab_size, values=False)
         if attention_mask is None:
             return None
-        keep = padding_keep(attention_mask, (B, T), "input_ids")  # [B, T], True = real token
-        if bool(keep.all()):
-            return None  # nothing to mask: the fused kernel runs without a mask
+        keep = padding_keep(attention_mask, (B, T), "input_ids")  # [B, T]: a real token in every row
         return keep[:, None, :]  # [B, 1, T]: every query sees the real keys
 
     def embed_tokens(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
@@ -207,8 +211,13 @@ class BertEncoder(HookPoints, SavableModel):
     ) -> Tensor:
         """The last hidden state only: ``[B, T] -> [B, T, d_model]`` (for sentence embeddings see
         :func:`attnlab.models.sentence.encode_packed`, which skips padding)."""
+        c = self.config
         mask = self._inputs(input_ids, attention_mask, token_type_ids)
-        x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
-        for layer in self.layers:
-            x = layer(x, mask)  # [B, T, d]
+        checks = [lambda: check_id_tensor("input_ids", input_ids, None, c.vocab_size)]
+        if token_type_ids is not None:
+            checks.append(lambda: check_id_tensor("token_type_ids", token_type_ids, None, c.type_vocab_size))
+        with bad_ids_named(*checks):  # an id out of range is named when the embedding refuses it
+            x = self.embed_tokens(input_ids, token_type_ids)  # [B, T, d]
+        for layer in self.layers:  # empty_rows="zero": padding_keep left every row a real key
+            x = layer(x, mask, empty_rows="zero")  # [B, T, d]
         return x

@@ -31,7 +31,7 @@ from torch import nn
 
 from attnlab.models.base import ModelConfig, SavableModel, check_positive, padding_keep
 from attnlab.models.gpt_decode import DecodeEngine, unsupported
-from attnlab.models.transformer import check_ids
+from attnlab.models.transformer import bad_ids_named, check_id_range, check_ids
 from attnlab.nn.config import BlockConfig
 from attnlab.nn.hooks import HookPoints
 from attnlab.nn.layers import DecoderLayer, make_cache, make_norm
@@ -237,11 +237,12 @@ class GPT(HookPoints, SavableModel):
         read them with :func:`attnlab.nn.capture`.
         """
         c = self.config
-        check_ids("ids", ids, c.vocab_size, c.max_len)
-        mask = _padding_mask(attention_mask, ids)  # [B, T, T] or None
-        x = self._hidden_in(ids, 0)  # [B, T, d]
-        for block in self.blocks:
-            x = block(x, self_mask=mask, is_causal=True)  # [B, T, d]
+        check_ids("ids", ids, c.vocab_size, c.max_len)  # shapes; an id out of range named below
+        mask = _padding_mask(attention_mask, ids)  # [B, T, T] or None; no row left empty
+        with bad_ids_named(lambda: check_id_range("ids", ids, c.vocab_size)):
+            x = self._hidden_in(ids, 0)  # [B, T, d]
+        for block in self.blocks:  # empty_rows="zero": the padding mask leaves every row a key
+            x = block(x, self_mask=mask, is_causal=True, empty_rows="zero")  # [B, T, d]
         return self.lm_head(self._at("final_norm", self.norm(x)))  # [B, T, V]
 
     # ------------------------------------------------------------------------------ decoding protocol
@@ -306,7 +307,8 @@ class GPT(HookPoints, SavableModel):
         # a sliding-window model keeps only the last W positions' keys and values per layer;
         # linear attention and the SSM a recurrent state of fixed size
         state = GPTState(self._caches(prompt.shape[1], capacity), 0, None, engine)
-        state.last_logits = self._run(prompt, state)
+        with bad_ids_named(lambda: check_id_range("prompt", prompt, c.vocab_size)):
+            state.last_logits = self._run(prompt, state)
         return state
 
     def step(self, tokens: torch.Tensor, state: GPTState) -> tuple[torch.Tensor, GPTState]:
@@ -318,7 +320,8 @@ class GPT(HookPoints, SavableModel):
             raise ValueError(
                 f"cannot feed position {state.length}: the sequence would exceed max_len={c.max_len}"
             )
-        state.last_logits = self._run(tokens[:, None], state)
+        with bad_ids_named(lambda: check_id_range("tokens", tokens, c.vocab_size)):
+            state.last_logits = self._run(tokens[:, None], state)
         return state.last_logits, state
 
     def reorder(self, state: GPTState, index: torch.Tensor) -> GPTState:

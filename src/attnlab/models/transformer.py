@@ -12,13 +12,16 @@ matrix (the paper's choice; needs one vocabulary). Incremental decoding (``start
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from attnlab._checks import debug_checks
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
 from attnlab.nn.config import ACTIVATIONS, NORM_PLACES, BlockConfig
 from attnlab.nn.hooks import HookPoints
@@ -28,8 +31,10 @@ from attnlab.nn.positions import SinusoidalPositions
 
 
 def check_ids(name: str, ids: torch.Tensor, vocab: int, max_len: int, ndim: int = 2) -> None:
-    """Raise ``ValueError`` unless ``ids`` is an integer tensor of rank ``ndim`` with every id in
-    ``0..vocab-1`` and (for rank 2) a length of at most ``max_len``."""
+    """Raise ``ValueError`` unless ``ids`` is an integer tensor of rank ``ndim`` with (for rank 2) a
+    length of 1 to ``max_len``: shapes only, no host sync. The ids' range (``0..vocab-1``,
+    :func:`check_id_range`) is read under ``ATTNLAB_DEBUG_CHECKS=1``; otherwise :func:`bad_ids_named`
+    names an id the embedding refuses."""
     if not torch.is_tensor(ids) or ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
         raise ValueError(
             f"{name} must be an integer tensor of token ids, got "
@@ -39,17 +44,37 @@ def check_ids(name: str, ids: torch.Tensor, vocab: int, max_len: int, ndim: int 
         raise ValueError(
             f"{name} must have rank {ndim} ({'[B, T]' if ndim == 2 else '[B]'}), got shape {list(ids.shape)}"
         )
+    if ndim == 2 and ids.shape[1] > max_len:
+        raise ValueError(f"{name} has length {ids.shape[1]}, longer than max_len={max_len}")
+    if ndim == 2 and ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {list(ids.shape)})")
+    if debug_checks():
+        check_id_range(name, ids, vocab)
+
+
+def check_id_range(name: str, ids: torch.Tensor, vocab: int) -> None:
+    """A ``ValueError`` naming ``name`` and the first bad id unless every id of ``ids`` lies in
+    ``0..vocab-1``. One host read: for the edges (a prompt, a CLI's input) and the error path."""
     if ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
+        lo, hi = (int(v) for v in torch.aminmax(ids))  # the read-back
         if lo < 0 or hi >= vocab:
             bad = lo if lo < 0 else hi
             raise ValueError(
                 f"{name} has token id {bad} outside the vocabulary 0..{vocab - 1} (size {vocab})"
             )
-    if ndim == 2 and ids.shape[1] > max_len:
-        raise ValueError(f"{name} has length {ids.shape[1]}, longer than max_len={max_len}")
-    if ndim == 2 and ids.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {list(ids.shape)})")
+
+
+@contextlib.contextmanager
+def bad_ids_named(*checks: Callable[[], None]):
+    """Run the body (a forward, a decode step); when an embedding refuses an id (``IndexError``, as
+    on the CPU) run ``checks`` (:func:`check_id_range` of each input), which raise the ``ValueError``
+    naming the argument and the id. The values are read only on the way to the error."""
+    try:
+        yield
+    except IndexError:
+        for check in checks:
+            check()
+        raise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +227,8 @@ class Transformer(HookPoints, SavableModel):
         c = self.config
         check_ids("src", src, c.src_vocab, c.max_len)
         mask = self._src_mask(src)
-        x = self._at("src_embed", self._embed(self.src_embed, src))  # [B, S, d]
+        with bad_ids_named(lambda: check_id_range("src", src, c.src_vocab)):
+            x = self._at("src_embed", self._embed(self.src_embed, src))  # [B, S, d]
         return self.encoder(x, mask), mask  # [B, S, d]
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -224,7 +250,8 @@ class Transformer(HookPoints, SavableModel):
         memory, mem_mask = self.encode(src)
         # target PADs need no mask: they sit to the right of the real tokens, where the causal mask
         # already hides them from every real position (and the loss ignores the PAD positions)
-        y = self._at("tgt_embed", self._embed(self.tgt_embed, tgt_in))  # [B, T, d]
+        with bad_ids_named(lambda: check_id_range("tgt_in", tgt_in, c.tgt_vocab)):
+            y = self._at("tgt_embed", self._embed(self.tgt_embed, tgt_in))  # [B, T, d]
         y = self.decoder(y, memory, memory_mask=mem_mask, is_causal=True)  # [B, T, d]
         return self.generator(y)  # [B, T, V_tgt]
 
@@ -251,7 +278,8 @@ class Transformer(HookPoints, SavableModel):
             )
         if state.length >= c.max_len:
             raise ValueError(f"cannot decode position {state.length}: max_len={c.max_len}")
-        y = self._embed(self.tgt_embed, tokens[:, None], offset=state.length)  # [B, 1, d]
+        with bad_ids_named(lambda: check_id_range("tokens", tokens, c.tgt_vocab)):
+            y = self._embed(self.tgt_embed, tokens[:, None], offset=state.length)  # [B, 1, d]
         y = self._at("tgt_embed", y)
         y = self.decoder(
             y,

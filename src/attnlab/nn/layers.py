@@ -37,18 +37,27 @@ def _check_config(owner: str, config) -> BlockConfig:
     return config
 
 
-# Below this max |x| the fused kernels' sums of squares cannot overflow (float32: d * 2^64 < 2^128).
-_SAFE_MAX = 2.0**32
+# Rows whose max |x| reaches 2^32 (2^100 in float64) go to the fused kernels divided by a power of
+# two that brings that max to [2^32, 2^33) (2^100..2^101): exact, the sum of squares cannot overflow
+# (float32: d * 2^66 < 2^128), and eps stays below the rounding of the variance (>= ulp(2^32)^2 / d).
+_BIG_EXP = {torch.float64: 100}
 
 
-def _needs_scaling(x: torch.Tensor) -> bool:
-    """Whether ``x`` holds a finite value so large that ``mean(x^2)`` could overflow (1e30: the
-    fused norm would divide by inf and return zeros); one pass over ``x`` (min and max), no copy."""
+def _tame(x: torch.Tensor, centre: bool) -> torch.Tensor:
+    """``x [..., d]`` with each row beyond 2^32 divided by a power of two as above (a constant one
+    times 0 when ``centre``: its LayerNorm is beta whatever its size); every other row is ``x`` times 1,
+    bit for bit. Decided per row on the device: no host sync (the twin of
+    :func:`attnlab.ref.layers._row_scale`, whose eps / s^2 the fused kernel cannot take)."""
     if x.numel() == 0:
-        return False
-    low, high = torch.aminmax(x.detach())
-    m = max(-float(low), float(high))
-    return _SAFE_MAX <= m < float("inf")
+        return x
+    e = _BIG_EXP.get(x.dtype, 32)
+    low, high = torch.aminmax(x.detach(), dim=-1, keepdim=True)  # [..., 1] x2, one pass
+    m = torch.maximum(-low, high).to(torch.promote_types(x.dtype, torch.float32))  # max |x| per row
+    big = (m >= 2.0**e) & (m < float("inf"))  # [..., 1]; NaN and inf rows are left to the kernel
+    factor = torch.where(big, torch.exp2(e - torch.floor(torch.log2(m))), 1.0)  # [..., 1]
+    if centre:
+        factor = torch.where(big & (low == high), 0.0, factor)  # x - mu = 0: the normalised row is 0
+    return x * factor.to(x.dtype)
 
 
 def _scaled_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,12 +120,7 @@ class RMSNorm(HookPoints, nn.RMSNorm):
         """``x [..., d] -> [..., d]``."""
         if self._hooks is not None:
             return _scale_hooked(self, x, centre=False)
-        if not _needs_scaling(x):
-            return super().forward(x)
-        xs, s = _scaled_rows(x)  # [..., d], [..., 1]
-        ms = xs.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
-        y = (xs * torch.rsqrt(ms + self.eps / (s * s))).to(x.dtype)  # eps / s^2 -> 0 for huge rows
-        return y if self.weight is None else y * self.weight
+        return super().forward(_tame(x, centre=False))  # huge rows scaled exactly: no overflow
 
 
 class LayerNorm(HookPoints, nn.LayerNorm):
@@ -134,16 +138,7 @@ class LayerNorm(HookPoints, nn.LayerNorm):
         """``x [..., d] -> [..., d]``."""
         if self._hooks is not None:
             return _scale_hooked(self, x, centre=True)
-        if not _needs_scaling(x):
-            return super().forward(x)
-        xs, s = _scaled_rows(x)  # [..., d], [..., 1]
-        c = xs - xs.mean(dim=-1, keepdim=True)  # [..., d]
-        var = c.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]
-        y = (c * torch.rsqrt(var + self.eps / (s * s))).to(x.dtype)
-        y = torch.where(_constant_rows(x), 0.0, y)  # x - mu = 0: eps / s^2 underflowed, 0 * inf is not 0
-        if self.weight is not None:
-            y = y * self.weight
-        return y if self.bias is None else y + self.bias
+        return super().forward(_tame(x, centre=True))  # huge rows scaled exactly: no overflow
 
 
 def make_norm(config: BlockConfig, d: int | None = None) -> nn.Module:
