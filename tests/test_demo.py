@@ -180,3 +180,58 @@ def test_every_next_step_of_the_report_exists():
             assert result.exit_code == 0, (what, result.output)
         else:
             assert (root / where).exists(), (what, where)
+
+
+# the report's layout in Chromium at a wide and a narrow window, built from its cheap parts: the real
+# contents titles and the real practice section (no experiment is trained)
+WIDTHS = {1280: 2, 800: 1}  # window width -> columns of the contents list
+
+
+@pytest.fixture(scope="module")
+def contents_page(tmp_path_factory):
+    from attnlab.experiments import report
+    from attnlab.experiments.demo import TITLES, _practice_section
+    from attnlab.experiments.demo_lm import TITLE
+    from attnlab.lessons import LESSONS
+
+    parts = [report.Section(f"lesson-{n}", f"{x.name}: {x.title}") for n, x in sorted(LESSONS.items())]
+    for key in SECTIONS[len(parts) :]:
+        parts.append(
+            _practice_section() if key == "practice" else report.Section(key, TITLES.get(key, TITLE))
+        )
+    path = tmp_path_factory.mktemp("report") / "index.html"
+    path.write_text(report.render("attnlab demo", "parts", parts), encoding="utf-8")
+    return path
+
+
+def _overlaps(a: list[float], b: list[float]) -> bool:
+    """Whether two boxes ``[left, top, right, bottom]`` share an area (touching edges do not count)."""
+    return min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", sorted(WIDTHS))
+def test_contents_entries_do_not_overlap_and_practice_lines_wrap(contents_page, browser, width):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(contents_page.as_uri())
+    # every line box of every entry: its number and its (possibly wrapped) title
+    entries = page.evaluate(
+        "[...document.querySelectorAll('nav li')].map(li => [...li.querySelectorAll('span, a')]"
+        ".flatMap(e => [...e.getClientRects()].map(r => [r.left, r.top, r.right, r.bottom])))"
+    )
+    assert len(entries) == len(SECTIONS) and all(entries)
+    for i, boxes in enumerate(entries):
+        for j in range(i + 1, len(entries)):
+            hits = [(a, b) for a in boxes for b in entries[j] if _overlaps(a, b)]
+            assert not hits, (width, i + 1, j + 1, hits)
+    nav = page.evaluate("(r => [r.left, r.right])(document.querySelector('nav').getBoundingClientRect())")
+    assert all(nav[0] <= box[0] and box[2] <= nav[1] + 0.5 for boxes in entries for box in boxes)
+    columns = {round(boxes[0][0]) for boxes in entries}  # each entry's number starts a column
+    assert len(columns) == WIDTHS[width], (width, columns)
+    # the practice output's long line wraps inside its box: nothing hidden past the edge
+    box = page.evaluate(
+        "(e => [e.scrollWidth, e.clientWidth])(document.querySelector('#practice pre.output'))"
+    )
+    assert box[0] <= box[1], (width, box)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.close()

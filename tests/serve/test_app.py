@@ -38,6 +38,8 @@ def test_models_list_names_no_path(live, gpt_dir):
     assert status == 200 and [m["name"] for m in data["models"]] == ["minilm", "tiny-gpt"]
     assert str(gpt_dir) not in str(data) and data["models"][1]["causal"] and not data["models"][0]["causal"]
     assert "similarity" in data["models"][0]["views"] and "lens" in data["models"][1]["views"]
+    # what one layer is, as each model declares it (the audit view's text names it)
+    assert [m["layer"] for m in data["models"]] == ["encoder layer", "decoder layer"]
     _no_cors(headers)
 
 

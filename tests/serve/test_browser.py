@@ -106,6 +106,7 @@ def test_type_a_sentence_click_a_token_and_read_the_weights(page, minilm):
     # the audit card and the similarity split of a second sentence
     page.wait("audit")
     assert "total 22,713,216" in page.page.text_content("#params-total")
+    assert "one encoder layer" in page.page.text_content("#v-audit .explain")
     other = "A student clicks a word to see its attention."
     page.page.fill("#text-b", other)
     page.page.click("#compare")
@@ -127,6 +128,8 @@ def test_a_decoder_shows_its_causal_mask_next_tokens_lens_and_generation(page, g
     assert torch.equal(got.reshape(2, 4, t, t), w.float())
     assert float(torch.triu(got.reshape(2, 4, t, t), 1).abs().max()) == 0.0
     assert "causal mask" in page.page.text_content("#heatmap-title")
+    audit = page.page.text_content("#v-audit .explain")  # the text follows the model chosen
+    assert "one decoder layer" in audit and "encoder layer" not in audit.split("notes")[0]
     page.page.click("button.tok[data-index='2']")
     assert {j for _, j in page.edges()} <= {0, 1, 2}
     with torch.inference_mode():

@@ -46,6 +46,22 @@ def test_place_legend_moves_it_outside_when_no_spot_inside_is_free(tmp_path):
     plt.close(fig)
 
 
+def test_a_legend_over_a_line_between_two_points_is_detected(tmp_path):
+    """A line drawn between two markers is data too: a legend over its middle, clear of both
+    markers, is refused (the bottleneck plot's legend once sat on such a segment)."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1], "o-", label="diagonal")
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend(loc="center")
+    assert len(covered_points(fig)) == 1
+    with pytest.raises(ValueError, match="legend covers"):
+        save_figure(fig, tmp_path / "bad.png")
+    ax.lines[0].set_linestyle("None")  # markers alone: the middle is free
+    assert covered_points(fig) == []
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_no_legend_of_the_notes_figures_covers_a_point(name):
     fig, _ = FIGURES[name]()
@@ -54,12 +70,14 @@ def test_no_legend_of_the_notes_figures_covers_a_point(name):
 
 
 def test_bottleneck_plot_keeps_the_fixed_context_point_and_coinciding_lines_visible(tmp_path):
-    """The case the first version got wrong: the legend sat on the fixed-context model's points and
-    two models at accuracy 1.0 drew one line. Every point is outside the legend, and coinciding
-    series differ in marker and dash."""
+    """The cases earlier versions got wrong: the legend sat on the fixed-context model's points, then
+    on its line, and two models at accuracy 1.0 drew one line. The legend is below the axes, and
+    coinciding series differ in marker and dash."""
+    # the demo's run: exact accuracy 1.0, 0.57, 0.15, 0, 0 at lengths 4..16 (the legend sat on its
+    # line near length 8)
     buckets_fixed = [
-        {"lo": lo, "hi": lo + 4, "exact": e, "token_acc": t}
-        for lo, e, t in ((4, 0.9, 0.95), (9, 0.2, 0.6), (14, 0.0, 0.3))
+        {"lo": lo, "hi": lo + 2, "exact": e, "token_acc": t}
+        for lo, e, t in ((3, 1.0, 1.0), (6, 0.57, 0.79), (9, 0.15, 0.61), (12, 0.0, 0.44), (15, 0.0, 0.36))
     ]
     perfect = [{"lo": b["lo"], "hi": b["hi"], "exact": 1.0, "token_acc": 1.0} for b in buckets_fixed]
     models = [
@@ -82,6 +100,9 @@ def test_bottleneck_plot_keeps_the_fixed_context_point_and_coinciding_lines_visi
         plt.close = original
     fig = captured["fig"]
     assert covered_points(fig) == []
+    legend = fig.axes[0].get_legend().get_window_extent()
+    assert all(legend.y1 <= ax.get_window_extent().y0 for ax in fig.axes)  # below both panels
+    assert len(fig.axes[0].get_legend().get_texts()) == 3
     lines = fig.axes[0].get_lines()
     styles = {(ln.get_marker(), str(ln.get_linestyle())) for ln in lines}
     assert len(styles) == 3

@@ -223,7 +223,7 @@ def _plot(result_models: list[ModelResult], settings: Settings, path: Path) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attnlab.viz.legends import place_legend, save_figure
+    from attnlab.viz.legends import save_figure
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     # Curves often coincide (two models both at 1.0): distinct markers and dashes keep each visible.
@@ -245,7 +245,16 @@ def _plot(result_models: list[ModelResult], settings: Settings, path: Path) -> N
         fontsize=10,
     )
     fig.tight_layout()
-    place_legend(axes[0], fontsize=7)
+    # below both panels, where no curve can be: the models are the same in both, and inside the axes
+    # every spot lies on some curve in one run or another (it sat on the fixed context's at length 8)
+    axes[0].legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        bbox_transform=fig.transFigure,
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+    )
     save_figure(fig, path)
     plt.close(fig)
 

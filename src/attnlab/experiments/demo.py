@@ -43,6 +43,19 @@ LESSON_CONCEPTS = {
 BACK = ("index.html", "\u2190 back to the attnlab demo report")
 
 
+# every section's title after the lessons' (the contents list shows them; the language model's is
+# demo_lm.TITLE)
+TITLES = {
+    "audit": "Parameter and shape audit of the base encoder layer",
+    "practice": "Practice: your own attention code and your drawing of the block, graded",
+    "bottleneck": "The bottleneck experiment: fixed context vs attention",
+    "heatmaps": "Alignment heatmaps of the trained attention models",
+    "explorer": "Attention explorer",
+    "next": "Where to go next",
+    "heads": "Inside the heads: an induction head forms; MiniLM's previous-token head",
+}
+
+
 def _lesson_sections() -> list[Callable[[], Section]]:
     from attnlab.lessons import LESSONS
 
@@ -92,7 +105,7 @@ def _audit_section() -> Section:
     )
     return Section(
         "audit",
-        "Parameter and shape audit of the base encoder layer",
+        TITLES["audit"],
         "A parameter audit separates what is learned (weights, biases, the LayerNorm scale and "
         "shift) from what is computed per input (activations, whose size depends on the batch "
         "and the sequence length).",
@@ -126,7 +139,7 @@ def _practice_section() -> Section:
     lines.append(f"score: {graded.score}/{graded.total}")
     return Section(
         "practice",
-        "Practice: your own attention code and your drawing of the block, graded",
+        TITLES["practice"],
         "The Week 19 course page ends with practice: implement attention, a causal mask and multi-head "
         "splitting in NumPy and verify them against torch's scaled_dot_product_attention; draw the "
         "decoder-only block from memory with a shape on every arrow. attnlab grades both "
@@ -134,7 +147,7 @@ def _practice_section() -> Section:
         "limited process and names the likely mistake of each failure) and keeps the week's seven "
         "lessons as a study path ('attnlab study'). The session is shown in docs/practice.md.",
         _DRAWING,
-        report.pre("\n".join(lines), "output"),
+        report.pre("\n".join(lines), "output wrap"),
         "The drawing is graded against the shapes 'attnlab audit shapes' measures on attnlab's GPT "
         "block: the missing LayerNorm before the MLP, the norm left after it and the missing residual "
         "around the MLP are each named, with their line.",
@@ -187,7 +200,7 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
     )
     experiment = Section(
         "bottleneck",
-        "The bottleneck experiment: fixed context vs attention",
+        TITLES["bottleneck"],
         "A fixed-context encoder-decoder models p(y | x) = prod_t p(y_t | y_<t, c): the decoder sees the "
         "source only through one fixed-width vector c, the same size for a 3-symbol and a 30-symbol source. "
         "Bahdanau attention replaces c by c_t = sum_i alpha_ti h_i, a fresh weighted combination of all "
@@ -198,13 +211,15 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         interpretation,
         concepts=("01-seq2seq-bottleneck.md", "02-bahdanau-attention.md", "03-luong-attention.md"),
     )
+    # the heatmaps are drawn in the contestants' order, one per attention model
+    drawn = [m for m in result.models if m.kind != "seq2seq-rnn"]
     heat_html = "".join(
-        f"<figure>{report.img(p, Path(p).stem)}<figcaption>{Path(p).stem}</figcaption></figure>"
-        for p in result.heatmaps
+        f"<figure>{report.img(p, caption)}<figcaption>{html.escape(caption)}</figcaption></figure>"
+        for p, caption in zip(result.heatmaps, map(heatmap_caption, drawn))
     )
     heatmaps = Section(
         "heatmaps",
-        "Alignment heatmaps of the trained attention models",
+        TITLES["heatmaps"],
         "alpha_ti, the weight output step t gives source position i, drawn as a matrix: rows are output "
         "steps (queries), columns source symbols (keys); each row sums to one.",
         "from attnlab.viz import heatmap\n"
@@ -218,6 +233,34 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         concepts=("02-bahdanau-attention.md", "03-luong-attention.md"),
     )
     return experiment, heatmaps
+
+
+# what each attention-rnn score is called in the notes
+SCORES = {
+    "bahdanau": "Bahdanau (additive) attention",
+    "luong-dot": "Luong dot-product attention",
+    "luong-general": "Luong general (bilinear) attention",
+    "luong-concat": "Luong concat attention",
+}
+
+
+def heatmap_caption(model) -> str:
+    """A heatmap's caption from the model it shows (a :class:`~attnlab.experiments.bottleneck.ModelResult`
+    of an attention model): which attention, of which model, on what."""
+    sizes = model.model_params
+    if model.kind == "transformer":
+        heads = sizes.get("heads", 1)
+        what = (
+            f"Cross-attention of the Transformer ({sizes.get('layers', 1)} layers), its last decoder "
+            f"layer's {heads} head{'s' if heads != 1 else ''} averaged"
+        )
+    else:
+        score = sizes.get("attention", "")
+        what = f"{SCORES.get(score, score + ' attention')} of the RNN encoder-decoder"
+    return (
+        f"{what}, {model.params:,} parameters: one held-out source of the longest length bucket "
+        "(shown in the title), rows output steps, columns source symbols."
+    )
 
 
 EXPLORER_CONCEPTS = ("04-self-attention-qkv.md", "07-multi-head-attention.md")
@@ -265,7 +308,7 @@ def _explorer_section(out: Path, state: dict) -> Section:
             )
     return Section(
         "explorer",
-        "Attention explorer",
+        TITLES["explorer"],
         "Every head of every layer, for one input: pick a layer and a head, hover a token to see "
         "where it attends.",
         f'attnlab explore "{SENTENCE}" --out out/demo/explorer.html',
@@ -318,7 +361,7 @@ def _next_steps_section() -> Section:
     rows = [[html.escape(what), _where(where), html.escape(why)] for what, where, why in NEXT_STEPS]
     return Section(
         "next",
-        "Where to go next",
+        TITLES["next"],
         "The report showed each piece once. Each line below is a place to go deeper; the commands run "
         "from this folder's virtual environment (.venv/bin/attnlab); the concept pages are written "
         "beside this report (concepts/), the other pages are in the repository's docs/.",
@@ -352,7 +395,7 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
     rows = [[str(i)] + [f"{v:.2f}" for v in row] for i, row in enumerate(prev)]
     return Section(
         "heads",
-        "Inside the heads: an induction head forms; MiniLM's previous-token head",
+        TITLES["heads"],
         "A head's score for a pattern P is the share of its attention that follows P: sum(A * P) / sum(A) "
         "(TransformerLens's measure). Induction: P[i, j] = 1 where the token before j equals token i, j < i, "
         "the head that completes '... A B ... A -> B'. Trained on sequences with a repeated random segment, "

@@ -17,6 +17,7 @@ from attnlab.training.text_presets import train_text
 
 PROMPT = "ROMEO:\n"
 CONCEPTS = ("07-multi-head-attention.md",)
+TITLE = "A language model: a GPT trained on Shakespeare, and three claims tested on it"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,7 @@ def _train(folder: Path, settings: DemoLM, progress: bool) -> tuple[dict, float]
 def language_model_section(out: Path, settings: DemoLM = DEMO_LM, progress: bool = False) -> Section:
     """Train, sample, run the three experiments on the trained model; one :class:`Section`."""
 
-    title = "A language model: a GPT trained on Shakespeare, and three claims tested on it"
+    title = TITLE
     concept = (
         "A GPT learns p(x_t | x_<t) from text: here Shakespeare's plays, one token per character, four "
         "whole plays held out. Its held-out loss in bits per character says how well it predicts text it "

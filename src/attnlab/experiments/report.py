@@ -27,7 +27,10 @@ pre.output { background: #f7fbf7; border-color: #d5e8d5; }
 .interpretation { background: #fcf8ef; border-left: 4px solid #d5a75b; padding: 0.5em 0.8em; }
 .missing { color: #a33; }
 img { max-width: 100%; border: 1px solid #eee; }
-nav ol { columns: 2; }
+nav ol { list-style: none; padding: 0; columns: 2 24em; column-gap: 2.5em; }
+nav li { display: flex; gap: 0.4em; break-inside: avoid; margin: 0.15em 0; }
+nav li .n { flex: none; min-width: 1.6em; text-align: right; color: #667; }
+pre.wrap { white-space: pre-wrap; overflow-wrap: anywhere; }
 .meta { color: #667; font-size: 0.9em; }
 .table-wrap { overflow-x: auto; margin: 0.6em 0; }
 table { border-collapse: collapse; font-size: 0.85em; }
@@ -48,6 +51,8 @@ def img(png: str | Path, alt: str) -> str:
 
 
 def pre(text: str, cls: str = "") -> str:
+    """``<pre>`` of escaped ``text``; ``cls`` its classes: ``output`` (a result), ``wrap`` (long lines
+    wrap at the box's edge instead of scrolling: prose, not a table whose columns must stay aligned)."""
     klass = f' class="{cls}"' if cls else ""
     return f"<pre{klass}>{html.escape(text)}</pre>"
 
@@ -133,8 +138,12 @@ def _paragraphs(text: str) -> str:
 
 def render(title: str, intro: str, sections: list[Section], footer: str = "", top_html: str = "") -> str:
     """The whole page as one HTML string; ``top_html`` (trusted) goes under the introduction."""
+    # the numbers are text in their own box, inside the column (a list marker sits outside it, in the
+    # gap, over the other column's text); one column when the window is narrower than two of 24em
     nav = "".join(
-        f'<li><a href="#{html.escape(s.key, quote=True)}">{html.escape(s.title)}</a></li>' for s in sections
+        f'<li><span class="n">{i}.</span>'
+        f'<a href="#{html.escape(s.key, quote=True)}">{html.escape(s.title)}</a></li>'
+        for i, s in enumerate(sections, 1)
     )
     body = "\n".join(s.to_html() for s in sections)
     return f"""<!DOCTYPE html>

@@ -102,9 +102,11 @@ EXPLAIN = {
     "similarity": "With mean pooling the cosine of two sentence vectors splits exactly into token pairs: "
     "cos(mean a, mean b) = sum_ij a_i . b_j / (n m |mean a| |mean b|). Each term is what one pair adds; "
     "a term can be negative.",
-    "audit": "Parameters by group, counted from the configuration (per encoder layer the notes' "
-    "4d^2 + 2df + f + 9d in PyTorch's convention) and checked against the loaded tensors; then the shape "
-    "on every arrow of the first block for this text (B = 1).",
+    # {layer}: the loaded model's layer, "decoder layer" or "encoder layer" (layer_name; the page fills it)
+    "audit": "Parameters by group, counted from the configuration (L times the count of one {layer}, "
+    "plus what sits outside the layers: embeddings, final norm, head; the notes count 4d^2 + 2df + f + 9d "
+    "for one post-norm encoder layer in PyTorch's convention) and checked against the loaded tensors; "
+    "then the shape on every arrow of the first block for this text (B = 1).",
     "math": "One query of one head, step by step: click a token in the attention view and every equation "
     "of that head at that position is shown with the numbers of the model's own forward (read through the "
     "hook points), recomputed by the library: softmax(K q / sqrt(d_k) + M) gives the attention view's row, "
@@ -195,6 +197,12 @@ def is_lm(loaded: Loaded) -> bool:
     return loaded.kind == "gpt"
 
 
+def layer_name(loaded: Loaded) -> str:
+    """``"decoder layer"`` or ``"encoder layer"``: what one layer of ``loaded`` is, as the model declares
+    it (``DECODER_ONLY``), for the audit view's text."""
+    return "decoder layer" if getattr(loaded.model, "DECODER_ONLY", False) else "encoder layer"
+
+
 def max_tokens(loaded: Loaded) -> int:
     """The most tokens one text may have for ``loaded``: :data:`MAX_TOKENS` or its context."""
     return min(MAX_TOKENS, int(loaded.model.config.max_len))
@@ -212,6 +220,7 @@ def describe(loaded: Loaded, index: int, name: str) -> dict:
         "label": loaded.label,
         "kind": loaded.kind,
         "causal": is_lm(loaded),
+        "layer": layer_name(loaded),
         "layers": int(c.num_layers),
         "heads": int(c.num_heads),
         "max_tokens": max_tokens(loaded),
@@ -353,6 +362,7 @@ def attention(loaded: Loaded, text: str) -> dict:
     return {
         **tokens(loaded, text, ids),
         "causal": is_lm(loaded),
+        "layer": layer_name(loaded),
         "weights": packed(w),
         "heads": heads(w, x, is_lm(loaded)),
     }

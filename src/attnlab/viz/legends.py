@@ -1,7 +1,8 @@
 """Legends that hide no data, and one way to save a figure.
 
 :func:`place_legend` tries the usual spots inside the axes and keeps the first whose box covers no
-plotted point; when every spot covers one it puts the legend outside, below the axes.
+plotted point (a marker, or any pixel of a line drawn between two); when every spot covers one it
+puts the legend outside, below the axes.
 :func:`covered_points` is the check itself (also what the tests run over every figure attnlab
 draws), and :func:`save_figure` writes a figure atomically and, when ``ATTNLAB_CHECK_FIGURES=1``
 (the test suite sets it), refuses a figure whose legend covers a point.
@@ -29,15 +30,28 @@ INSIDE = (
 )
 
 
+def _along(xy: np.ndarray, step: float = 2.0) -> np.ndarray:
+    """A drawn line's vertices ``xy [n, 2]`` (display pixels) and points every ``step`` pixels along
+    each segment between them ``[m, 2]``: a legend over a line between two markers covers data too."""
+    pieces = [xy[:1]]
+    for a, b in zip(xy[:-1], xy[1:]):
+        gap = float(np.hypot(*(b - a))) if np.all(np.isfinite([a, b])) else 0.0
+        k = int(min(gap // step, 10_000)) + 1
+        pieces.append(a + (b - a) * np.linspace(0.0, 1.0, k + 1)[1:, None])  # [k, 2]
+    return np.concatenate(pieces)
+
+
 def _points(ax) -> np.ndarray:
     """Display coordinates ``[N, 2]`` of every plotted point of ``ax`` that lies inside the axes:
-    line vertices and markers, scatter offsets, and the top middle of every bar."""
+    line vertices and markers and the segments drawn between them, scatter offsets, and the top
+    middle of every bar."""
     from matplotlib.patches import Rectangle
 
     pts = []
     for line in ax.get_lines():
         if line.get_visible() and len(line.get_xydata()):
-            pts.append(line.get_transform().transform(np.asarray(line.get_xydata(), float)))
+            xy = line.get_transform().transform(np.asarray(line.get_xydata(), float))  # [n, 2]
+            pts.append(_along(xy) if line.get_linestyle() not in ("None", "", " ") else xy)
     for coll in ax.collections:
         offsets = np.asarray(coll.get_offsets(), float)
         if coll.get_visible() and offsets.size:

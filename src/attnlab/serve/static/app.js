@@ -604,7 +604,8 @@
       var section = $("v-" + view);
       if (!section) return;
       var p = clear(section.querySelector(".explain")), g = S.guide[view];
-      p.appendChild(document.createTextNode(g.text + " "));
+      // {layer}: what one layer of the chosen model is (the server asks the model: decoder or encoder)
+      p.appendChild(document.createTextNode(g.text.split("{layer}").join(model().layer) + " "));
       g.concepts.forEach(function (c, k) {
         var a = el("a", c.title);
         a.href = "/" + c.href;
@@ -628,6 +629,7 @@
     $("text").maxLength = 2000;
     $("gen-n").max = String(model().max_new);
     $("gen-beam").max = String(model().max_beam);
+    explain();
   }
 
   $("input-form").addEventListener("submit", function (ev) { ev.preventDefault(); run(); });
@@ -688,6 +690,5 @@
     $("text-b").value = "A tired dog lay down in the shade.";
     chooseModel(0);
     run();
-    explain();
   } catch (err) { showError(err); document.body.dataset.ready = "true"; }
 })();
