@@ -25,6 +25,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
+	PY=$(BIN)/python bash scripts/isa-caps.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

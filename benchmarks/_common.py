@@ -119,20 +119,25 @@ def _blas_info() -> list[dict]:
 
 
 KINDS = {
-    "intel-amx": "Intel Xeon with AMX",
-    "amd-avx512": "AMD with AVX-512, no AMX (Zen 4/5)",
+    "intel-amx": "AMX (an Intel Xeon)",
+    "amd-avx512": "AVX-512 with VNNI and BF16, no AMX (an AMD Zen 4/5)",
+    "avx2": "AVX2 only, no AVX-512, VNNI or AMX (an AMD EPYC of family 25)",
     "other": "another x86 or ARM CPU",
 }
 
 
 def cpu_kind(cpu: str, flags: dict | None) -> str:
-    """The kind of CPU whose targets and last results go together (a key of :data:`KINDS`): the
-    machines this project runs on are Intel Xeons with AMX and AMD Zen 5s with AVX-512 but no AMX."""
-    name = cpu.lower()
-    if flags is not None and flags.get("amx_bf16") or flags is None and "intel" in name:
+    """The kind of CPU whose targets and last results go together (a key of :data:`KINDS`), by the
+    vector units this process may use (``cpu_features()["flags"]``, after any cap), never by the
+    maker's name: a run capped to AVX2 on an AMX machine is an AVX2 run. ``cpu`` is unused (kept for
+    old callers)."""
+    flags = flags or {}
+    if flags.get("amx_bf16"):
         return "intel-amx"
-    if "amd" in name and (flags is None or flags.get("avx512f")):
+    if flags.get("avx512f"):
         return "amd-avx512"
+    if flags.get("avx2"):
+        return "avx2"
     return "other"
 
 
@@ -162,12 +167,17 @@ def machine() -> dict:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
+    from attnlab.audit.peak import kernel_choices
     from attnlab.models.precision import cpu_features
 
-    flags = cpu_features()["flags"]
+    info = cpu_features()
+    flags = info["flags"]
     return {
         "kind": cpu_kind(_cpu_model(), flags),
         "cpu_flags": [f for f, on in flags.items() if on],
+        "cpu_hardware_flags": [f for f, on in info["hardware"].items() if on],
+        "cpu_caps": info["caps"],  # the vector-unit caps this run was made under (an emulated kind)
+        "kernel_choices": kernel_choices(),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": round(mem_gib, 1) if mem_gib else None,

@@ -307,7 +307,7 @@ def _embedders(path: str, model, tokenizer, workdir: str) -> dict:
 def _limits(raw: dict, pairs: dict, peaks: dict, rates: dict, padding: float) -> tuple[str, str]:
     """Why float32 and int8 fall short of their targets on this machine, from its own measurements:
     each side's fraction of its ceiling from the pair's own runs (:func:`_pairs`)."""
-    from attnlab.models.cpu import cpu_features
+    from attnlab.models.cpu import mkl_isa
 
     def fraction(pair, name, dtype):
         return raw["flops"] / summary(pairs[pair][name])["median"] / peaks[dtype]
@@ -327,8 +327,8 @@ def _limits(raw: dict, pairs: dict, peaks: dict, rates: dict, padding: float) ->
             f"({100 * attn_share:.0f}% of the time): its d_k = 32 products are small GEMMs, which PyTorch's "
             "attention kernel hands to MKL"
         )
-        if "intel" not in cpu_features()["model"].lower():
-            f32_limit += ", whose code path on a CPU that is not Intel's is AVX2"
+        if mkl_isa() != "avx512":
+            f32_limit += f", whose code path here is {mkl_isa() or 'unknown'} (as MKL reports it)"
         f32_limit += "."
     f32_limit += (
         f" sentence-transformers computes {padding:.3f}× attnlab's tokens; ONNX Runtime, with every "

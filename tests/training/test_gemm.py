@@ -2,14 +2,47 @@
 gradients as ``F.linear`` within float32 rounding, every ``F.linear`` of a forward routed, anything
 else left alone, and a run that follows the MKL run's loss curve."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+from attnlab.models.cpu import _onednn_linear_op, cpu_features
 from attnlab.training import gemm, train
 from attnlab.training.gemm import OneDNNLinear, onednn_linears, use_onednn
 
-pytestmark = pytest.mark.skipif(not gemm._available(), reason="this PyTorch has no oneDNN linear")
+pytestmark = [
+    pytest.mark.skipif(not _onednn_linear_op(), reason="this PyTorch has no oneDNN linear"),
+    pytest.mark.isa,  # rerun under the vector-unit caps (scripts/isa-caps.sh)
+]
+
+CHOICE = (
+    "from attnlab.training.gemm import gemm_choice; from attnlab.models.cpu import mkl_isa; "
+    "print(gemm_choice()[0], mkl_isa())"
+)
+
+
+def _choice_under(**caps) -> list[str]:
+    """``[kernel, MKL's unit]`` that a fresh process capped by ``caps`` chooses (caps are read once,
+    when the libraries load)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ATTNLAB_TRAIN_GEMM", *caps)} | caps
+    done = subprocess.run(
+        [sys.executable, "-c", CHOICE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_gemm_follows_what_each_library_runs_on_never_the_maker():
+    """MKL capped to AVX2 beside an uncapped oneDNN (as on an AMD Zen 5, where MKL takes its AVX2 path)
+    gives oneDNN exactly where the CPU has AVX-512; both capped to AVX2 (an AVX2-only CPU) gives
+    ATen's linears, whatever the CPU's maker."""
+    avx512 = cpu_features()["hardware"]["avx512f"]
+    assert _choice_under(MKL_ENABLE_INSTRUCTIONS="AVX2") == ["onednn" if avx512 else "aten", "avx2"]
+    assert _choice_under(MKL_ENABLE_INSTRUCTIONS="AVX2", ONEDNN_MAX_CPU_ISA="AVX2") == ["aten", "avx2"]
 
 
 def _grads(fn, x, w, b):
@@ -63,7 +96,7 @@ def test_the_environment_chooses_and_a_bad_value_is_named(monkeypatch):
     monkeypatch.setenv(gemm.ENV, "onednn")
     assert use_onednn()
     monkeypatch.setenv(gemm.ENV, "mkl")
-    with pytest.raises(ValueError, match="ATTNLAB_TRAIN_GEMM must be one of onednn, aten, got 'mkl'"):
+    with pytest.raises(ValueError, match="ATTNLAB_TRAIN_GEMM.*'mkl'"):
         use_onednn()
 
 

@@ -12,8 +12,17 @@ import time
 import torch
 
 from attnlab._checks import positive_int
+from attnlab.models.cpu import gemm_choice
 from attnlab.models.int8 import int8_kernel
-from attnlab.models.precision import DTYPES, MAKERS, check_dtype, cpu_features, features_line, onednn_linear
+from attnlab.models.precision import (
+    DTYPES,
+    MAKERS,
+    check_dtype,
+    cpu_features,
+    features_line,
+    kernels,
+    onednn_linear,
+)
 
 SIZES = (256, 512, 1024)
 
@@ -100,6 +109,20 @@ def measure_peak(
         "threads": torch.get_num_threads(),
         "seconds": seconds,
         "cpu": cpu_features(),
+        "choices": kernel_choices(),
+    }
+
+
+def kernel_choices() -> dict:
+    """What each fast path runs on here and why, in words (for ``audit peak`` and benchmark records):
+    ``{"training GEMM", "int8", "float32", "bfloat16"}``, each chosen from the CPU features left by
+    any cap (:func:`attnlab.models.cpu.cpu_features`) or a measurement, never the CPU's maker."""
+    kernel, why = gemm_choice()
+    return {
+        "training GEMM": f"{kernel} ({why})",
+        "int8": kernels("int8"),
+        "float32": kernels("float32"),
+        "bfloat16": kernels("bfloat16"),
     }
 
 
@@ -132,6 +155,8 @@ def render_peak(report: dict) -> str:
     out.append(f"peak: {report['peak_flops'] / 1e9:.2f} GFLOP/s (FLOPs = 2·n³ per [n,n]@[n,n])")
     if "cpu" in report:
         out.append(f"CPU: {features_line()}")
+    for path, said in report.get("choices", {}).items():
+        out.append(f"{path}: {said}")
     if "mfu" in report:
         m = report["mfu"]
         out.append(

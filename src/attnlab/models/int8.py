@@ -161,22 +161,34 @@ def _qlinear() -> bool:
     )
 
 
+def check_kernel(kernel: str, source: str = "kernel") -> str:
+    """``kernel`` if it is one of :data:`KERNELS` and can be right on this CPU and this PyTorch, else a
+    one-line ``ValueError`` naming ``source`` (the argument or variable that chose it) and what is
+    missing: oneDNN's quantised engine, its qlinear kernel, or (for ``onednn qlinear``, which takes
+    full 8-bit inputs) a CPU feature that sums u8 x s8 pairs in int32 (:func:`full_range`; capped
+    features count as missing, :func:`attnlab.models.cpu.cpu_features`)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"{source} must be one of {', '.join(KERNELS)}; got {kernel!r}")
+    if "onednn" in kernel and "onednn" not in torch.backends.quantized.supported_engines:
+        raise ValueError(f"{source}={kernel!r}: this PyTorch has no oneDNN quantised engine")
+    if kernel == "onednn qlinear" and not _qlinear():
+        raise ValueError(f"{source}={kernel!r}: this PyTorch has no onednn::qlinear_pointwise")
+    if kernel == "onednn qlinear" and not full_range():
+        raise ValueError(
+            f"{source}={kernel!r} needs a CPU that sums u8 x s8 in int32 (avx512_vnni, avx_vnni or "
+            "amx_int8), which this one lacks: without them the sums saturate in int16"
+        )
+    return kernel
+
+
 def int8_kernel() -> str:
     """The kernel :func:`int8_linear` uses here: ``onednn qlinear`` on a CPU with AVX-512 VNNI or
     AMX-INT8 (:func:`int8_engine`) where this PyTorch has it; ``onednn linear_dynamic`` on such a
-    CPU without it; else ``fbgemm``. ``ATTNLAB_INT8_KERNEL`` (one of :data:`KERNELS`) overrides it."""
+    CPU without it; else ``fbgemm``. ``ATTNLAB_INT8_KERNEL`` (one of :data:`KERNELS`) overrides it,
+    checked as the argument is (:func:`check_kernel`)."""
     chosen = os.environ.get(ENV)
     if chosen:
-        if chosen not in KERNELS:
-            raise ValueError(f"{ENV}={chosen!r}: must be one of {', '.join(KERNELS)}")
-        if "onednn" in chosen and "onednn" not in torch.backends.quantized.supported_engines:
-            raise ValueError(f"{ENV}={chosen!r}: this PyTorch has no oneDNN quantised engine")
-        if chosen == "onednn qlinear" and not (_qlinear() and full_range()):
-            raise ValueError(
-                f"{ENV}={chosen!r} needs onednn::qlinear_pointwise and a CPU that sums u8 x s8 in int32 "
-                "(AVX-512 VNNI, AVX-VNNI or AMX-INT8)"
-            )
-        return chosen
+        return check_kernel(chosen, ENV)
     if int8_engine() == "onednn":
         return "onednn qlinear" if _qlinear() else "onednn linear_dynamic"
     return "fbgemm"
@@ -194,9 +206,7 @@ def int8_linear(
             f"int8 runs PyTorch's CPU quantised kernels; the model is on {weight.device} (use float32 or "
             "bfloat16 there)"
         )
-    kernel = kernel or int8_kernel()
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")
+    kernel = int8_kernel() if kernel is None else check_kernel(kernel)
     if kernel == "onednn qlinear":
         return _onednn(weight, bias, act)
     if kernel == "onednn linear_dynamic":

@@ -1,9 +1,10 @@
 """The linear layers of a training step on oneDNN's GEMM, on the CPUs where it is the faster kernel.
 
-PyTorch runs a float32 ``F.linear`` and the two products of its backward on MKL's sgemm. On a CPU
-that is not Intel's, MKL takes a generic AVX2 path; oneDNN (in every PyTorch build, through
-``torch.ops.mkldnn._linear_pointwise``) uses the AVX-512 units. Measured on an AMD Zen 5, one
-thread, the shapes of the nanoGPT Shakespeare model (768 rows, widths 128 to 512), in GFLOP/s:
+PyTorch runs a float32 ``F.linear`` and the two products of its backward on MKL's sgemm. MKL picks
+its own code path, and on some CPUs with AVX-512 (AMD's) it takes its AVX2 one; oneDNN (in every
+PyTorch build, through ``torch.ops.mkldnn._linear_pointwise``) uses the AVX-512 units wherever they
+are. Measured on an AMD Zen 5, one thread, the shapes of the nanoGPT Shakespeare model (768 rows,
+widths 128 to 512), in GFLOP/s:
 
     =============  =========  =========
     product        MKL        oneDNN
@@ -23,25 +24,26 @@ thread, the shapes of the nanoGPT Shakespeare model (768 rows, widths 128 to 512
 
 It is the same float32 arithmetic as ``F.linear``; only the order of the sums differs (the last bits
 differ, as between any two BLAS libraries), so a run is exactly reproducible on one machine.
-:func:`use_onednn` decides (oneDNN present, a CPU that is not Intel's); ``ATTNLAB_TRAIN_GEMM=onednn``
-or ``aten`` overrides it (to compare the two).
+:func:`gemm_choice` decides by what each library runs on, never by the CPU's maker: oneDNN where the
+CPU offers oneDNN AVX-512 (after its cap, :func:`attnlab.models.cpu.cpu_features`) and MKL reports a
+narrower path (:func:`attnlab.models.cpu.mkl_isa`); MKL's own sgemm where both run on the same
+units (an Intel CPU with AVX-512: MKL's is as fast; an AVX2-only CPU: measured on an AMD EPYC with
+AVX2 only, training ran at 0.80x nanoGPT with oneDNN's linears against 0.87-0.92x with ATen's).
+``ATTNLAB_TRAIN_GEMM=onednn`` or ``aten`` overrides it (to compare the two).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from attnlab.models.precision import cpu_features
-
-ENV = "ATTNLAB_TRAIN_GEMM"
-KERNELS = ("onednn", "aten")
+from attnlab.models.cpu import GEMM_ENV as ENV
+from attnlab.models.cpu import GEMM_KERNELS as KERNELS
+from attnlab.models.cpu import gemm_choice
 
 
 def _gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -101,22 +103,12 @@ def _fits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> b
     )
 
 
-@functools.cache
-def _available() -> bool:
-    ops = torch.ops.mkldnn
-    return torch.backends.mkldnn.is_available() and hasattr(ops, "_linear_pointwise")
+__all__ = ["ENV", "KERNELS", "OneDNNLinear", "gemm_choice", "onednn_linears", "use_onednn"]
 
 
 def use_onednn() -> bool:
-    """Whether training runs its linear layers on oneDNN here: ``ATTNLAB_TRAIN_GEMM`` (``onednn`` or
-    ``aten``) when set, else where oneDNN is present and the CPU is not Intel's (on Intel CPUs MKL's
-    sgemm takes its own AVX-512 path). A value other than the two is a ``ValueError`` naming it."""
-    chosen = os.environ.get(ENV, "").strip()
-    if chosen and chosen not in KERNELS:
-        raise ValueError(f"{ENV} must be one of {', '.join(KERNELS)}, got {chosen!r}")
-    if chosen:
-        return chosen == "onednn" and _available()
-    return _available() and "intel" not in cpu_features()["model"].lower()
+    """Whether training runs its linear layers on oneDNN here (:func:`gemm_choice`)."""
+    return gemm_choice()[0] == "onednn"
 
 
 @contextlib.contextmanager
