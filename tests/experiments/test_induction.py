@@ -35,10 +35,26 @@ def test_two_layers_form_an_induction_head_and_one_layer_does_not(tmp_path):
     assert r1.best_induction < 0.2
     assert r2.loss_repeat < 0.5 * r2.loss_first  # the repeats have become predictable
     assert r2.loss_repeat_all_ablated > 0.5 * r2.loss_first  # ... until the induction heads are ablated
+    # ... and as many random heads do far less: the causal test, over 5 distinct draws
+    c = r2.causal
+    assert len(c["random_heads"]) == 5
+    assert all(set(d).isdisjoint(r2.induction_heads) for d in c["random_heads"])
+    assert c["interval"][0] > 0.5 and c["answer"] == "agrees"
+    assert r1.causal is None  # no induction head: nothing to test
     data = json.loads((tmp_path / "two" / "results.json").read_text())
     assert data["models"][0]["best_induction"] == r2.best_induction
     assert (tmp_path / "two" / "induction.png").stat().st_size > 10_000
     assert "| 2-layer attention-only |" in (tmp_path / "two" / "results.md").read_text()
+
+
+def test_random_heads_are_distinct_and_avoid_the_induction_heads():
+    from attnlab.experiments.induction import random_heads
+
+    draws = random_heads((2, 4), [(1, 0), (1, 3)], draws=5, seed=0)
+    assert len(draws) == 5 and len({tuple(d) for d in draws}) == 5
+    assert all(len(d) == 2 and not {(1, 0), (1, 3)} & set(d) for d in draws)
+    assert random_heads((1, 3), [(0, 0)], draws=5, seed=0) == [[(0, 1)], [(0, 2)]]  # all there are
+    assert random_heads((1, 3), [(0, 0), (0, 1)], draws=5, seed=0) == []  # one head left: too few
 
 
 def test_settings_refuse_bad_input():

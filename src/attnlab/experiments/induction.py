@@ -10,6 +10,14 @@ on BOS). Olsson et al. (2022) report a phase change: in the two-layer model the 
 sharply at the step where a layer-2 head's induction score jumps, beside a layer-1 previous-token
 head; a one-layer model never forms one. At the end the best induction head is zero-ablated
 (:func:`attnlab.interp.ablate_heads`) and the repeat loss measured again.
+
+The causal test (:func:`causal_test`; the rule of :mod:`attnlab.experiments.verdicts`, stated
+before the result): the induction heads (score > 0.5) zeroed against as many other heads zeroed, in
+:data:`CONTROL_DRAWS` distinct random draws (any layer; a previous-token head can be drawn). Per
+held-out row, the repeat loss with the induction heads zeroed minus the mean over the draws of the
+repeat loss with the random heads zeroed; **agrees** (the induction heads carry the in-context
+copying) when its 95% interval over the rows lies above zero, **disagrees** below, **inconclusive**
+otherwise; a model with no induction head has nothing to test (``None``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import torch.nn.functional as F
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.devices import torch_threads
+from attnlab.experiments import verdicts
 from attnlab.interp import repeated_tokens, score_heads, segment_batch
 from attnlab.interp.ablation import ablate_heads
 from attnlab.interp.read import attention
@@ -98,6 +107,10 @@ class ModelRun:
     loss_repeat_all_ablated: float
     loss_repeat_previous_ablated: float
     phase_step: int | None
+    causal: dict | None = None
+
+
+CONTROL_DRAWS = 5  # random draws of as many other heads, against the induction heads
 
 
 def _losses(model: GPT, batch) -> tuple[float, float]:
@@ -106,6 +119,61 @@ def _losses(model: GPT, batch) -> tuple[float, float]:
         logits = model(batch.ids[:, :-1])  # [B, T-1, V]
         loss = F.cross_entropy(logits.transpose(1, 2), batch.ids[:, 1:], reduction="none")  # [B, T-1]
     return float(loss[batch.first].mean()), float(loss[batch.repeat].mean())
+
+
+def repeat_loss_per_row(model: GPT, batch) -> torch.Tensor:
+    """Each held-out row's mean next-token loss on its repeats ``[B]`` (a :class:`SegmentBatch`)."""
+    with torch.no_grad():
+        logits = model(batch.ids[:, :-1])  # [B, T-1, V]
+        loss = F.cross_entropy(logits.transpose(1, 2), batch.ids[:, 1:], reduction="none")  # [B, T-1]
+    mask = batch.repeat.float()  # [B, T-1]
+    return (loss * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+
+
+def random_heads(
+    shape: tuple[int, int], exclude: list[tuple[int, int]], draws: int, seed: int
+) -> list[list[tuple[int, int]]]:
+    """Up to ``draws`` distinct sets of ``len(exclude)`` heads of a ``shape = (L, h)`` model, none
+    of them in ``exclude``, drawn at random (seeded; at most ``20 * draws`` tries); none when fewer
+    than ``len(exclude)`` heads are left."""
+    pool = [(i, j) for i in range(shape[0]) for j in range(shape[1]) if (i, j) not in exclude]
+    if len(pool) < len(exclude):
+        return []
+    gen, found = torch.Generator().manual_seed(seed), []
+    for _ in range(20 * draws):
+        heads = sorted(pool[k] for k in torch.randperm(len(pool), generator=gen)[: len(exclude)].tolist())
+        if heads not in found:
+            found.append(heads)
+        if len(found) == draws:
+            break
+    return found
+
+
+def causal_test(model: GPT, held_out, induction: list[tuple[int, int]], shape, seed: int) -> dict | None:
+    """The module doc's causal test: ``{"heads", "random_heads" (the draws), "loss_induction_zeroed",
+    "loss_random_zeroed" (the draws' mean), "draws" (each draw's mean loss), "difference",
+    "interval", "answer"}``; ``None`` without an induction head (or no other head to draw)."""
+    draws = random_heads(shape, induction, CONTROL_DRAWS, seed) if induction else []
+    if not draws:
+        return None
+    with ablate_heads(model, induction):
+        zeroed = repeat_loss_per_row(model, held_out)  # [B]
+    randoms = []
+    for heads in draws:
+        with ablate_heads(model, heads):
+            randoms.append(repeat_loss_per_row(model, held_out))
+    random = torch.stack(randoms)  # [K, B]
+    mean, lo, hi = verdicts.mean_interval((zeroed - random.mean(dim=0)).tolist())
+    return {
+        "heads": induction,
+        "random_heads": draws,
+        "loss_induction_zeroed": round(float(zeroed.mean()), 4),
+        "loss_random_zeroed": round(float(random.mean()), 4),
+        "draws": [round(float(x), 4) for x in random.mean(dim=1)],
+        "difference": round(mean, 4),
+        "interval": [round(lo, 4), round(hi, 4)],
+        "answer": verdicts.decide(lo, hi, +1),
+    }
 
 
 def _scores(model: GPT, probe: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -218,6 +286,7 @@ def _train_one(settings: Settings, name: str, show_progress: bool) -> tuple[GPT,
         loss_repeat_all_ablated=round(repeat_all, 4),
         loss_repeat_previous_ablated=round(repeat_prev, 4),
         phase_step=phase,
+        causal=causal_test(model, held_out, inductive, tuple(sc["induction"].shape), s.seed + 3),
     )
     return model, run
 
@@ -227,7 +296,22 @@ def _ablated(r: ModelRun) -> str:
     if not r.induction_heads:
         return "(no head scored as an induction head: nothing to ablate)"
     heads = ", ".join(f"{i}.{j}" for i, j in r.induction_heads)
-    return f"({r.loss_repeat_all_ablated:.3f} with the induction heads {heads} ablated)"
+    note = f"({r.loss_repeat_all_ablated:.3f} with the induction heads {heads} ablated"
+    if r.causal is None:
+        return note + ")"
+    return note + f", {r.causal['loss_random_zeroed']:.3f} with as many random heads: {r.causal['answer']})"
+
+
+def _causal_cells(c: dict | None) -> list[str]:
+    """The causal test's two table cells (``none`` without an induction head)."""
+    if c is None:
+        return ["none", "none (no induction head)"]
+    draws = f"{min(c['draws']):.3f}-{max(c['draws']):.3f}"
+    lo, hi = c["interval"]
+    return [
+        f"{c['loss_random_zeroed']:.3f} ({draws})",
+        f"{c['difference']:+.3f} ({lo:+.3f} to {hi:+.3f}): {c['answer']}",
+    ]
 
 
 @dataclasses.dataclass
@@ -246,6 +330,8 @@ class InductionResult:
             "model", "params", "best induction", "best previous-token", "loss first", "loss repeat",
             "repeat, best induction head ablated", "repeat, all induction heads ablated",
             "repeat, previous-token head ablated", "phase change at step",
+            f"repeat, as many random heads ablated ({CONTROL_DRAWS} draws: mean, min-max)",
+            "induction minus random (95%): verdict",
         ]  # fmt: skip
         rows = []
         for r in self.runs:
@@ -262,6 +348,7 @@ class InductionResult:
                     f"{r.loss_repeat_all_ablated:.3f} ({heads})",
                     f"{r.loss_repeat_previous_ablated:.3f}",
                     f"{r.phase_step if r.phase_step is not None else 'none'}",
+                    *_causal_cells(r.causal),
                 ]
             )
         return header, rows
