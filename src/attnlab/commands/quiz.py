@@ -68,7 +68,8 @@ def _score(right: int, asked: int, total: int, topic: str | None = None, seed: i
 )
 @usage_errors
 def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json: bool) -> None:
-    """Questions in the style of the notes' worked checks, with random numbers and worked solutions."""
+    """Questions in the style of the notes' worked checks, with random numbers and worked solutions;
+    --topic concepts asks the course documents' own conceptual questions (multiple choice)."""
     from attnlab.lessons.quiz import TOPICS, iter_quiz
 
     if topic is not None and topic not in TOPICS:
@@ -96,7 +97,7 @@ def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json
             _show_solution(q)
         return
 
-    click.echo("Answer with a number (1,152 or 1.152e3) or a list like [0.5, 1]; q quits.")
+    click.echo("Answer with a number (1,152 or 1.152e3), a list like [0.5, 1] or a choice's letter; q quits.")
     right, asked = _ask(questions, n)
     _score(right, asked, n, topic, s)
 
@@ -117,6 +118,7 @@ def _questions_json(questions, seed: int, topic: str | None) -> str:
                     "rel_tol": q.rel_tol,
                     "steps": q.steps,
                     "data": q.data,
+                    **({"choices": list(q.choices)} if q.choices else {}),
                 }
                 for q in questions
             ],
@@ -134,6 +136,8 @@ def _ask(questions, n: int) -> tuple[int, int]:
     try:
         for i, q in enumerate(questions, 1):
             hint = f" ({len(q.answer)} numbers)" if q.is_vector else ""
+            if q.choices:
+                hint = f" (a letter, {q.letters})"
             if q.tolerance():
                 hint = f" ({q.tolerance()})"
             click.echo(f"\nQ{i}/{n} [{q.topic}] {q.text}{hint}")
@@ -156,7 +160,7 @@ def _ask(questions, n: int) -> tuple[int, int]:
 def _read_answer(q, stdin):
     """Read lines until one parses as an answer of the right size: ``(line, answer)``, or None when
     the input ends or the user quits."""
-    from attnlab.lessons.quiz import parse_answer
+    from attnlab.lessons.quiz import read_answer
 
     while True:
         click.echo("> ", nl=False)
@@ -169,7 +173,7 @@ def _read_answer(q, stdin):
         if line.strip().lower() in ("q", "quit", "exit"):
             return None
         try:
-            given = parse_answer(line, q.is_vector)
+            given = read_answer(q, line)
         except ValueError as exc:
             click.echo(f"  {exc}; try again (q quits).")
             continue

@@ -7,7 +7,9 @@ layers, weights and contexts with ``softmax`` / ``additive_attention`` /
 ``rope_frequencies``, ALiBi slopes with ``alibi_slopes``, parameter counts with
 :func:`attnlab.audit.params.audit_params`, FLOPs and KV-cache bytes with
 :mod:`attnlab.audit.cost`. Each question
-carries a worked solution, step by step.
+carries a worked solution, step by step. The ``concepts`` topic is the exception: the course
+documents' own conceptual questions (:mod:`attnlab.lessons.quiz_concepts`), multiple choice, each
+quoting its document by name, the answer and its explanation the documents' own.
 
 Answers are read tolerantly (:func:`parse_answer`): ``1,152``, ``1152``, ``1.152e3``, ``[0.5, 1]``,
 ``0.5 1``, ``(50, 512)``, ``50x512``, ``1/2``, ``8.59 billion``, ``8.59 x 10^9``. Integer answers
@@ -28,6 +30,7 @@ import numpy as np
 
 from attnlab import ref
 from attnlab._checks import did_you_mean
+from attnlab.lessons.quiz_concepts import BANK
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,21 @@ class Question:
     data: dict = field(default_factory=dict)
     integer: bool = False
     rel_tol: float = 0.0  # an integer answer counts within this fraction of it (0: exact)
+    choices: tuple[str, ...] = ()  # multiple choice: the options, A, B, ...; ``answer`` is 1-based
+
+    @property
+    def letters(self) -> str:
+        """The options' letters, ``"A-D"``."""
+        return f"A-{chr(ord('A') + len(self.choices) - 1)}"
 
     @property
     def is_vector(self) -> bool:
         return isinstance(self.answer, tuple)
 
     def format_answer(self) -> str:
+        if self.choices:
+            i = int(self.answer)
+            return f"{chr(ord('A') + i - 1)}) {self.choices[i - 1]}"
         return format_value(self.answer, self.integer)
 
     def tolerance(self) -> str:
@@ -140,6 +152,29 @@ def parse_answer(text: str, vector: bool):
     except (ValueError, ZeroDivisionError):
         kind = "a list of numbers like [0.5, 1]" if vector else "a number like 1152, 1,152 or 0.731"
         raise ValueError(f"could not read {raw!r} as {kind}") from None
+
+
+def read_answer(question: Question, text: str):
+    """Read an answer to ``question``: a choice's letter or number (``B``, ``b``, ``2``, ``B) ...``)
+    for a multiple-choice question as its 1-based number, otherwise :func:`parse_answer`.
+
+    Raises:
+        ValueError: quoting the text, if it is not an answer of that kind.
+    """
+    if not question.choices:
+        return parse_answer(text, question.is_vector)
+    raw = text.strip()
+    m = re.match(r"([A-Za-z]|\d+)(?:[).:]|\s|$)", raw)
+    n = len(question.choices)
+    if m is None:
+        if not raw:
+            raise ValueError(f"no answer given: type a letter {question.letters} (or q to quit)")
+        raise ValueError(f"could not read {raw!r} as a choice {question.letters}")
+    token = m.group(1)
+    index = int(token) if token.isdigit() else ord(token.upper()) - ord("A") + 1
+    if not 1 <= index <= n:
+        raise ValueError(f"could not read {raw!r} as a choice {question.letters}")
+    return float(index)
 
 
 def grade(question: Question, given) -> bool:
@@ -661,6 +696,21 @@ def _q_positions(rng: np.random.Generator) -> Question:
     return Question("positions", variant, text, factor, steps, {"s": s})
 
 
+def _q_concepts(rng: np.random.Generator) -> Question:
+    """One of the course documents' conceptual questions, its options in a drawn order."""
+    c = BANK[int(rng.integers(len(BANK)))]
+    options = [c.right, *c.wrong]
+    options = [options[i] for i in rng.permutation(len(options))]
+    answer = options.index(c.right) + 1
+    lettered = " ".join(f"{chr(ord('A') + i)}) {o}." for i, o in enumerate(options))
+    ask = c.ask or "Which is right?"
+    text = f'{c.document[0].upper()}{c.document[1:]} ({c.where}): "{c.quote}" {lettered} {ask}'
+    data = {"key": c.key, "document": c.document, "quote": c.quote, "right": c.right, "options": options}
+    return Question(
+        "concepts", c.key, text, float(answer), list(c.explanation), data, True, choices=tuple(options)
+    )
+
+
 TOPICS: dict[str, tuple[str, Callable[[np.random.Generator], Question]]] = {
     "shapes": ("shapes through a layer", _q_shapes),
     "params": ("parameter counts with and without biases", _q_params),
@@ -675,6 +725,7 @@ TOPICS: dict[str, tuple[str, Callable[[np.random.Generator], Question]]] = {
         "RoPE angles (plain and interpolated), ALiBi slopes and biases, YaRN's factor",
         _q_positions,
     ),
+    "concepts": ("the documents' conceptual questions (why, what for), multiple choice", _q_concepts),
 }
 
 

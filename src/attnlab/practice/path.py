@@ -98,7 +98,7 @@ LESSONS: tuple[Lesson, ...] = (
             "attnlab experiment residuals --quick",
         ),
         (7, 8, 21, 25),
-        ("shapes", "params"),
+        ("shapes", "params", "concepts"),  # concepts: the page's bar, "explain what each component is for"
     ),
     Lesson(
         7,
