@@ -197,3 +197,14 @@ def test_the_command_list_has_a_summary_for_every_command():
     assert sorted(names) == sorted(COMMANDS)
     bare = [line.split()[0] for line in listed if line.startswith("  ") and len(line.split()) == 1]
     assert not bare, f"commands listed without a summary: {bare}"
+
+
+def test_the_command_list_is_read_from_the_source_as_click_has_it():
+    """``attnlab --help`` lists each command from its module's source (cli.summary, no import):
+    the same help, short help and hidden flag as the imported click command."""
+    from attnlab.cli import summary
+
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        cmd, read = cli.get_command(ctx, name), summary(name)
+        assert (read.help, read.short_help, read.hidden) == (cmd.help, cmd.short_help, cmd.hidden), name

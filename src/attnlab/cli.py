@@ -7,6 +7,7 @@ by the command that needs them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import importlib.util
@@ -60,6 +61,58 @@ class LazyGroup(SuggestingGroup):
             return None
         mod, attr = COMMANDS[name]
         return getattr(importlib.import_module(f"attnlab.commands.{mod}"), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``attnlab --help``, as click writes it, from each command's summary
+        (:func:`summary`) read from its module's source: no command module is imported."""
+        rows = [(name, summary(name)) for name in self.list_commands(ctx)]
+        rows = [(name, cmd) for name, cmd in rows if not cmd.hidden]
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+_SUMMARY_FIELDS = ("help", "short_help", "hidden", "deprecated")
+
+
+def summary(name: str) -> click.Command:
+    """The command ``name`` of :data:`COMMANDS` as its help list needs it: a bare ``click.Command``
+    with the ``help`` (the docstring of the function the click decorator wraps, or its ``help=``),
+    ``short_help``, ``hidden`` and ``deprecated`` its decorator gives, read from the module's source
+    with :mod:`ast` (the module is not imported, so neither is torch)."""
+    mod, attr = COMMANDS[name]
+    tree = _source(mod)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == attr)
+    fields = {"help": ast.get_docstring(fn, clean=False)}
+    for dec in fn.decorator_list:
+        called = dec.func if isinstance(dec, ast.Call) else None
+        if getattr(called, "attr", getattr(called, "id", None)) in ("command", "group"):
+            fields |= {k.arg: _value(k.value, tree) for k in dec.keywords if k.arg in _SUMMARY_FIELDS}
+    return click.Command(name, **fields)
+
+
+def _source(mod: str) -> ast.Module:
+    """The syntax tree of ``attnlab.commands.<mod>``, read without importing it."""
+    spec = importlib.util.find_spec(f"attnlab.commands.{mod}")
+    return ast.parse(spec.loader.get_source(spec.name))
+
+
+def _value(node: ast.expr, tree: ast.Module):
+    """A decorator argument's value: a literal, a sum of strings, or a name assigned one at the top of
+    the module (or imported from another command module)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _value(node.left, tree) + _value(node.right, tree)
+    if not isinstance(node, ast.Name):
+        return ast.literal_eval(node)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == node.id for t in stmt.targets):
+            return _value(stmt.value, tree)
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("attnlab.commands."):
+            for alias in stmt.names:
+                if (alias.asname or alias.name) == node.id:
+                    return _value(ast.Name(alias.name), _source(stmt.module.rpartition(".")[2]))
+    raise ValueError(f"attnlab.cli: cannot read {node.id!r} from the source")
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
