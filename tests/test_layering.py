@@ -6,7 +6,8 @@ above its own. The floors are DESIGN.md's layering, with every module placed:
 0     the bottom: ``_io``, ``_checks``, ``_runs`` (reading a run folder), ``_blas``, ``_rope_scaling``,
       ``devices``, ``progress``
 1     ``ref`` (the NumPy reference)
-2     ``nn`` (PyTorch building blocks); ``tasks`` beside it (task alphabets, corpora, tokenizers)
+2     ``nn`` (PyTorch building blocks); ``tasks`` beside it (task alphabets, corpora, tokenizers);
+      ``names`` (the registries' names, light)
 3     ``models`` (whole models, the registry, the resolver ``attnlab.models.load``) and ``decoding``
       (drives any model through the decoding protocol)
 4     the tools on the models: ``audit``, ``training``, ``interp``, ``viz``, ``experiments``,
@@ -39,6 +40,7 @@ FLOORS = {
     "attnlab.ref": 1,
     "attnlab.nn": 2,
     "attnlab.tasks": 2,
+    "attnlab.names": 2,  # the registries' names that --help lists without torch
     "attnlab.models": 3,
     "attnlab.decoding": 3,
     "attnlab.audit": 4,
@@ -61,7 +63,8 @@ FLOORS = {
 # Issue 23 counted 223 before the import circles were broken; this is the ceiling now: 114 in
 # commands (26 commands and experiments more than then) and 54 elsewhere (64 before the merge).
 # +2: the Week 19 code-block lessons import inside the function whose source they show (as 01-05 do).
-MOST_IN_FUNCTION = 170
+# +3: a command's --help without torch (issue 35 item 7: commands._text's decoder, embed's warnings).
+MOST_IN_FUNCTION = 173
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -40,16 +40,13 @@ import numpy as np
 from attnlab import embed_parts
 from attnlab.models.precision import check_dtype
 from attnlab.models.sentence import embed, unknown_words
+from attnlab.names import CHUNK_SIZE
+from attnlab.names import STREAM_FORMATS as FORMATS
 from attnlab.progress import progress as progress_bar
 from attnlab.tasks.text_source import read_lines
 
-FORMATS = ("lines", "jsonl")
 OUTPUTS = (".npy", ".safetensors")
 MANIFEST_VERSION = embed_parts.VERSION
-# Sentences per part. MiniLM float32 on 2 busy cores (37 sentences/s): one part every ~14 s, all an
-# interrupt can lose. 512 runs as fast as 4,096 (sorting by length inside a part still fills the
-# batches: 54 s against 54 s for 2,000 lines); 256 ran 14% slower (62 s).
-CHUNK_SIZE = 512
 
 
 def _describe(source: str) -> str:

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from attnlab.commands._errors import BadInput
-from attnlab.tasks.text_source import decoded
 
 
 def path_kind(value: str) -> str | None:
@@ -24,6 +23,8 @@ def path_kind(value: str) -> str | None:
 def _decoded(stream, name: str, what: str) -> str:
     """The text of the binary ``stream`` (:func:`~attnlab.tasks.text_source.decoded`: read in
     pieces, a NUL byte or invalid UTF-8 refused at once, naming the offset) or a :class:`BadInput`."""
+    from attnlab.tasks.text_source import decoded  # (imports torch: not for --help)
+
     if stream is None:  # a text stream without bytes beneath (a test's StringIO): already text
         return sys.stdin.read()
     try:

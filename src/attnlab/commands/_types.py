@@ -290,7 +290,7 @@ def decode_options(what: str = "Decoding."):
         )(f)
         return click.option(
             "--decode",
-            type=choice("attnlab.training.config:DECODERS"),
+            type=choice("attnlab.names:DECODERS"),
             default="greedy",
             show_default=True,
             help=what,

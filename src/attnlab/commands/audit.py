@@ -24,7 +24,7 @@ from attnlab.commands._types import (
     choice,
     options,
 )
-from attnlab.models.precision import DTYPES
+from attnlab.names import MODEL_DTYPES
 from attnlab.nn.config import ACTIVATIONS, FFNS, NORM_PLACES, NORMS
 
 _PRESET_HELP = "A published model (fixes every size and option of the model): " + "; ".join(
@@ -307,7 +307,7 @@ def _config_bytes(ctx: click.Context, hf_config: str, given: int) -> tuple[int, 
 )
 @click.option(
     "--dtype",
-    type=choice(DTYPES),
+    type=choice(MODEL_DTYPES),
     default="float32",
     show_default=True,
     help="Number format of the matmul (bfloat16: AMX / AVX-512 BF16; int8: dynamic quantisation).",

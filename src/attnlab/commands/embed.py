@@ -16,10 +16,7 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import POSITIVE, choice, device_option
-from attnlab.embed_stream import CHUNK_SIZE, FORMATS
-from attnlab.models.precision import DTYPES
-from attnlab.models.sentence import unknown_words
-from attnlab.tasks.text_tokenizer import describe_characters
+from attnlab.names import CHUNK_SIZE, MODEL_DTYPES, STREAM_FORMATS
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -37,6 +34,8 @@ def _warn_truncated(truncated: int, total: int, limit: int) -> None:
 
 def _warn_unknown(sentences: int, words: list[str], total: int) -> None:
     """One line naming what the vocabulary could not represent (embedded as ``[UNK]``)."""
+    from attnlab.tasks.text_tokenizer import describe_characters
+
     if sentences:
         shown = describe_characters(words) if all(len(w) == 1 for w in words) else _words(words)
         click.echo(
@@ -54,6 +53,8 @@ def _words(words: list[str], most: int = 8) -> str:
 def _warn_inputs(tokenizer, texts, limit: int) -> None:
     """Warn about truncated sentences and ``[UNK]`` among TEXTs (``--explain``, which tokenises them
     itself, sentence by sentence)."""
+    from attnlab.models.sentence import unknown_words
+
     encodings = tokenizer.encode_batch(list(texts))
     _warn_truncated(sum(1 for e in encodings if e.overflowing), len(texts), limit)
     _warn_unknown(*unknown_words(tokenizer, texts, encodings), len(texts))
@@ -74,7 +75,7 @@ def _warn_inputs(tokenizer, texts, limit: int) -> None:
 @device_option()
 @click.option(
     "--dtype",
-    type=choice(DTYPES),
+    type=choice(MODEL_DTYPES),
     default="float32",
     show_default=True,
     help="Matmul number format: bfloat16 (fast with AMX / AVX-512 BF16) or int8 (dynamic quantisation).",
@@ -85,7 +86,7 @@ def _warn_inputs(tokenizer, texts, limit: int) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=choice(FORMATS),
+    type=choice(STREAM_FORMATS),
     default="lines",
     show_default=True,
     help="--input layout: one sentence per line, or JSON Lines.",

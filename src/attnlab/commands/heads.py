@@ -77,7 +77,7 @@ HEADS_HELP = (
 )
 @click.option(
     "--convention",
-    type=choice("attnlab.interp.detectors:CONVENTIONS"),
+    type=choice("attnlab.names:CONVENTIONS"),
     default="attnlab",
     show_default=True,
     help="Induction pattern: the attended key strictly before the query (attnlab), or TransformerLens's, "

@@ -105,7 +105,7 @@ PATCH_HELP = (
 @click.option("--wrong", default=None, help="Measure logit(target) - logit(wrong) instead.")
 @click.option(
     "--point",
-    type=choice("attnlab.interp.patching:POINTS"),
+    type=choice("attnlab.names:POINTS"),
     default="resid_pre",
     show_default=True,
     help="Which residual-stream point of each block to restore.",

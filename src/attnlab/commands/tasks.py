@@ -52,14 +52,14 @@ def _params_text(params: dict) -> str:
 
 
 @tasks.command("show")
-@click.argument("name", type=choice("attnlab.tasks:TASKS"))
+@click.argument("name", type=choice("attnlab.names:TASKS"))
 @click.option("--n", "n", default=5, show_default=True, type=POSITIVE, help="Examples to print.")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Random seed of the examples.")
 @click.option(
     "--split",
     default="train",
     show_default=True,
-    type=choice("attnlab.tasks.base:SPLITS"),
+    type=choice("attnlab.names:SPLITS"),
     help="Which deterministic split the examples come from.",
 )
 @click.option("--min-len", type=POSITIVE, default=None, help="Shortest source (symbol tasks, dates filter).")

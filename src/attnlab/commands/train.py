@@ -21,7 +21,7 @@ from attnlab.commands._types import (
     device_option,
 )
 from attnlab.devices import resolve_device
-from attnlab.training.config import TEXT_TASK
+from attnlab.names import TEXT_TASK
 
 _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
@@ -29,7 +29,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.command()
 @click.option(
     "--task",
-    type=choice("attnlab.tasks:TASKS"),
+    type=choice("attnlab.names:TASKS"),
     default=None,
     help="The built-in task to train on. Required (unless --resume, which reads it from --out, or --text).",
 )
@@ -43,14 +43,14 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 )
 @click.option(
     "--preset",
-    type=choice("attnlab.training.text_presets:TEXT_PRESETS"),
+    type=choice("attnlab.names:TEXT_PRESETS"),
     default=None,
     help="--text: a set of sizes and settings (quick: under a minute on a CPU; nanogpt: nanoGPT's CPU run). "
     "Options you give override it.",
 )
 @click.option(
     "--tokenizer",
-    type=choice("attnlab.tasks.text_tokenizer:TEXT_TOKENIZERS"),
+    type=choice("attnlab.names:TEXT_TOKENIZERS"),
     default=None,
     help="--text: characters, or byte-level BPE learnt from the training text (default char).",
 )
@@ -68,7 +68,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 )
 @click.option(
     "--model",
-    type=choice("attnlab.training.config:MODEL_KINDS"),
+    type=choice("attnlab.names:TRAINABLE"),
     default="transformer",
     show_default=True,
     help="The model to train (with --text: gpt).",
@@ -78,7 +78,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--lr", type=float, default=1e-3, show_default=True, help="Peak learning rate (noam: factor).")
 @click.option(
     "--schedule",
-    type=choice("attnlab.training.schedule:SCHEDULES"),
+    type=choice("attnlab.names:SCHEDULES"),
     default="cosine",
     show_default=True,
     help="Learning-rate schedule.",
@@ -110,10 +110,10 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--layers", type=POSITIVE, default=None, help="Layers (default 2 transformer/gpt, 1 RNN).")
 @click.option("--hidden", type=POSITIVE, default=None, help="RNN state width (default 64).")
 @click.option("--emb", type=POSITIVE, default=None, help="RNN embedding width (default 32).")
-@click.option("--cell", type=choice("attnlab.models.rnn:CELLS"), default=None, help="RNN cell (default gru).")
+@click.option("--cell", type=choice("attnlab.names:CELLS"), default=None, help="RNN cell (default gru).")
 @click.option(
     "--attention",
-    type=choice("attnlab.models.registry:attention_choices"),
+    type=choice("attnlab.names:attention_choices"),
     default=None,
     help="attention-rnn: the score (default bahdanau); gpt: the block's attention kind (default sdpa).",
 )
@@ -374,13 +374,13 @@ def _check_positions(directory: str, model, task) -> None:
 @click.argument("directory", type=str)
 @click.option(
     "--task",
-    type=choice("attnlab.tasks:TASKS"),
+    type=choice("attnlab.names:TASKS"),
     default=None,
     help="Must match the checkpoint's task (default: it).",
 )
 @click.option(
     "--split",
-    type=choice("attnlab.tasks.base:SPLITS"),
+    type=choice("attnlab.names:SPLITS"),
     default="test",
     show_default=True,
     help="Which examples to score.",

@@ -19,7 +19,7 @@ from attnlab.commands._types import RATE, OutFile, choice, device_option
 @click.option(
     "--format",
     "fmt",
-    type=choice("attnlab.viz.figures:FORMATS"),
+    type=choice("attnlab.names:FIGURE_FORMATS"),
     default="png",
     show_default=True,
     help="Image format of the figures.",

@@ -40,9 +40,9 @@ import torch
 from torch import Tensor
 
 from attnlab._checks import choice
+from attnlab.names import CONVENTIONS
 
 DETECTORS = ("previous", "duplicate", "induction", "first", "current")
-CONVENTIONS = ("attnlab", "tl")  # induction: key strictly before the query, or TransformerLens's j <= i
 
 
 def _check_tokens(tokens: Tensor) -> Tensor:

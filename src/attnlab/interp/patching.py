@@ -28,9 +28,9 @@ from torch import Tensor
 from attnlab._checks import choice
 from attnlab.interp.ablation import as_index, refuse_pruned
 from attnlab.interp.attribution import check_decoder, check_position, check_token, logits_of
+from attnlab.names import POINTS
 from attnlab.nn.hooks import capture, patch
 
-POINTS = ("resid_pre", "resid_mid", "resid_post")
 RESID = "blocks.{l}.{point}"  # [B, T, d_model]
 Z = "blocks.{l}.self_attn.z"  # [B, T, h, d_k]
 ROW_BUDGET = 2**24  # logits entries per batched forward (rows x T x V): chunks keep memory flat

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from attnlab.models.cpu import FEATURES, FUSED, cpu_features, fast_bfloat16, features_line, onednn_linear
 from attnlab.models.int8 import int8_engine, int8_kernel, int8_linear
+from attnlab.names import MODEL_DTYPES as DTYPES
 from attnlab.nn.layers import ACTIVATIONS
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "warn_if_slow",
 ]
 
-DTYPES = ("float32", "bfloat16", "int8")
 
 Linear = Callable[..., Tensor]  # x [N, d_in] (, residual [N, d_out]) -> [N, d_out]
 

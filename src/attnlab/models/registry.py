@@ -12,17 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab import names
 from attnlab._runs import checkpoint_dir, is_run, verify
 from attnlab.models.base import ModelConfig, SavableModel, read_config
 from attnlab.models.bert import BertEncoder
 from attnlab.models.gpt import GPT
 from attnlab.models.pretrained import PRETRAINED
-from attnlab.models.rnn import ATTENTIONS, AttentionRNN, Seq2SeqRNN
+from attnlab.models.rnn import AttentionRNN, Seq2SeqRNN
 from attnlab.models.transformer import Transformer
-from attnlab.nn.config import ATTENTION_KINDS
+from attnlab.names import attention_choices as attention_choices  # (train --attention)
 
 FAMILIES: tuple[type[SavableModel], ...] = (Seq2SeqRNN, AttentionRNN, Transformer, GPT, BertEncoder)
 TRAINABLE: tuple[str, ...] = tuple(cls.kind for cls in FAMILIES if cls.OPTIONS is not None)
+if TRAINABLE != names.TRAINABLE:  # the list --help shows without importing the models
+    raise ImportError(f"attnlab.names.TRAINABLE must be {TRAINABLE}, the families with OPTIONS")
 
 
 def model_class(kind: str) -> type[SavableModel]:
@@ -37,11 +40,6 @@ def build_model(kind: str, vocab_size: int, options: dict[str, Any]) -> SavableM
     """A freshly initialised trainable model of ``kind`` from its training ``options``
     (:meth:`SavableModel.build`)."""
     return model_class(kind).build(vocab_size, options)
-
-
-def attention_choices() -> tuple[str, ...]:
-    """What ``attnlab train --attention`` takes: the attention-rnn scores, then the gpt block kinds."""
-    return tuple(ATTENTIONS) + tuple(k for k in ATTENTION_KINDS if k not in ATTENTIONS)
 
 
 def load_model(directory: str | Path, map_location: str = "cpu") -> SavableModel:

@@ -34,11 +34,10 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.models.base import ModelConfig, SavableModel, check_choice, check_positive, check_probability
+from attnlab.names import CELLS
+from attnlab.names import RNN_ATTENTIONS as ATTENTIONS
 from attnlab.nn.attention import AdditiveAttention, LuongAttention
 from attnlab.nn.hooks import HookPoints
-
-CELLS = ("gru", "lstm")
-ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat")
 
 # An RNN state: a tensor [layers, B, H] (GRU) or a pair of them (LSTM's (h, c)).
 State = Any

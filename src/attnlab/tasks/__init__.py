@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnlab import names
 from attnlab.tasks.base import SPLITS, Example, Task, split_of
-from attnlab.tasks.dates import Dates
-from attnlab.tasks.symbols import Copy, Reverse, Sort
 from attnlab.tasks.tokenizer import BOS, EOS, PAD, SEP, UNK, CharTokenizer
 
-TASKS: dict[str, type[Task]] = {"reverse": Reverse, "copy": Copy, "sort": Sort, "dates": Dates}
+# name -> task class, as attnlab.names lists them (what --help shows without torch)
+TASKS: dict[str, type[Task]] = {name: names.load(path) for name, path in names.TASKS.items()}
 
 
 def get_task(name: str, **kwargs: Any) -> Task:

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.names import SPLITS
 from attnlab.tasks.tokenizer import CharTokenizer
 
-SPLITS = ("train", "validation", "test")
 _SPLIT_BOUNDS = {"train": (0, 80), "validation": (80, 90), "test": (90, 100)}
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-TEXT_TOKENIZERS = ("char", "bpe")
+from attnlab.names import TEXT_TOKENIZERS as TEXT_TOKENIZERS
+
 MIN_BPE_VOCAB = 257  # the 256 byte symbols and at least one merge
 
 

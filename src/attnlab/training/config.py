@@ -9,11 +9,11 @@ from typing import Any
 
 from attnlab._checks import non_negative_float, positive_float, positive_int, probability
 from attnlab.models.registry import TRAINABLE, model_class
+from attnlab.names import DECODERS
+from attnlab.names import TEXT_TASK as TEXT_TASK
 from attnlab.training.schedule import SCHEDULES
 
 MODEL_KINDS = TRAINABLE  # every family that names its training OPTIONS (attnlab.models.registry)
-TEXT_TASK = "text"  # the task of a GPT trained on text (attnlab.training.text_data)
-DECODERS = ("greedy", "beam")
 # fields that may change between a run and its resumption without changing the result's meaning
 RESUMABLE_CHANGES = ("steps", "eval_every", "eval_size", "ckpt_every", "decode", "beam_size")
 

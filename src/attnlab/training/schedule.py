@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-SCHEDULES = ("cosine", "noam", "constant")
+from attnlab.names import SCHEDULES
 
 
 def learning_rate(

@@ -16,44 +16,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from attnlab.names import TEXT_PRESETS  # (the data: --help lists the names without torch)
 from attnlab.training.config import OPTION_ROUTES, TEXT_TASK, TrainConfig, config_from_options
 from attnlab.training.trainer import TrainResult, train
-
-TEXT_PRESETS: dict[str, dict[str, Any]] = {
-    "quick": {
-        "model": "gpt",
-        "tokenizer": "char",
-        "layers": 2,
-        "heads": 4,
-        "d_model": 128,
-        "context": 64,
-        "batch": 16,
-        "steps": 500,
-        "lr": 3e-3,
-        "warmup": 50,
-        "weight_decay": 0.1,
-        "dropout": 0.0,
-        "eval_every": 250,
-        "eval_size": 64,
-    },
-    "nanogpt": {
-        "model": "gpt",
-        "tokenizer": "char",
-        "layers": 4,
-        "heads": 4,
-        "d_model": 128,
-        "context": 64,
-        "batch": 12,
-        "steps": 2000,
-        "lr": 1e-3,
-        "warmup": 100,
-        "weight_decay": 0.1,
-        "clip": 1.0,
-        "dropout": 0.0,
-        "eval_every": 250,
-        "eval_size": 240,
-    },
-}
 
 
 def complete_text_options(opts: dict[str, Any], given: set[str], base: TrainConfig | None = None) -> bool:

@@ -25,6 +25,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
+from attnlab.names import FIGURE_FORMATS as FORMATS  # noqa: E402
 from attnlab.nn import BlockConfig, EncoderLayer
 from attnlab.ref import (  # noqa: E402
     additive_attention,
@@ -37,7 +38,6 @@ from attnlab.ref import (  # noqa: E402
 from attnlab.viz.heatmaps import heatmap  # noqa: E402
 from attnlab.viz.legends import place_legend, save_figure  # noqa: E402
 
-FORMATS = ("png", "svg")
 ILLUSTRATIVE = "illustrative: random weights, not a trained model"
 
 
