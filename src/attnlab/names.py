@@ -43,6 +43,7 @@ CHUNK_SIZE = 512
 FIGURE_FORMATS = ("png", "svg")  # attnlab.viz.figures
 CONVENTIONS = ("attnlab", "tl")  # attnlab.interp.detectors: induction key before the query, or j <= i
 POINTS = ("resid_pre", "resid_mid", "resid_post")  # attnlab.interp.patching
+TRAINED_POSITIONS = ("none", "sinusoidal", "learned", "rope", "alibi")  # attnlab.experiments.extrapolation
 
 # attnlab train --text --preset NAME: the options each preset sets (attnlab.training.text_presets)
 TEXT_PRESETS: dict[str, dict[str, Any]] = {

@@ -19,9 +19,9 @@ from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import POSITIVE, SEED, SuggestingGroup, choice
 from attnlab.commands.experiment_claims import claim_commands
-from attnlab.experiments.extrapolation import TRAINED as TRAINED_POSITIONS
-from attnlab.experiments.recall import QUICK as RECALL_QUICK
-from attnlab.experiments.recall import Settings as _RecallSettings
+from attnlab.experiments.recall_settings import QUICK as RECALL_QUICK
+from attnlab.experiments.recall_settings import Settings as _RecallSettings
+from attnlab.names import TRAINED_POSITIONS
 
 RECALL_FULL = _RecallSettings()
 
@@ -51,7 +51,7 @@ def experiment() -> None:
 @experiment.command()
 @click.option(
     "--task",
-    type=choice("attnlab.tasks:TASKS"),
+    type=choice("attnlab.names:TASKS"),
     default="reverse",
     show_default=True,
     help="The built-in task the models learn.",

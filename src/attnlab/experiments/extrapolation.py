@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from attnlab._checks import positive_float, positive_int
 from attnlab._io import atomic_write_json
 from attnlab.devices import torch_threads
+from attnlab.names import TRAINED_POSITIONS as TRAINED
 
-TRAINED = ("none", "sinusoidal", "learned", "rope", "alibi")  # positions of the trained models
 NAMES = {"none": "NoPE", "sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "alibi": "ALiBi"}
 
 
