@@ -53,6 +53,12 @@ CLAIMS = {
         "Dot-product against additive scoring (Week 19 course page): Bahdanau, Luong dot and scaled "
         "dot-product attention timed at equal sizes in NumPy and PyTorch (ratios).",
     ),
+    "facts": (
+        "facts",
+        "Facts in the MLP (Week 19 course page, the block's roles): a small GPT learns made-up facts "
+        "('<subject> lives in <city>'), then each layer's MLP or attention output is mean-ablated; fact "
+        "recall with a bootstrap interval over the facts (the model cached in OUT/models/facts).",
+    ),
 }
 
 

@@ -96,6 +96,7 @@ LESSONS: tuple[Lesson, ...] = (
             "attnlab lesson 04",
             "attnlab audit shapes --model gpt --vocab 100 --norm pre",
             "attnlab experiment residuals --quick",
+            "attnlab experiment facts --quick",
         ),
         (7, 8, 21, 25),
         ("shapes", "params", "concepts"),  # concepts: the page's bar, "explain what each component is for"
