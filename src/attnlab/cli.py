@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import importlib.util
 import os
@@ -92,6 +93,7 @@ def summary(name: str) -> click.Command:
     return click.Command(name, **fields)
 
 
+@functools.cache  # (train.py holds three commands, patch.py three, heads.py and viz.py two)
 def _source(mod: str) -> ast.Module:
     """The syntax tree of ``attnlab.commands.<mod>``, read without importing it."""
     spec = importlib.util.find_spec(f"attnlab.commands.{mod}")
