@@ -67,7 +67,7 @@ def find_nonfinite_weights(tensors: Mapping[str, Tensor] | nn.Module) -> tuple[s
     """``("model.layers.0.self_attn.q_proj.weight (2304 of 2304 entries are nan)", ...)``: each
     floating tensor of ``tensors`` (a state dict by the names its file uses, or a module's
     parameters and buffers) holding a NaN or an infinity, in order; ``()`` when all are finite.
-    One pass over the weights: call it once, at load."""
+    One pass over the weights (each tensor ``[...]``, any shape): call it once, at load."""
     if isinstance(tensors, nn.Module):
         tensors = dict(tensors.named_parameters()) | dict(tensors.named_buffers())
     found = []
@@ -79,14 +79,16 @@ def find_nonfinite_weights(tensors: Mapping[str, Tensor] | nn.Module) -> tuple[s
 
 def mark_nonfinite_weights(model: nn.Module, tensors: Mapping[str, Tensor] | None = None) -> tuple[str, ...]:
     """Record on ``model`` (its ``nonfinite_weights``) and return :func:`find_nonfinite_weights` of
-    ``tensors`` (the state dict it was loaded from, so the names are the file's), else of ``model``."""
+    ``tensors`` (the state dict it was loaded from, ``{name: [...]}``, so the names are the file's),
+    else of ``model``."""
     found = find_nonfinite_weights(model if tensors is None else tensors)
     model.nonfinite_weights = found
     return found
 
 
 def say_nonfinite_weights(found: tuple[str, ...]) -> str:
-    """``"tensor NAME (3 of 512 entries are nan)"`` and how many more, for a message."""
+    """``"tensor NAME (3 of 512 entries are nan)"`` and how many more, for a message (``found``: the
+    names :func:`find_nonfinite_weights` gave, of tensors ``[...]`` of any shape)."""
     more = f" and {len(found) - 1} more tensor{'s' * (len(found) > 2)}" if len(found) > 1 else ""
     return f"tensor {found[0]}{more}"
 
@@ -94,7 +96,7 @@ def say_nonfinite_weights(found: tuple[str, ...]) -> str:
 def require_finite_weights(model: nn.Module, what: str = "generate") -> None:
     """A :class:`NonFiniteError` (a ``ValueError``) naming the first tensor if ``model`` was loaded
     with weights holding NaN or infinity (as :func:`mark_nonfinite_weights` recorded: no pass over the
-    weights here); nothing for a model built in memory or with finite weights."""
+    weights ``[...]`` here); nothing for a model built in memory or with finite weights."""
     found = getattr(model, "nonfinite_weights", ())
     if found:
         raise NonFiniteError(
