@@ -51,7 +51,7 @@ def _registry(path: str, flag: str):
     if path == "embed" and flag == "--format":
         return STREAM_FORMATS
     if path == "generate" and flag == "--dtype":  # the decode engine's number formats
-        from attnlab.models.hf.textgen import DTYPES as GENERATE_DTYPES
+        from attnlab.decoding.text import DTYPES as GENERATE_DTYPES
 
         return GENERATE_DTYPES
     if path.startswith("audit"):

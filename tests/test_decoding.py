@@ -254,9 +254,11 @@ def test_bad_decoding_options():
     with pytest.raises(
         ValueError, match="prompt length 20 \\+ max_new_tokens 5 exceeds max_len=24 .*at most 4 new"
     ):
-        decoding.generate(gpt, torch.ones(1, 20, dtype=torch.long), 5)
+        decoding.beam_search(gpt, torch.ones(1, 20, dtype=torch.long), 2, 5)
     with pytest.raises(ValueError, match="the prompt alone fills all 24"):
-        decoding.generate(gpt, torch.ones(1, 24, dtype=torch.long), 1)
+        decoding.beam_search(gpt, torch.ones(1, 24, dtype=torch.long), 2, 1)
+    with pytest.raises(ValueError, match="the prompt has 25 tokens but the model has 24 positions"):
+        decoding.generate(gpt, torch.ones(1, 25, dtype=torch.long), 1)
     with pytest.raises(ValueError, match="cannot decode position 16: max_len=16"):
         decoding.greedy(model, src, max_len=17)
 
@@ -321,3 +323,43 @@ def test_generate_refuses_a_negative_seed_before_loading(tmp_path):
     assert result.exit_code == 2 and result.output.splitlines() == [
         "Error: seed must be an integer from 0 to 9223372036854775807, got -1"
     ]
+
+
+def _slid(gpt, prompt: torch.Tensor, n: int) -> list[int]:
+    """nanoGPT's generate, greedy: each token the argmax after the last max_len ids, re-read."""
+    ids, limit = prompt[0].tolist(), gpt.config.max_len
+    with torch.no_grad():
+        for _ in range(n):
+            ids.append(int(gpt(torch.tensor([ids[-limit:]]))[0, -1].argmax()))
+    return ids[prompt.shape[1] :]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(positions="rope", num_kv_heads=2)])
+def test_greedy_and_sampling_slide_past_the_context(kw):
+    """20 prompt + 30 new tokens through 24 positions: every decode path (generate with and without
+    the cache, greedy, sample) gives nanoGPT's cropped-context tokens; beam search refuses."""
+    gpt = _gpt(80, vocab=7, **kw)
+    prompt = _src(81, b=1, s=20)
+    want = _slid(gpt, prompt, 30)
+    assert decoding.generate(gpt, prompt, 30)[0, 20:].tolist() == want
+    assert decoding.generate(gpt, prompt, 30, use_cache=False)[0, 20:].tolist() == want
+    assert decoding.greedy(gpt, prompt, 30, eos_id=-1)[0].tolist() == want
+    drawn = [decoding.sample(gpt, prompt, 30, temperature=1.0, seed=s, eos_id=-1)[0] for s in (3, 3, 4)]
+    assert len(drawn[0]) == 30 and torch.equal(drawn[0], drawn[1]) and not torch.equal(drawn[0], drawn[2])
+    streamed = decoding.generate(gpt, prompt, 30, temperature=1.0, seed=3)[0, 20:]
+    assert torch.equal(streamed, drawn[0])  # stream and sample: the one loop, the same draws
+    with pytest.raises(ValueError, match="beam search cannot slide"):
+        decoding.beam_search(gpt, prompt, 2, 30)
+
+
+def test_two_end_of_sequence_ids_stop_at_either():
+    """A checkpoint may end on several ids (Llama 3 lists two): each of them stops the loop."""
+    gpt = _gpt(82, vocab=7)
+    prompt = _src(83, b=1, s=3)
+    free = decoding.generate(gpt, prompt, 12)[0, 3:].tolist()
+    first, other = free[2], next(t for t in range(7) if t not in free[:3])
+    for eos in ([first, other], [other, first]):
+        got = decoding.generate(gpt, prompt, 12, eos_id=eos)[0, 3:].tolist()
+        assert got == free[: free.index(first) + 1]
+        beam = decoding.beam_search(gpt, prompt, 1, 12, eos_id=eos).tokens[0].tolist()
+        assert beam == free[: free.index(first) + 1]

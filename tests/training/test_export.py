@@ -9,13 +9,13 @@ import torch
 from click.testing import CliRunner
 
 from attnlab.cli import cli
+from attnlab.decoding import generate
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.hf.export import FILES, export_gpt2, gpt2_config
 from attnlab.models.hf.load import load_hf
-from attnlab.models.hf.textgen import GenerationRequest
 from attnlab.tasks.text_tokenizer import char_tokenizer
 from attnlab.training import train
-from attnlab.training.text_generate import load_text_run, slide
+from attnlab.training.text_export import load_text_run
 
 transformers = pytest.importorskip("transformers")  # a test dependency (pyproject [test])
 
@@ -52,7 +52,7 @@ def test_transformers_loads_it_and_greedy_matches_token_for_token(exported):
     with torch.no_grad():
         assert torch.allclose(model(x), hf(x).logits, atol=1e-5)
     new = model.config.max_len - len(ids)  # transformers cannot slide past its positions
-    ours = list(slide(model, ids, GenerationRequest(prompt=PROMPT, max_new=new), "cpu"))
+    ours = generate(model, ids, new)[0, len(ids) :].tolist()
     with torch.no_grad():
         theirs = hf.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new, do_sample=False)
     assert theirs[0, len(ids) :].tolist() == ours

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.models.hf.textgen import GenerationRequest
+from attnlab.decoding import GenerationRequest, stream
+from attnlab.decoding.text import decode_engine_for
 from attnlab.tasks.text_source import decode_text, read_corpus, split_tail
 from attnlab.tasks.text_tokenizer import (
     bpe_tokenizer,
@@ -20,7 +21,7 @@ from attnlab.tasks.text_tokenizer import (
 from attnlab.tasks.tokenize import from_file
 from attnlab.training import train
 from attnlab.training.text_data import TextData, read_meta, window_starts
-from attnlab.training.text_generate import load_text_run, slide
+from attnlab.training.text_export import load_text_run
 
 TINY_GPT = {"d_model": 32, "layers": 1, "heads": 2, "max_len": 32}
 
@@ -156,17 +157,24 @@ def threads():
     torch.set_num_threads(before)
 
 
+def slide(model, prompt: list[int], request: GenerationRequest) -> list[int]:
+    """The new ids of ``request`` (greedy or sampled, its cache and dtype) after ``prompt``."""
+    engine = decode_engine_for(model, request)
+    rule = {"temperature": request.temperature, "seed": request.seed, "engine": engine}
+    return [int(t[0]) for t, _ in stream(model, prompt, request.max_new, request.use_cache, **rule)]
+
+
 def test_sliding_generation_passes_the_positions(tmp_path, corpus, threads, text_config):
     train(text_config(corpus, steps=30, eval_every=0), tmp_path / "run", progress=False)
     model, tok, _ = load_text_run(tmp_path / "run")
     prompt = tok.encode("ROMEO:\n")
     torch.set_num_threads(1)  # restored by the fixture below
-    cached = list(slide(model, prompt, GenerationRequest(prompt="", max_new=80), "cpu"))
-    uncached = list(slide(model, prompt, GenerationRequest(prompt="", max_new=80, use_cache=False), "cpu"))
+    cached = slide(model, prompt, GenerationRequest(prompt="", max_new=80))
+    uncached = slide(model, prompt, GenerationRequest(prompt="", max_new=80, use_cache=False))
     assert len(cached) == 80 > model.config.max_len  # 7 + 80 tokens through 32 positions
     assert cached == uncached  # the cache changes the cost, not the tokens
     draws = [
-        list(slide(model, prompt, GenerationRequest(prompt="", max_new=40, temperature=1.0, seed=s), "cpu"))
+        (slide(model, prompt, GenerationRequest(prompt="", max_new=40, temperature=1.0, seed=s)))
         for s in (5, 5, 6)
     ]
     assert draws[0] == draws[1] != draws[2]
@@ -204,17 +212,16 @@ def test_bfloat16_sliding_generation_picks_what_float32_would(tmp_path, corpus, 
         return start(ids, *args, engine=engine, **kwargs)
 
     model.start = spy
-    fast = list(slide(model, prompt, GenerationRequest(prompt="", max_new=80, dtype="bfloat16"), "cpu"))
+    fast = slide(model, prompt, GenerationRequest(prompt="", max_new=80, dtype="bfloat16"))
     del model.start
     assert len(fast) == 80 > model.config.max_len
     assert len(engines) > 1 and set(engines) == {"bfloat16"}  # the first start and every slide
     assert _worst_gap(model, prompt, fast) <= 0.05
-    with pytest.raises(ValueError, match=r"neither beam search nor use_cache=False \(--no-cache\)"):
-        list(
+    with pytest.raises(ValueError, match=r"neither beam search nor use_cache=False"):
+        (
             slide(
                 model,
                 prompt,
                 GenerationRequest(prompt="", max_new=4, dtype="bfloat16", use_cache=False),
-                "cpu",
             )
         )

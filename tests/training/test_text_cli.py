@@ -14,9 +14,8 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from attnlab.cli import cli
-from attnlab.models.hf.textgen import GenerationRequest
+from attnlab.decoding import GenerationRequest, generate_text
 from attnlab.training import train
-from attnlab.training.text_generate import run_text_generation
 
 TINY = ["--d-model", "32", "--layers", "1", "--heads", "2", "--context", "32", "--batch", "8"]
 TINY += ["--warmup", "5", "--lr", "0.003", "--quiet"]
@@ -84,7 +83,7 @@ def test_generate_streams_text_from_a_text_run(trained, tmp_path):
     assert run("generate", out, prompt, "--max-new", 60, "--quiet").output == r.output  # a file
     assert run("generate", out, "-", "--max-new", 60, "--quiet", input="ROMEO:\n").output == r.output
     pieces = []
-    result = run_text_generation(out, GenerationRequest(prompt="ROMEO:\n", max_new=20), on_text=pieces.append)
+    result = generate_text(out, GenerationRequest(prompt="ROMEO:\n", max_new=20), on_text=pieces.append)
     assert len(pieces) == 20 and "".join(pieces) == result["text"]  # one piece per token, as it comes
     r = run("generate", out, "NURSE:", "--max-new", 10, "--beam", 3, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["strategy"] == "beam search, 3 beams"
@@ -191,7 +190,8 @@ def test_prompt_with_unknown_characters_is_named(trained, play):
         f"{len(set(play()))}: 'ù' (U+00F9), 'ž' (U+017E)"
     ]
     r = run("generate", out, "ROMEO:", "--max-new", 40, "--beam", 2)
-    assert r.exit_code == 2 and "exceeds the model's 32 positions; beam search cannot slide" in r.output
+    assert r.exit_code == 2 and "max_len=32" in r.output and "beam search cannot slide" in r.output
+    assert "at most 26 new tokens" in r.output
 
 
 @pytest.mark.slow
@@ -272,3 +272,21 @@ def test_generate_streams_into_a_pipe_as_it_comes(trained):
     assert proc.wait(timeout=300) == 0
     text = (first + rest).decode()
     assert len(text) == 2000 + 1 and 0 < len(first) < 2000  # a part: streamed, not written at exit
+
+
+def test_the_cli_and_the_served_page_continue_a_text_run_alike(trained, play):
+    """One front end: a 30-character prompt and 20 new tokens through 32 positions give the same
+    continuation on the command line and on the served page, greedy and sampled (both slide past
+    the context); the page's beam search box says why it cannot."""
+    from attnlab.models import load
+    from attnlab.serve import views
+
+    out, _ = trained
+    prompt = play()[:30]
+    served = views.generate(load(out), prompt, n=20, beam=2, temperature=0.8, seed=5)
+    for extra, box in (([], "greedy"), (["--temperature", "0.8", "--seed", "5"], "sample")):
+        got = json.loads(run("generate", out, prompt, "--max-new", 20, "--json", *extra).stdout)
+        assert got["tokens"] == served[box]["ids"] and len(got["tokens"]) == 20
+        assert got["text"] == served[box]["text"]
+    assert served["beam"]["ids"] == [] and "cannot slide" in served["beam"]["note"]
+    assert "at most 2 new tokens" in served["beam"]["note"]

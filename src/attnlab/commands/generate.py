@@ -38,7 +38,7 @@ from attnlab.commands._types import POSITIVE as POS
     "--dtype",
     default="float32",
     show_default=True,
-    type=choice("attnlab.models.hf.textgen:DTYPES"),
+    type=choice("attnlab.decoding.text:DTYPES"),
     help="Number format of the decode engine's matrix products: bfloat16 casts the weights once (fast "
     "with AVX-512 BF16 or AMX; norms, attention and KV cache stay float32). Greedy and sampling only.",
 )
@@ -52,10 +52,9 @@ def generate(
     """Continue PROMPT (text, a file, or - for stdin) with the decoder in DIR (a Hugging Face
     checkpoint with its tokenizer.json, an attnlab train --text run folder, or a saved GPT with a
     tokenizer.json beside it), printing each piece of text as it is produced."""
+    from attnlab.decoding import GenerationRequest, generate_text
     from attnlab.devices import resolve_device
     from attnlab.models import load
-    from attnlab.models.hf.textgen import GenerationRequest, run_generation
-    from attnlab.training.text_generate import is_text_run, run_text_generation
 
     sampling = temperature is not None
     if beam is not None and (sampling or top_k or top_p or seed is not None):
@@ -97,11 +96,12 @@ def generate(
     loaded = load(directory, device=resolve_device(device), finite=True)
     if loaded.origin == "run" and loaded.task is not None:
         raise BadInput(f"{directory} was trained on the task {loaded.task['name']!r}: use attnlab translate")
-    if is_text_run(loaded):
-        warn = None if quiet else (lambda line: click.echo(f"Warning: {line}", err=True))
-        result = run_text_generation(loaded, request, on_text=show, warn=warn)
-    else:
-        result = run_generation(loaded, request, on_text=show)
+    warn = None if quiet else (lambda line: click.echo(f"Warning: {line}", err=True))
+    try:
+        result = generate_text(loaded, request, on_text=show, warn=warn)
+    except ValueError as exc:  # the library names its arguments; the flags are ours
+        said = str(exc).replace("max_new_tokens ", "--max-new ")
+        raise BadInput(f"--{said}" if said.startswith("beam ") else said) from None
     if as_json:
         click.echo(dumps_json(result, indent=2, ensure_ascii=False))
         return

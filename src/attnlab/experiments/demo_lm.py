@@ -8,11 +8,10 @@ import dataclasses
 import time
 from pathlib import Path
 
+from attnlab.decoding import GenerationRequest, generate_text
 from attnlab.experiments import decoding, faithfulness, report, text_induction
 from attnlab.experiments.report import Section
-from attnlab.models.hf.textgen import GenerationRequest
 from attnlab.tasks.shakespeare import play_files
-from attnlab.training.text_generate import run_text_generation
 from attnlab.training.text_presets import train_text
 
 PROMPT = "ROMEO:\n"
@@ -70,7 +69,7 @@ def language_model_section(out: Path, settings: DemoLM = DEMO_LM, progress: bool
         return Section("language-model", title, concept, "", report.pre(str(exc), "output"), "Not run here.")
     folder = out / "lm"
     record, seconds = _train(folder / "model", settings, progress)
-    sample = run_text_generation(
+    sample = generate_text(
         folder / "model",
         GenerationRequest(PROMPT, max_new=settings.sample_tokens, temperature=0.8, seed=0),
     )["text"]

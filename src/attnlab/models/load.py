@@ -33,6 +33,7 @@ from attnlab._io import file_sha256, read_json
 from attnlab._runs import checkpoint_dir, is_run, verify
 from attnlab.devices import resolve_device
 from attnlab.models.base import CONFIG_FILE, ModelConfig, SavableModel
+from attnlab.models.hf.checkpoint import eos_ids
 from attnlab.models.hf.load import config_dtype_bytes, load_hf, model_config_from_hf
 from attnlab.models.pretrained import PRETRAINED, load_pretrained, pretrained_path
 from attnlab.models.registry import load_model, read_model_config
@@ -52,8 +53,9 @@ ORIGINS = ("pretrained", "run", "hf", "saved")
 class Loaded:
     """A loaded model: ``model`` (eval mode, on the requested device), its ``tokenizer``, the
     ``source`` as given, its ``origin`` (one of :data:`ORIGINS`), a one-line ``label`` for titles,
-    and for a run its ``task`` spec (``{"name", "params"}``) or ``text`` metadata. Unpacks as
-    ``model, tokenizer = load(source)``."""
+    and for a run its ``task`` spec (``{"name", "params"}``) or ``text`` metadata; ``eos_ids``: the
+    end-of-sequence ids generation stops at (:func:`end_of_sequence`, the one place they are read).
+    Unpacks as ``model, tokenizer = load(source)``."""
 
     model: nn.Module
     tokenizer: Tokenizer | None
@@ -62,6 +64,7 @@ class Loaded:
     label: str
     task: dict[str, Any] | None = None
     text: dict[str, Any] | None = None
+    eos_ids: list[int] = dataclasses.field(default_factory=list)
 
     def __iter__(self):
         return iter((self.model, self.tokenizer))
@@ -223,7 +226,18 @@ def load(source: str | Path, *, device: str | torch.device = "cpu", finite: bool
             stacklevel=2,
         )
     loaded.model = loaded.model.to(device)
+    loaded.eos_ids = end_of_sequence(loaded)
     return loaded
+
+
+def end_of_sequence(loaded: Loaded) -> list[int]:
+    """The ids generation stops at: a Hugging Face checkpoint's ``eos_token_id``
+    (``generation_config.json``, else ``config.json``; a list included: Llama 3 lists two), else the
+    end-of-sequence token the tokenizer declares (a task alphabet's ``<eos>``, the ``eos_token`` of a
+    ``tokenizer_config.json``); ``[]`` for none (an attnlab text run: generation runs its length)."""
+    ids = eos_ids(loaded.source) if loaded.origin == "hf" else []
+    declared = getattr(loaded.tokenizer, "eos_id", None)
+    return ids or ([] if declared is None else [int(declared)])
 
 
 def load_config(source: str | Path) -> ModelConfig:

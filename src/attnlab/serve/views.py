@@ -12,7 +12,7 @@ attention    ``attnlab.nn.hooks.capture`` of every layer's ``self_attn.weights``
              ``[1, h, T, T]``, scored by ``attnlab.interp.detectors.score_heads``
 next         ``softmax(model(ids))`` per position, the loss ``-mean log p(x_{t+1})``    GPT
 lens         ``attnlab.interp.lens.logit_lens`` (layer x position, top tokens)         GPT
-generate     ``attnlab.decoding.greedy`` / ``beam_search`` / ``sample``                GPT
+generate     ``attnlab.decoding.generate_text``: greedy, beam search, sampling         GPT
 ablate       ``attnlab.nn.hooks.patch``: head h's ``z_h := 0`` (= zeroing W^O_h)       all
 similarity   ``attnlab.interp.similarity.explain_similarity``                          mean-pooled BERT
 audit        ``attnlab.audit.audit_params`` and ``audit_shapes`` (one block)           all
@@ -42,7 +42,7 @@ from attnlab import concepts
 from attnlab._checks import did_you_mean
 from attnlab.audit import Workload, audit_params, audit_shapes, model_spec
 from attnlab.concepts.markdown import mathml
-from attnlab.decoding import beam_search, greedy, sample
+from attnlab.decoding import GenerationRequest, fit_problem, generate_text
 from attnlab.interp.badges import BADGE_THRESHOLD
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.equation import query_math
@@ -428,35 +428,21 @@ def _int(name: str, value, low: int, high: int) -> int:
     return value
 
 
-def eos_id(loaded: Loaded) -> int:
-    """The tokenizer's end-of-text id, or -1 (no such token: generation runs its full length)."""
-    tok = loaded.tokenizer
-    if getattr(tok, "eos_id", None) is not None:
-        return int(tok.eos_id)
-    backend = getattr(tok, "backend", None)
-    for name in ("<|endoftext|>", "</s>", "<eos>"):
-        found = backend.token_to_id(name) if backend is not None else None
-        if found is not None:
-            return int(found)
-    return -1
-
-
-def _continuation(loaded: Loaded, new: torch.Tensor, eos: int) -> dict:
-    """Generated ids ``[N]`` up to and including the first EOS, as ids, tokens and text."""
-    out = []
-    for t in new.tolist():
-        out.append(int(t))
-        if t == eos:
-            break
-    return {"ids": out, "tokens": loaded.tokenizer.tokens(out), "text": loaded.tokenizer.decode(out)}
+def _box(loaded: Loaded, result: dict) -> dict:
+    """One continuation of :func:`attnlab.decoding.generate_text` as the page shows it: the new ids
+    (up to and including an end-of-sequence id), their tokens and the text."""
+    ids = result["tokens"]
+    return {"ids": ids, "tokens": loaded.tokenizer.tokens(ids), "text": result["text"]}
 
 
 def generate(
     loaded: Loaded, text: str, n: int = 20, beam: int = 4, temperature: float = 1.0, top_k=None, seed: int = 0
 ) -> dict:
-    """``n`` tokens after ``text`` three ways: :func:`~attnlab.decoding.greedy`,
-    :func:`~attnlab.decoding.beam_search` with ``beam`` beams (length penalty 1) and
-    :func:`~attnlab.decoding.sample` at ``temperature`` (``top_k`` optional, ``seed``)."""
+    """``n`` tokens after ``text`` three ways, each what ``attnlab generate`` gives for the same
+    request (:func:`attnlab.decoding.generate_text`): greedy, sampling at ``temperature`` (``top_k``
+    optional, ``seed``) and beam search with ``beam`` beams (length penalty 1). Greedy and sampling
+    slide past the model's context; where beam search cannot, its box holds no tokens and a ``note``
+    saying why."""
     ids = encode(loaded, text)
     n, beam, seed = (
         _int("n", n, 1, MAX_NEW),
@@ -471,20 +457,19 @@ def generate(
         raise ValueError(f"temperature must be a number in (0, 10], got {shown(temperature)}")
     if top_k is not None:
         top_k = _int("top_k", top_k, 1, loaded.model.config.vocab_size)
-    room = loaded.model.config.max_len - len(ids)
-    if n > room:
-        raise ValueError(
-            f"n={n} does not fit: the text has {len(ids)} tokens and the context "
-            f"{loaded.model.config.max_len}" + (f", so at most {room} more" if room > 0 else ", so none more")
-        )
-    x, eos, model = as_batch(loaded, ids), eos_id(loaded), loaded.model
-    found = beam_search(model, x, beam, n, eos_id=eos)
-    drawn = sample(model, x, n, temperature=float(temperature), top_k=top_k, seed=seed, eos_id=eos)
+    asked = GenerationRequest(text, max_new=n)
+    drawn = dataclasses.replace(asked, temperature=float(temperature), top_k=top_k, seed=seed)
+    why = fit_problem(loaded.model, len(ids), n, slides=False)
+    if why is None:
+        found = generate_text(loaded, dataclasses.replace(asked, beam=beam))
+        beamed = {**_box(loaded, found), "score": found["score"]}
+    else:
+        beamed = {"ids": [], "tokens": [], "text": "", "score": None, "note": why}
     return {
         **tokens(loaded, text, ids),
-        "greedy": _continuation(loaded, greedy(model, x, n, eos_id=eos)[0], eos),
-        "beam": {**_continuation(loaded, found.tokens[0], eos), "score": float(found.scores[0])},
-        "sample": _continuation(loaded, drawn[0], eos),
+        "greedy": _box(loaded, generate_text(loaded, asked)),
+        "beam": beamed,
+        "sample": _box(loaded, generate_text(loaded, drawn)),
         "settings": {"n": n, "beam": beam, "temperature": float(temperature), "top_k": top_k, "seed": seed},
     }
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab._io import read_json
 from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters, unknown_characters
 
 
@@ -33,10 +34,12 @@ class UnknownCharacterWarning(UserWarning):
 
 class Tokenizer:
     """The interface (see the module doc). Subclasses implement ``_encode``, ``decode``, ``token``
-    and ``vocab_size``, and set ``pad_id`` and ``unk_id`` (None: no unknown token)."""
+    and ``vocab_size``, and set ``pad_id``, ``unk_id`` (None: no unknown token) and ``eos_id``
+    (None: no end-of-sequence token declared)."""
 
     pad_id: int = 0
     unk_id: int | None = None
+    eos_id: int | None = None  # the end-of-sequence token it declares (None: none)
     refuses_unknown: bool = False  # a vocabulary that would drop characters refuses them instead
 
     # --------------------------------------------------------------------------- what subclasses give
@@ -252,4 +255,19 @@ def from_file(
                 f"{path} has token ids up to {size - 1} but the model's vocab_size is {vocab_size}: "
                 "the tokenizer does not belong to this checkpoint"
             )
-    return HFTokenizer(backend, add_special_tokens=add_special_tokens)
+    tokenizer = HFTokenizer(backend, add_special_tokens=add_special_tokens)
+    tokenizer.eos_id = declared_eos(path.parent / "tokenizer_config.json", backend)
+    return tokenizer
+
+
+def declared_eos(config: Path, backend) -> int | None:
+    """The id of the ``eos_token`` that ``config`` (a Hugging Face ``tokenizer_config.json``, if there
+    is one) declares: a token's text or ``{"content": text}``; None when it declares none or
+    ``backend`` lacks that token."""
+    if not config.is_file():
+        return None
+    eos = read_json(config, kind=dict).get("eos_token")
+    eos = eos.get("content") if isinstance(eos, dict) else eos
+    if eos is not None and not isinstance(eos, str):
+        raise ValueError(f"{config}: eos_token must be a token's text, got {eos!r:.60}")
+    return None if eos is None else backend.token_to_id(eos)

@@ -7,8 +7,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab.decoding.text import decoder_of
 from attnlab.models.hf.export import export_gpt2, gpt2_config
-from attnlab.training.text_generate import is_text_run, load_text_run
+from attnlab.models.load import Loaded, load
+from attnlab.training.text_data import read_meta
+
+
+def is_text_run(source: Loaded | str | Path) -> bool:
+    """Whether ``source`` (a loaded model or a folder) is a run of a GPT trained on text (its folder
+    holds ``text.json`` beside ``latest.json``)."""
+    if isinstance(source, Loaded):
+        return source.origin == "run" and source.text is not None
+    return (Path(source) / "text.json").is_file() and (Path(source) / "latest.json").is_file()
+
+
+def load_text_run(directory: str | Path):
+    """``(model in eval mode, tokenizer, text.json)`` of a text run, every file verified
+    (:func:`attnlab.models.load`); a folder that is not a text run is a ``ValueError``."""
+    read_meta(Path(directory))  # a text run's own checks, with its messages
+    loaded = load(directory)
+    model, tokenizer = decoder_of(loaded)
+    return model, tokenizer, loaded.text
 
 
 def export_text_run(run_dir: str | Path, out_dir: str | Path, *, overwrite: bool = False) -> dict[str, Any]:

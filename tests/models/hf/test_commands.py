@@ -151,7 +151,14 @@ def _bad(tmp_path, hf_dirs):
         "another architecture": [str(other), "hi"],
         "tensors that do not match the config": [str(mismatched), "hi"],
         "a tokenizer that does not fit the vocabulary": [str(small), "hi"],
-        "a prompt longer than the context": [str(hf_dirs["gpt2"]), "attention " * 40],
+        "beam search past the context": [
+            str(hf_dirs["gpt2"]),
+            "attention " * 5,
+            "--beam",
+            "2",
+            "--max-new",
+            "60",
+        ],
         "--max-new 0": [str(hf_dirs["gpt2"]), "hi", "--max-new", "0"],
         "--top-k without --temperature": [str(hf_dirs["gpt2"]), "hi", "--top-k", "5"],
         "--beam with --temperature": [str(hf_dirs["gpt2"]), "hi", "--beam", "2", "--temperature", "1"],
@@ -171,7 +178,7 @@ def test_bad_input_is_one_line_and_exit_2(hf_dirs, tmp_path, capsys):
         "another architecture": "model_type 't5' is not supported; supported: bert, gpt2, llama, mistral",
         "tensors that do not match the config": "missing tensor(s) ['transformer.h.2.",
         "a tokenizer that does not fit the vocabulary": "has token ids up to 299 but the model's vocab_size",
-        "a prompt longer than the context": "exceeds max_len=64",
+        "beam search past the context": "--max-new 60 exceeds max_len=64",
         "--max-new 0": "--max-new must be a positive integer, got 0",
         "--top-k without --temperature": "give --temperature too",
         "--beam with --temperature": "--beam searches deterministically",
@@ -218,8 +225,8 @@ def test_generate_in_bfloat16_picks_what_float32_would(hf_dirs, capsys):
     """--dtype bfloat16: the decode engine's GEMMs in bfloat16; each greedy token is within 0.05 nats
     of the float32 model's best given the same prefix, and the first step's logits are bfloat16's
     (close to float32's, not equal)."""
+    from attnlab.decoding.text import GenerationRequest, decode_engine_for
     from attnlab.models import load
-    from attnlab.models.hf.textgen import GenerationRequest, decode_engine_for
 
     args = ["generate", str(hf_dirs["llama"]), "The keys", "--dtype", "bfloat16", "--max-new"]
     code, out, err = _run(capsys, *args, "6")

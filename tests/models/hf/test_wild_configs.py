@@ -209,7 +209,7 @@ def test_json_nested_100000_deep_is_one_line(hf_dirs, tmp_path):
 
 
 def test_eos_ids_and_gpt2_switches_are_typed(hf_dirs, tmp_path):
-    from attnlab.models.hf.textgen import eos_ids
+    from attnlab.models.hf.checkpoint import eos_ids
 
     path = _copy(hf_dirs["gpt2"], tmp_path)
     _edit_config(path, eos_token_id=[5, 7])

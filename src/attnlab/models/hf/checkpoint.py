@@ -117,3 +117,20 @@ def read_hf_state(directory: str | Path) -> dict[str, torch.Tensor]:
         if absent:
             raise ValueError(f"{index} lists tensor(s) {absent[:3]} that no shard holds")
     return state
+
+
+def eos_ids(directory: str | Path) -> list[int]:
+    """The end-of-sequence ids a checkpoint declares: ``eos_token_id`` of ``generation_config.json``,
+    else of ``config.json`` (an int or a list; Llama 3 lists two); ``[]`` when neither has one."""
+    directory = Path(directory)
+    gen = directory / "generation_config.json"
+    sources = [(gen, read_json(gen, kind=None))] if gen.is_file() else []
+    for path, source in [*sources, (directory / "config.json", read_hf_config(directory))]:
+        eos = source.get("eos_token_id") if isinstance(source, dict) else None
+        if eos is None:
+            continue
+        ids = eos if isinstance(eos, list) else [eos]
+        if not all(isinstance(e, int) and not isinstance(e, bool) and e >= 0 for e in ids):
+            raise ValueError(f"{path}: eos_token_id must be a token id or a list of them, got {eos!r:.60}")
+        return ids
+    return []

@@ -326,6 +326,7 @@
       out.dataset.ids = JSON.stringify(data[p[0]].ids);
     });
     $("gen-beam-out").title = "score " + fmt(data.beam.score) + " (mean log-probability per token)";
+    if (data.beam.note) { $("gen-beam-out").appendChild(el("span", " (" + data.beam.note + ")", "note")); }
   }
 
   function generate(ev) {

@@ -1,11 +1,18 @@
-"""Turning a model's next-token distribution into sequences: greedy, beam search, sampling, and
-GPT generation with or without the KV cache.
+"""The one decode loop: a model's next-token distribution turned into tokens, one at a time.
 
 Every function drives the model through the incremental decoding protocol of
-:mod:`attnlab.models`: ``state = model.start(src)``, ``logits, state = model.step(tokens, state)``,
-``state = model.reorder(state, index)``. Seq2seq models (Transformer, the RNNs) start by feeding
-BOS; a GPT's ``start(prompt)`` has already consumed the prompt and left the next-token logits in
-``state.last_logits``. The caller chooses ``model.eval()``; nothing here changes the mode.
+:mod:`attnlab.models`: ``state = model.start(src)``, ``logits, state = model.step(tokens, state)``.
+Seq2seq models (Transformer, the RNNs) start by feeding BOS; a GPT's ``start(prompt)`` has already
+consumed the prompt and left the next-token logits in ``state.last_logits``. Greedy, sampling,
+top-k and top-p are choices of the next token in the same loop (:class:`Decoding`; greedy is
+sampling at temperature 0); beam search (:mod:`attnlab.decoding.beam`) is the one other loop.
+
+Sliding past the context is the loop's cache policy: a decoder-only model has ``max_len``
+positions; while the sequence fits, each token costs one position through the KV cache, and once
+it fills them every further token is predicted from the last ``max_len`` tokens, re-read (as
+nanoGPT's ``generate`` crops its context). So greedy decoding and sampling take any number of new
+tokens; the prompt itself must fit (:func:`check_fits`, the one fit check). The caller chooses
+``model.eval()``; nothing here changes the mode.
 
 Results are the *generated* tokens (no BOS, no prompt), EOS included, padded with ``pad_id``
 after EOS; ``max_len`` counts generated tokens. A model loaded with weights holding NaN or
@@ -14,13 +21,10 @@ infinity (``model.nonfinite_weights``, found once at load) is refused, naming th
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
-from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from attnlab._checks import int_in, positive_int
 from attnlab.nn.nonfinite import require_finite_weights
@@ -181,151 +185,29 @@ def sample(
         ``[B, L]`` long, ``pad_id`` after each row's EOS.
     """
     require_finite_weights(model)  # weights found NaN at load: every token would be noise
-    positive_int("max_len", max_len)
-    if temperature != 0:
-        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)  # validate the options up front
+    max_len = positive_int("max_len", max_len)
+    check_choice(temperature, top_k, top_p)
     src = as_source(model, src)  # [B, S]
+    check_fits(model, src.shape[1], max_len)
     gen = _generator(generator, check_seed(seed), src.device)
-    pad = _pad_id(model, pad_id)
-    logits, state = _begin(model, src, bos_id)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    out = []
-    for t in range(max_len):
-        tok = _choose(logits, temperature, top_k, top_p, gen).masked_fill(done, pad)  # [B]
-        out.append(tok)
-        done = done | (tok == eos_id)
-        if bool(done.all()) or t == max_len - 1:
-            break
-        logits, state = model.step(tok, state)
-    return torch.stack(out, dim=1)  # [B, L]
-
-
-# ----------------------------------------------------------------------------------------- beam search
-@dataclasses.dataclass(frozen=True)
-class Hypothesis:
-    """A finished hypothesis: generated ``tokens`` (EOS included if it ended with one), the sum of
-    their log-probabilities, and ``score = log_prob / len(tokens) ** length_penalty``."""
-
-    tokens: tuple[int, ...]
-    log_prob: float
-    score: float
-
-
-class BeamResult(NamedTuple):
-    """``tokens [B, L]``: each source's best hypothesis (``pad_id``-padded); ``scores [B]``; and
-    ``hypotheses``: per source, the ``n_best`` best, best first."""
-
-    tokens: torch.Tensor
-    scores: torch.Tensor
-    hypotheses: list[list[Hypothesis]]
-
-
-def _score(log_prob: float, length: int, alpha: float) -> float:
-    return log_prob / length**alpha
-
-
-@torch.no_grad()
-def _beam_one(
-    model,
-    src: torch.Tensor,
-    beam_size: int,
-    max_len: int,
-    alpha: float,
-    n_best: int,
-    bos_id: int,
-    eos_id: int,
-) -> list[Hypothesis]:
-    logits, state = _begin(model, src, bos_id)  # [1, V]
-    logp = F.log_softmax(logits.double(), dim=-1).cpu()  # [k, V]
-    vocab = logp.shape[-1]
-    alive = torch.zeros(1, 0, dtype=torch.long)  # tokens of each live beam  [k, t-1]
-    alive_lp = torch.zeros(1, dtype=torch.float64)  # their summed log-probabilities  [k]
-    finished: list[Hypothesis] = []
-    for t in range(1, max_len + 1):  # t = length of the hypotheses after this step
-        flat = (alive_lp[:, None] + logp).reshape(-1)  # every one-token extension  [k V]
-        n_finite = int(torch.isfinite(flat).sum())
-        top = flat.topk(min(2 * beam_size, n_finite))  # enough to refill the beam after EOS
-        keep: list[int] = []
-        for rank, (lp, idx) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-            beam, tok = divmod(idx, vocab)
-            if tok == eos_id:
-                if rank < beam_size:  # an ended hypothesis ranked in the beam is set aside
-                    finished.append(Hypothesis((*alive[beam].tolist(), eos_id), lp, _score(lp, t, alpha)))
-            elif len(keep) < beam_size:
-                keep.append(idx)
-        index = torch.tensor(keep, dtype=torch.long)
-        beam_idx, tok = index // vocab, index % vocab  # [k'] each
-        alive = torch.cat([alive[beam_idx], tok[:, None]], dim=1)  # [k', t]
-        alive_lp = flat[index]  # [k']
-        if t == max_len:  # out of room: the live beams end here, truncated
-            finished += [
-                Hypothesis(tuple(a), lp, _score(lp, t, alpha))
-                for a, lp in zip(alive.tolist(), alive_lp.tolist())
-            ]
-            break
-        finished.sort(key=lambda h: -h.score)
-        if not keep or len(finished) >= beam_size:  # the beam is done (fairseq's rule)
-            break
-        if len(finished) >= n_best:
-            # log-probabilities only fall, so a live beam can at best keep its sum at the most
-            # favourable final length; stop when none of them can enter the n-best
-            bound = max(_score(float(alive_lp.max()), n, alpha) for n in (t + 1, max_len))
-            if finished[n_best - 1].score >= bound:
-                break
-        dev = src.device
-        state = model.reorder(state, beam_idx.to(dev))
-        logits, state = model.step(tok.to(dev), state)
-        logp = F.log_softmax(logits.double(), dim=-1).cpu()
-    finished.sort(key=lambda h: -h.score)
-    return finished[:n_best]
-
-
-def beam_search(
-    model,
-    src: torch.Tensor,
-    beam_size: int,
-    max_len: int,
-    length_penalty: float = 1.0,
-    n_best: int = 1,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    pad_id: int | None = None,
-) -> BeamResult:
-    """Keep the ``beam_size`` best partial hypotheses at each step (by summed log-probability).
-
-    Each step ranks every one-token extension of the live beams; an extension ending in EOS that
-    ranks within the beam is finished and set aside while the best ``beam_size`` others continue.
-    The search stops at ``max_len`` (live beams end there, truncated), when ``beam_size``
-    hypotheses have finished, or when no live beam can still beat the ``n_best``-th finished one.
-    With ``beam_size=1`` this is greedy decoding.
-    Hypotheses are ranked by ``score = log p(y | src) / |y| ** length_penalty`` (``|y|`` counts
-    EOS; 0 ranks by raw log-probability, 1 by the mean per token).
-
-    Args:
-        src: ``[B, S]`` (each row is searched separately). beam_size, max_len, n_best: positive ints.
-    Returns:
-        :class:`BeamResult` ``(tokens [B, L], scores [B], hypotheses)``.
-    """
-    require_finite_weights(model)
-    beam_size, max_len, n_best = (
-        positive_int(n, v) for n, v in (("beam_size", beam_size), ("max_len", max_len), ("n_best", n_best))
+    rule = (temperature, top_k, top_p)
+    steps = Decoding(
+        model, src, max_len, rule, gen, _eos_ids(eos_id, src.device), _pad_id(model, pad_id), bos_id
     )
-    if n_best > beam_size:
-        raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
-    if not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
-        raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
-    pad = _pad_id(model, pad_id)
-    src = as_source(model, src)  # [B, S]
-    hyps = [
-        _beam_one(model, src[b : b + 1], beam_size, max_len, float(length_penalty), n_best, bos_id, eos_id)
-        for b in range(src.shape[0])
-    ]
-    width = max(len(h[0].tokens) for h in hyps)
-    tokens = torch.full((src.shape[0], width), pad, dtype=torch.long)  # [B, L]
-    for b, h in enumerate(hyps):
-        tokens[b, : len(h[0].tokens)] = torch.tensor(h[0].tokens)
-    scores = torch.tensor([h[0].score for h in hyps], dtype=torch.float64)  # [B]
-    return BeamResult(tokens.to(src.device), scores, hyps)
+    return torch.stack([tok for tok, _ in steps], dim=1)  # [B, L]
+
+
+def check_choice(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """A ``ValueError`` naming the option unless ``(temperature, top_k, top_p)`` choose a next token
+    (temperature 0: greedy; see :func:`filter_logits`), before any token is decoded."""
+    if temperature != 0:
+        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
+
+
+def _eos_ids(eos_id, device) -> torch.Tensor | None:
+    """``eos_id`` (an id, a list of them, or None / a negative id: no end of sequence) as ``[E]``."""
+    ids = [e for e in (eos_id if isinstance(eos_id, (list, tuple)) else [eos_id]) if e is not None and e >= 0]
+    return torch.tensor(ids, dtype=torch.long, device=device) if ids else None  # [E]
 
 
 # ----------------------------------------------------------------------------------------- GPT generation
@@ -396,7 +278,8 @@ def stream(
     is the iterator's ``state`` attribute (``None`` without the cache). ``engine`` is
     :meth:`GPT.start`'s (``"auto"``, ``"reference"`` or a
     :class:`~attnlab.models.gpt_decode.DecodeEngine`); the KV caches are allocated once for
-    ``P + max_new_tokens`` positions.
+    ``min(P + max_new_tokens, max_len)`` positions. Past ``max_len`` the context slides (module
+    doc): any ``max_new_tokens`` is decoded; a prompt longer than ``max_len`` is a ``ValueError``.
     """
     _check_decoder(gpt, "stream")
     require_finite_weights(gpt)
@@ -406,50 +289,44 @@ def stream(
         _check_token("eos_id", eos_id, vocab, many=True)
     if pad_id is not None:
         _check_token("pad_id", pad_id, vocab)
-    limit = gpt.config.max_len
     prompt = as_prompt(gpt, prompt)  # [B, P]
-    if prompt.shape[1] + max_new_tokens > limit:
-        raise ValueError(
-            f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds max_len={limit} "
-            f"(the model's positions): {room_hint(limit, prompt.shape[1])}"
-        )
-    if temperature != 0:
-        filter_logits(torch.zeros(1, 2), temperature, top_k, top_p)
+    check_fits(gpt, prompt.shape[1], max_new_tokens)
+    check_choice(temperature, top_k, top_p)
     if isinstance(engine, str) and engine not in ("auto", "reference"):
         raise ValueError(f"engine must be 'auto', 'reference' or a DecodeEngine, got {engine!r}")
+    gen = _generator(generator, check_seed(seed), prompt.device)
+    eos = None if eos_id is None else _eos_ids(eos_id, prompt.device)
     rule = (temperature, top_k, top_p)
-    return _Stream(gpt, prompt, max_new_tokens, use_cache, rule, seed, generator, eos_id, pad_id, engine)
+    return Decoding(
+        gpt, prompt, max_new_tokens, rule, gen, eos, _pad_id(gpt, pad_id), use_cache=use_cache, engine=engine
+    )
 
 
-class _Stream:
-    """The iterator :func:`stream` returns (``state``: the model's decoding state, for inspection)."""
+class Decoding:
+    """The one decode loop (what :func:`sample`, :func:`greedy`, :func:`stream` and :func:`generate`
+    run): an iterator of ``(tokens [B], logits [B, V])``, each token chosen by ``rule``
+    ``(temperature, top_k, top_p)`` from the logits it is yielded with.
 
-    def __init__(self, gpt, prompt, max_new, use_cache, choice, seed, generator, eos_id, pad_id, engine):
-        self.gpt, self.prompt, self.max_new, self.use_cache, self.choice = (
-            gpt,
-            prompt,
-            max_new,
-            use_cache,
-            choice,
-        )
-        self.engine = engine
-        self.gen = _generator(generator, check_seed(seed), prompt.device)
-        self.eos = None if eos_id is None else torch.tensor(eos_id, device=prompt.device).reshape(-1)  # [E]
-        self.pad = _pad_id(gpt, pad_id)
-        self.state = None
+    ``src [B, S]``: a seq2seq model's source (decoding starts from ``bos_id``) or a decoder-only
+    model's prompt. ``eos [E]`` (or None): rows that produced one of these get ``pad`` afterwards,
+    and the loop stops once every row has. A decoder-only model decodes with its KV cache
+    (``use_cache``; ``engine``: :meth:`GPT.start`'s) and slides past its ``max_len`` positions (see
+    the module doc); ``state`` is the model's decoding state after the loop (None once it slid
+    without a decode engine of its own, or without the cache).
+    """
+
+    def __init__(self, model, src, max_new, rule, gen, eos, pad, bos_id=1, use_cache=True, engine="auto"):
+        self.model, self.src, self.max_new, self.rule, self.gen = model, src, max_new, rule, gen
+        self.eos, self.pad, self.bos_id, self.use_cache, self.engine = eos, pad, bos_id, use_cache, engine
+        self.decoder = getattr(model, "DECODER_ONLY", False)
+        self.state, self.new = None, []  # new: the tokens [B] chosen so far (a decoder slides over them)
 
     @torch.no_grad()
     def __iter__(self):
-        gpt, ids = self.gpt, self.prompt
-        if self.use_cache:
-            capacity = ids.shape[1] + self.max_new  # every position this generation will hold
-            self.state = gpt.start(ids, capacity=capacity, engine=self.engine)
-            logits = self.state.last_logits  # [B, V]
-        else:
-            logits = gpt(ids)[:, -1]  # [B, V]
-        done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        logits = self._start()  # [B, V]
+        done = torch.zeros(self.src.shape[0], dtype=torch.bool, device=self.src.device)  # [B]
         for t in range(self.max_new):
-            tok = _choose(logits, *self.choice, self.gen).masked_fill(done, self.pad)  # [B]
+            tok = _choose(logits, *self.rule, self.gen).masked_fill(done, self.pad)  # [B]
             yield tok, logits
             if self.eos is not None:
                 done = done | torch.isin(tok, self.eos)
@@ -457,11 +334,38 @@ class _Stream:
                     return
             if t == self.max_new - 1:
                 return
-            if self.use_cache:
-                logits, self.state = gpt.step(tok, self.state)
-            else:
-                ids = torch.cat([ids, tok[:, None]], dim=1)  # [B, P + t + 1]
-                logits = gpt(ids)[:, -1]
+            logits = self._next(tok)
+
+    def _start(self) -> torch.Tensor:
+        """The logits ``[B, V]`` of the first new token."""
+        model, src = self.model, self.src
+        if not self.decoder:
+            logits, self.state = _begin(model, src, self.bos_id)
+            return logits
+        if not self.use_cache:
+            return model(src)[:, -1]
+        capacity = min(src.shape[1] + self.max_new, model.config.max_len)  # every position it will hold
+        self.state = model.start(src, capacity=capacity, engine=self.engine)
+        return self.state.last_logits
+
+    def _next(self, tok: torch.Tensor) -> torch.Tensor:
+        """Feed ``tok [B]``: the logits ``[B, V]`` of the token after it. The cache policy: one step
+        while a position is free, else re-read the last ``max_len`` tokens (the context slides)."""
+        model = self.model
+        if not self.decoder:
+            logits, self.state = model.step(tok, self.state)
+            return logits
+        limit = model.config.max_len
+        self.new.append(tok)
+        if self.state is not None and self.state.length < limit:  # room in the cache: one position more
+            logits, self.state = model.step(tok, self.state)
+            return logits
+        window = torch.cat([self.src, torch.stack(self.new, dim=1)], dim=1)[:, -limit:]  # [B, <= max_len]
+        if self.use_cache and not isinstance(self.engine, str):  # bfloat16 etc.: re-read on the same engine
+            self.state = model.start(window, engine=self.engine)
+            return self.state.last_logits
+        self.state = None
+        return model(window)[:, -1]  # [B, V]
 
 
 @torch.no_grad()
@@ -504,6 +408,31 @@ def generate(
     if return_logits:
         return ids, torch.stack(all_logits, dim=1)  # [B, P + N], [B, N, V]
     return ids
+
+
+def fit_problem(model, prompt: int, max_new: int, slides: bool = True) -> str | None:
+    """Why a prompt of ``prompt`` tokens plus ``max_new`` new ones cannot be decoded by ``model``,
+    or None: the one fit check. A decoder-only model has ``max_len`` positions: the prompt must fit
+    them, and a decoding that cannot slide (``slides=False``: beam search) must fit its new tokens
+    too. A seq2seq model's target is checked by the model (its positions are the target's)."""
+    if not getattr(model, "DECODER_ONLY", False):
+        return None
+    limit = model.config.max_len
+    if prompt > limit:
+        return f"the prompt has {prompt:,} tokens but the model has {limit:,} positions"
+    if not slides and prompt + max_new > limit:
+        return (
+            f"prompt length {prompt:,} + max_new_tokens {max_new:,} exceeds max_len={limit:,} (the model's "
+            f"positions) and beam search cannot slide its context: {room_hint(limit, prompt)}"
+        )
+    return None
+
+
+def check_fits(model, prompt: int, max_new: int, slides: bool = True) -> None:
+    """:func:`fit_problem` as a ``ValueError``."""
+    problem = fit_problem(model, prompt, max_new, slides)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def room_hint(limit: int, prompt: int) -> str:
