@@ -58,3 +58,16 @@ def test_two_eos_ids_in_generation_config_stop_both_front_ends_at_either(hf_dirs
         served = views.generate(loaded, prompt, n=12, beam=1)
         assert got["tokens"] == served["greedy"]["ids"] == stop and got["stopped_at_eos"]
         assert served["beam"]["ids"] == stop  # beam search stops at either too (beam 1 = greedy)
+
+
+def test_without_an_eos_token_id_the_tokenizers_declared_eos_is_read(hf_dirs, hf_tokenizer, tmp_path):
+    folder = tmp_path / "llama"
+    shutil.copytree(hf_dirs["llama"], folder)
+    assert load(folder).eos_ids == []  # the checkpoint and its tokenizer declare none
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": {"content": "<|endoftext|>"}}))
+    assert load(folder).eos_ids == [hf_tokenizer.token_to_id("<|endoftext|>")]
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 9]}))
+    assert load(folder).eos_ids == [7, 9]  # the checkpoint's own ids come first
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": 5}))
+    with pytest.raises(ValueError, match="eos_token"):
+        load(folder)
