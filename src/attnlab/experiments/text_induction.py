@@ -16,11 +16,23 @@ previous-token, duplicate and induction score on the random probe (:func:`attnla
 ``exclude_first=True``); the induction heads are those above ``threshold`` (when none is, the
 ``candidates`` best-scoring heads are ablated anyway, and the table says so). Ablation zeroes those
 heads' outputs ``z`` (the ``blocks.{l}.self_attn.z`` hook point); as a control the same number of
-other heads of the same layers, drawn at random (seeded), are zeroed instead.
+other heads of the same layers (then of other layers), drawn at random, are zeroed instead, in up to
+``controls`` distinct draws: one draw is one sample of "some other heads".
 
 In-context gain = loss on the first copy - loss on the repeat (nats; > 0: the repeat is easier,
 the model copies). It "copies" when the mean gain over probe rows exceeds twice its standard error
 and :data:`MIN_SHARE` of the first copy's loss (a repeat made only slightly easier is not copying).
+
+Verdict (the rule of :mod:`attnlab.experiments.verdicts`, stated before the result). First the
+competence gate: the run's held-out loss at least :data:`~attnlab.experiments.baselines.MARGIN` nats
+per token below the best n-gram table's (:mod:`attnlab.experiments.baselines`), else "model too
+weak". Then the causal test, per probe: per probe row, the gain left with the control heads zeroed
+(the mean over the draws) minus the gain left with the induction heads zeroed (the in-context
+learning the induction heads carry beyond as many random heads), mean ± 1.96 standard errors over
+the rows (each draw's mean difference is reported beside it).
+**agrees** when, on every probe where the intact model copies, that interval lies above zero;
+**disagrees** when on one it lies below; **inconclusive** otherwise, and when the model copies on no
+probe (nothing for induction heads to cause: the claim is then not tested, whatever the detector says).
 """
 
 from __future__ import annotations
@@ -34,6 +46,8 @@ import torch.nn.functional as F
 
 from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.devices import torch_threads
+from attnlab.experiments import verdicts
+from attnlab.experiments.baselines import gate, too_weak
 from attnlab.experiments.report import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.interp.detectors import score_heads
@@ -64,12 +78,13 @@ def z_point(layer: int) -> str:
 class Settings:
     """The model (``preset`` trained when no run is given), ``probes`` rows per probe, the induction
     ``threshold`` (share of attention, as ``attnlab heads``), ``candidates`` ablated when no head
-    passes it, and the random probe's ``seed``."""
+    passes it, ``controls`` random draws of control heads, and the random probe's ``seed``."""
 
     preset: str = "nanogpt"
     probes: int = 32
     threshold: float = 0.4
     candidates: int = 2
+    controls: int = 5
     seed: int = 0
 
 
@@ -147,47 +162,60 @@ def _ranked(scores: torch.Tensor) -> list[tuple[int, int, float]]:
     return sorted(flat, key=lambda x: -x[2])
 
 
-def _verdict(found: bool, rows: dict) -> dict:
-    """Does the model copy (any probe), and does zeroing the induction heads take at least half of
-    that gain away, more than zeroing the control heads does? With the claim's reading of each case."""
+def causal_test(induction_gain: torch.Tensor, control_gains: torch.Tensor) -> dict:
+    """Per probe row, the in-context gain left with control heads zeroed (``control_gains [K, B]``,
+    one row per draw, averaged over the draws) minus the gain left with the induction heads zeroed
+    (``induction_gain [B]``): its mean, 95% interval over the rows (paired),
+    :func:`attnlab.experiments.verdicts.decide` (claimed > 0) and each draw's mean difference."""
+    diffs = control_gains.mean(dim=0) - induction_gain  # [B]
+    mean, lo, hi = verdicts.mean_interval(diffs.tolist())
+    draws = (control_gains - induction_gain).mean(dim=1)  # [K]
+    return {"difference": round(mean, 4), "interval": [round(lo, 4), round(hi, 4)],
+            "draws": [round(float(x), 4) for x in draws], "answer": verdicts.decide(lo, hi, +1)}  # fmt: skip
+
+
+def _verdict(found: bool, rows: dict, tests: dict, competent: bool) -> dict:
+    """The module doc's rule: ``answer`` (a :mod:`~attnlab.experiments.verdicts` word), ``reading``
+    (the claim's reading on this model), and what it rests on."""
     copying = [p for p in PROBES if rows[p]["intact"]["copies"]]
-    removed = [
-        p
-        for p in copying
-        if rows[p]["induction heads zeroed"]["gain"] < rows[p]["intact"]["gain"] / 2
-        and rows[p]["induction heads zeroed"]["gain"] < rows[p]["control heads zeroed"]["gain"]
-    ]
-    if found and copying and removed:
-        reading, agrees = (
-            "holds: induction heads are present, the model copies, and zeroing them removes it",
-            True,
+    answers = {p: tests[p]["answer"] for p in copying}
+    if not competent:
+        answer, reading = verdicts.TOO_WEAK, "cannot be tested: the model is too weak (n-gram gate)"
+    elif not copying:
+        answer = verdicts.INCONCLUSIVE
+        reading = (
+            "is not tested: the model does not copy in context, so there is nothing for "
+            + ("its induction heads" if found else "induction heads (it has none)")
+            + " to cause"
         )
-    elif not found and not copying:
-        reading = "is consistent with what we see: no induction head, and no copying in context"
-        agrees = True
-    elif copying and not removed:
-        reading, agrees = (
-            "is not borne out: the model copies, but not through the heads the detector names",
-            False,
-        )
+    elif all(a == verdicts.AGREES for a in answers.values()):
+        answer = verdicts.AGREES
+        reading = "holds: zeroing the induction heads removes more in-context gain than zeroing random heads"
+    elif verdicts.DISAGREES in answers.values():
+        answer = verdicts.DISAGREES
+        reading = "is not borne out: random heads carry more of the in-context gain than the induction heads"
     else:
-        reading, agrees = "is not borne out: induction heads are present but the model does not copy", False
-    return {"induction_heads_found": found, "copies_on": copying, "ablation_removes_on": removed,
-            "agrees": agrees, "reading": reading}  # fmt: skip
+        answer = verdicts.INCONCLUSIVE
+        reading = (
+            "is not settled: the induction heads' share of the in-context gain is not told from random heads'"
+        )
+    return {"induction_heads_found": found, "copies_on": copying, "tests": tests, "competent": competent,
+            "answer": answer, "reading": reading}  # fmt: skip
 
 
 @dataclasses.dataclass
 class TextInductionResult:
     """The settings, the model studied, head ``scores`` (name -> ``[L][h]``), the heads zeroed
     (``induction``: above the threshold, or the best ``candidates`` when ``above`` is False;
-    ``control``), per probe and condition the losses (:func:`_gain`), the verdict and the files."""
+    ``control``: one list of heads per random draw), per probe and condition the losses
+    (:func:`_gain`; control heads: the mean over the draws), the verdict and the files."""
 
     settings: Settings
     model: dict
     scores: dict[str, list[list[float]]]
     induction: list[tuple[int, int]]
     above: bool
-    control: list[tuple[int, int]]
+    control: list[list[tuple[int, int]]]
     rows: dict[str, dict[str, dict]]
     verdict: dict
     files: dict[str, str]
@@ -207,10 +235,11 @@ class TextInductionResult:
             "intact": "none",
             "induction heads zeroed": named + ("" if self.above else " (best, none above threshold)"),
             "control heads zeroed": (
-                ", ".join(f"{la}.{h}" for la, h in self.control) + " (control, at random)"
-            )
-            if self.control
-            else "none (no other head to draw)",
+                f"{len(self.control[0])} others, "
+                + ("1 random draw" if len(self.control) == 1 else f"{len(self.control)} random draws (mean)")
+                if self.control and self.control[0]
+                else "none (no other head to draw)"
+            ),
         }
         header = ["probe", "heads zeroed", "loss, first copy", "loss, repeat", "in-context gain (± se)"]
         rows = [
@@ -233,9 +262,19 @@ class TextInductionResult:
     def summary(self) -> str:
         la, h = self.induction[0]  # ranked on the unrounded scores, as the ablation chose (ties too)
         best = (la, h, self.scores["induction"][la][h])
+        v = self.verdict
+        if not v.get("competent", True):
+            return f"Verdict: {v['answer']}. " + too_weak(self.model.get("gate"))
+        tests = "; ".join(
+            f"{p}: {t['difference']:+.3f} nats (95% {t['interval'][0]:+.3f} to {t['interval'][1]:+.3f})"
+            for p, t in v.get("tests", {}).items()
+        )
         return (
             f"Best induction score {best[2]:.2f} (head {best[0]}.{best[1]}; threshold "
-            f"{self.settings.threshold:g}). On this model the claim {self.verdict['reading']}."
+            f"{self.settings.threshold:g}). In-context gain kept with the control heads zeroed "
+            f"({len(self.control)} distinct random draw{'s' if len(self.control) != 1 else ''}) minus with "
+            f"the induction heads zeroed: {tests}. Verdict: "
+            f"{v.get('answer', '')}: on this model the claim {v['reading']}."
         )
 
     def to_json(self) -> dict:
@@ -256,9 +295,9 @@ class TextInductionResult:
 def control_heads(
     ranked: list[tuple[int, int, float]], induction: list[tuple[int, int]], seed: int
 ) -> list[tuple[int, int]]:
-    """As many heads as ``induction``, drawn at random (seeded) from the other heads of the same
-    layers (so a layer-0 previous-token head, the induction circuit's other half, is not the control),
-    then from the other layers when those run out."""
+    """One control draw: as many heads as ``induction``, drawn at random (seeded) from the other heads
+    of the same layers (so a layer-0 previous-token head, the induction circuit's other half, is not
+    the control), then from the other layers when those run out."""
     layers = {la for la, _ in induction}
     others = [(la, h) for la, h, _ in ranked if (la, h) not in induction]
     gen = torch.Generator().manual_seed(seed)
@@ -269,30 +308,60 @@ def control_heads(
     return sorted(chosen)
 
 
+def control_draws(
+    ranked: list[tuple[int, int, float]], induction: list[tuple[int, int]], seed: int, draws: int
+) -> list[list[tuple[int, int]]]:
+    """Up to ``draws`` distinct :func:`control_heads` sets (seeds ``seed``, ``seed + 1``, ..., at
+    most ``20 * draws`` tried): fewer when the other heads of those layers allow fewer."""
+    found: list[list[tuple[int, int]]] = []
+    for k in range(20 * draws):
+        heads = control_heads(ranked, induction, seed + k)
+        if heads not in found:
+            found.append(heads)
+        if len(found) == draws:
+            break
+    return found
+
+
 def measure(lm: TextModel, settings: Settings, files: dict[str, str]) -> TextInductionResult:
-    """Probe, score, ablate (module docstring): the result before anything is written."""
+    """Gate, probe, score, ablate (module docstring): the result before anything is written."""
     model, ps = lm.model, probes(lm, settings)
+    info = lm.describe()
+    info["baselines"] = lm.baselines()
+    info["gate"] = gate(lm.val_loss, info["baselines"]) if lm.val_loss is not None else None
     scores = head_scores(model, ps[PROBES[0]])
     ranked = _ranked(scores["induction"])
     above = [(la, h) for la, h, v in ranked if v > settings.threshold]
     induction = above or [(la, h) for la, h, _ in ranked[: settings.candidates]]
-    control = control_heads(ranked, induction, settings.seed)
+    controls = control_draws(ranked, induction, settings.seed, settings.controls)
     rows: dict[str, dict[str, dict]] = {}
+    tests = {}
     for probe, ids in ps.items():
         rows[probe] = {"intact": _gain(*halves(model, ids))}
-        for cond, heads in (("induction heads zeroed", induction), ("control heads zeroed", control)):
+        with ablated(model, induction):
+            first, repeat = halves(model, ids)  # [B], [B]
+        rows[probe]["induction heads zeroed"] = _gain(first, repeat)
+        induction_gain = first - repeat  # [B]
+        firsts, repeats = [], []
+        for heads in controls:
             with ablated(model, heads):
-                rows[probe][cond] = _gain(*halves(model, ids))
+                first, repeat = halves(model, ids)  # [B], [B]
+            firsts.append(first)
+            repeats.append(repeat)
+        firsts_k, repeats_k = torch.stack(firsts), torch.stack(repeats)  # [K, B]
+        rows[probe]["control heads zeroed"] = _gain(firsts_k.mean(0), repeats_k.mean(0))
+        tests[probe] = causal_test(induction_gain, firsts_k - repeats_k)
     as_lists = {n: [[round(float(v), 4) for v in row] for row in s.tolist()] for n, s in scores.items()}
+    competent = bool(info["gate"] and info["gate"]["passed"])
     return TextInductionResult(
         settings,
-        lm.describe(),
+        info,
         as_lists,
         induction,
         bool(above),
-        control,
+        controls,
         rows,
-        _verdict(bool(above), rows),
+        _verdict(bool(above), rows, tests, competent),
         files,
     )
 
