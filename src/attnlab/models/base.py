@@ -181,8 +181,15 @@ class SavableModel(nn.Module):
     # the options `attnlab train` may set (``--d-model`` -> "d_model") and their defaults; None: a
     # family attnlab does not train (BERT is loaded, never trained here)
     OPTIONS: ClassVar[dict[str, Any] | None] = None
-    # one causal sequence (``forward(ids)``, decoding from a prompt) rather than source -> target
+    # what callers ask the model instead of its family (:mod:`attnlab.models.capabilities` reads them):
+    # one causal sequence (``forward(ids) -> logits``, decoding from a prompt) rather than source -> target
     DECODER_ONLY: ClassVar[bool] = False
+    # one bidirectional sequence read whole (``encode(ids) -> [B, T, d_model]``), no logits
+    ENCODER_ONLY: ClassVar[bool] = False
+    # its one stack of self-attention layers as the hook points name it ("blocks": blocks.{i}.self_attn.*)
+    STACK: ClassVar[str | None] = None
+    # how its ids read as text: "decoded" one by one, or the vocabulary's "pieces" (WordPiece's ##ing)
+    TOKEN_TEXT: ClassVar[str] = "decoded"
 
     @classmethod
     def options(cls, given: dict[str, Any]) -> dict[str, Any]:

@@ -142,6 +142,9 @@ class BertEncoder(HookPoints, SavableModel):
 
     kind = "bert"
     config_class = BertConfig
+    ENCODER_ONLY = True
+    STACK = "layers"
+    TOKEN_TEXT = "pieces"  # WordPiece: ids shown as their pieces (##ing)
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()

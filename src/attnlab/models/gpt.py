@@ -164,6 +164,7 @@ class GPT(HookPoints, SavableModel):
     kind = "gpt"
     config_class = GPTConfig
     DECODER_ONLY = True
+    STACK = "blocks"
     # attnlab train's options: ``attention`` a block kind (linear and ssm need nothing else),
     # ``window`` a sliding window of W tokens (block_sparse needs one), ``d_ff`` None: 4 d_model
     OPTIONS = {

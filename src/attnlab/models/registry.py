@@ -4,7 +4,8 @@ Each class registers itself under its ``kind`` when it is defined (:class:`Savab
 names its config class and, if ``attnlab train`` trains it, its training options and how they map
 onto that config (``OPTIONS``, ``from_options``). This module imports every family, so that any
 ``config.json`` can be read back, and answers "which class is kind K". A new family is its own
-file (the class and its config) and one entry of :data:`FAMILIES`.
+file (the class and its config, declaring what callers ask of it: :mod:`attnlab.models.capabilities`)
+and one entry of :data:`FAMILIES`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,16 @@ FAMILIES: tuple[type[SavableModel], ...] = (Seq2SeqRNN, AttentionRNN, Transforme
 TRAINABLE: tuple[str, ...] = tuple(cls.kind for cls in FAMILIES if cls.OPTIONS is not None)
 if TRAINABLE != names.TRAINABLE:  # the list --help shows without importing the models
     raise ImportError(f"attnlab.names.TRAINABLE must be {TRAINABLE}, the families with OPTIONS")
+
+
+def decoders() -> tuple[str, ...]:
+    """The families that read one causal sequence (``DECODER_ONLY``: :mod:`attnlab.models.capabilities`)."""
+    return tuple(cls.kind for cls in FAMILIES if cls.DECODER_ONLY)
+
+
+def encoders() -> tuple[str, ...]:
+    """The families that read one bidirectional sequence (``ENCODER_ONLY``)."""
+    return tuple(cls.kind for cls in FAMILIES if cls.ENCODER_ONLY)
 
 
 def model_class(kind: str) -> type[SavableModel]:
