@@ -85,7 +85,7 @@ def test_choices_are_the_registries(path, cmd):
         assert expected is not None, f"attnlab {path} {flag}: which registry?"
         assert param.type.choices == tuple(expected), (path, flag)
         r = CliRunner().invoke(cli, [*path.split(), "--help"])
-        assert "[" + "|".join(expected) + "]" in " ".join(r.output.split()) or len("|".join(expected)) > 60
+        assert "[" + "|".join(expected) + "]" in " ".join(r.output.split()), (path, flag, r.output)
 
 
 def test_task_is_marked_required():
@@ -208,3 +208,62 @@ def test_the_command_list_is_read_from_the_source_as_click_has_it():
     for name in COMMANDS:
         cmd, read = cli.get_command(ctx, name), summary(name)
         assert (read.help, read.short_help, read.hidden) == (cmd.help, cmd.short_help, cmd.hidden), name
+
+
+# What a command's --help may not import: the engine and the plotting, paid only by running the command.
+HEAVY = ("torch", "matplotlib", "transformers")
+
+# the start of a fresh process's script: help_of(*path) renders `attnlab PATH --help`; heavy() lists
+# the HEAVY packages imported so far
+_HELP = f"""
+import contextlib, io, json, sys
+from attnlab.cli import main
+
+def help_of(*path):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        main([*path, "--help"])
+    return out.getvalue()
+
+def heavy():
+    return sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
+"""
+
+
+def _fresh(code: str) -> dict:
+    """Run ``_HELP + code`` in a fresh interpreter (nothing imported yet); it prints one JSON object."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _HELP + code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_command_list_imports_no_command():
+    """``attnlab --help`` lists every command without importing one (nor torch)."""
+    found = _fresh("""
+text = help_of()
+loaded = sorted(m for m in sys.modules if m.startswith("attnlab.commands."))
+print(json.dumps({"listed": "Commands:" in text, "loaded": loaded, "heavy": heavy()}))
+""")
+    assert found["listed"] and found["heavy"] == []
+    assert set(found["loaded"]) <= {"attnlab.commands._types", "attnlab.commands._errors"}, found["loaded"]
+
+
+def test_no_help_imports_torch():
+    """Every group's and every command's ``--help``, rendered one after another in a fresh process,
+    leaves torch, matplotlib and transformers unimported (each command imports its library when run)."""
+    found = _fresh("""
+from attnlab.cli import leaf_commands
+paths = [p.split() for p, _ in leaf_commands()]
+groups = sorted({tuple(p[:i]) for p in paths for i in range(1, len(p))})
+shown, first = [], None  # first: the help after which a heavy package was found imported
+for p in [*map(list, groups), *paths]:
+    shown.append(help_of(*p).startswith("Usage:"))
+    first = first or (heavy() and " ".join(p))
+print(json.dumps({"groups": len(groups), "shown": shown, "heavy": heavy(), "first": first}))
+""")
+    assert found["groups"] >= 4 and len(found["shown"]) == len(COMMAND_LIST) + found["groups"]
+    assert all(found["shown"]) and found["heavy"] == [], found

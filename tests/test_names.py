@@ -16,6 +16,7 @@ from attnlab import names
         ("attnlab.models.rnn", "CELLS", "CELLS"),
         ("attnlab.models.rnn", "ATTENTIONS", "RNN_ATTENTIONS"),
         ("attnlab.models.precision", "DTYPES", "MODEL_DTYPES"),
+        ("attnlab.decoding.text", "DTYPES", "GENERATE_DTYPES"),
         ("attnlab.training.config", "DECODERS", "DECODERS"),
         ("attnlab.training.config", "TEXT_TASK", "TEXT_TASK"),
         ("attnlab.training.schedule", "SCHEDULES", "SCHEDULES"),

@@ -34,6 +34,7 @@ RNN_ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat")  # a
 DECODERS = ("greedy", "beam")  # attnlab.training.config
 SCHEDULES = ("cosine", "noam", "constant")  # attnlab.training.schedule
 MODEL_DTYPES = ("float32", "bfloat16", "int8")  # attnlab.models.precision
+GENERATE_DTYPES = ("float32", "bfloat16")  # attnlab.decoding.text: the decode engine's matrix products
 
 STREAM_FORMATS = ("lines", "jsonl")  # attnlab.embed_stream: embed --output's formats
 # attnlab.embed_stream: sentences per part. MiniLM float32 on 2 busy cores (37 sentences/s): one

@@ -38,7 +38,7 @@ from attnlab.commands._types import POSITIVE as POS
     "--dtype",
     default="float32",
     show_default=True,
-    type=choice("attnlab.decoding.text:DTYPES"),
+    type=choice("attnlab.names:GENERATE_DTYPES"),
     help="Number format of the decode engine's matrix products: bfloat16 casts the weights once (fast "
     "with AVX-512 BF16 or AMX; norms, attention and KV cache stay float32). Greedy and sampling only.",
 )

@@ -26,11 +26,10 @@ from attnlab.models.gpt import GPT
 from attnlab.models.gpt_decode import DecodeEngine, unsupported
 from attnlab.models.load import Loaded, load
 from attnlab.models.precision import warn_if_slow
+from attnlab.names import GENERATE_DTYPES as DTYPES
 from attnlab.nn.nonfinite import require_finite_weights
 from attnlab.tasks.text_tokenizer import char_vocabulary, describe_characters
 from attnlab.tasks.tokenize import HFTokenizer, Tokenizer
-
-DTYPES = ("float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
