@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from attnlab.experiments.claim_result import ClaimResult, figure, save, write
+from attnlab.models.capabilities import require_encoder
 from attnlab.models.load import load
 from attnlab.nn.hooks import capture
 
@@ -200,11 +201,9 @@ def run(
     t0 = time.perf_counter()
     pairs = load_pairs(settings.data)
     loaded = load(settings.model)
-    if loaded.kind != "bert" or not hasattr(loaded.tokenizer, "backend"):
-        raise ValueError(
-            f"relations scores a BERT encoder with its tokenizer.json (minilm or a Hugging Face BERT "
-            f"folder); {settings.model!r} is a {loaded.kind}"
-        )
+    require_encoder(loaded.model, "relations", repr(settings.model))
+    if not hasattr(loaded.tokenizer, "backend"):
+        raise ValueError(f"relations reads words through a tokenizer.json; {settings.model!r} has none")
     model, tokenizer = loaded.model, loaded.tokenizer.backend  # the backend gives each token's word
     summary = {}
     for relation, items in pairs.items():

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from attnlab.interp.ablation import as_index, kept_heads
+from attnlab.models.capabilities import require_decoder
 from attnlab.nn.hooks import capture
 from attnlab.nn.layers import LayerNorm
 from attnlab.nn.multihead import MultiHeadAttention
@@ -48,10 +49,9 @@ EMBED, FINAL_SCALE = "embed", "final_norm.scale"  # [B, T, d_model], [B, T, 1]
 
 
 def check_decoder(model) -> None:
-    """A ``ValueError`` unless ``model`` is an attnlab decoder (GPT class: GPT-2, Llama, Mistral,
-    Qwen2, attnlab runs) in eval mode whose blocks hold multi-head attention."""
-    if getattr(model, "kind", None) != "gpt" or not hasattr(model, "blocks"):
-        raise ValueError(f"this analysis needs a decoder-only model (a GPT), got {type(model).__name__}")
+    """A ``ValueError`` unless ``model`` is an attnlab decoder (:func:`require_decoder`: GPT-2, Llama,
+    Mistral, Qwen2, attnlab runs) in eval mode whose blocks hold multi-head attention."""
+    require_decoder(model, "this analysis")
     if model.training:
         raise ValueError("put the model in eval mode first (dropout would make every write random)")
     if not all(isinstance(b.self_attn, MultiHeadAttention) for b in model.blocks):

@@ -16,6 +16,7 @@ import dataclasses
 import torch
 from torch import Tensor
 
+from attnlab.models.capabilities import require_decoder
 from attnlab.nn.hooks import capture
 
 
@@ -44,8 +45,7 @@ def residual_stream(model, ids: Tensor) -> ResidualStream:
     """Run ``model`` (a GPT, eval mode) once on ``ids [B, T]``, capturing h_0 (``embed``), each block's
     output h_l (``blocks.{l}.resid_post``) and its two writes, a_l (``blocks.{l}.self_attn.out``) and
     m_l (``blocks.{l}.ffn.out``; zeros for an attention-only block): every ``[B, T, d]``."""
-    if getattr(model, "kind", None) != "gpt":
-        raise ValueError(f"the residual stream view needs a GPT (decoder-only), got {type(model).__name__}")
+    require_decoder(model, "the residual stream view")
     if model.training:
         raise ValueError("put the model in eval mode first (dropout would make the writes random)")
     points = [p for p in STREAM_POINTS if not (p.endswith("ffn.out") and model.config.ffn == "none")]

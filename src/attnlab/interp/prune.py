@@ -30,6 +30,7 @@ from attnlab.interp.attribution import check_decoder, logits_of
 from attnlab.interp.composition import repeat_loss
 from attnlab.interp.scan import probe_bos
 from attnlab.interp.sequences import repeated_tokens
+from attnlab.models.capabilities import is_encoder, require_decoder
 from attnlab.nn.hooks import patch
 
 
@@ -230,11 +231,8 @@ def prune_decoder(
     are to draw from; ranked on seed ``seed``, judged on ``seed + 1``). Adds ``judged_on``, a line.
     A model that is not a decoder (MiniLM: :mod:`attnlab.interp.minilm_pruning`) is a ``ValueError``."""
     model = loaded.model
-    if getattr(model, "kind", None) != "gpt":
-        raise ValueError(
-            f"prune_decoder needs a decoder (a GPT); {loaded.source} holds a model of kind {loaded.kind!r}"
-            + (" (MiniLM and BERT: attnlab.interp.minilm_pruning)" if loaded.kind == "bert" else "")
-        )
+    instead = "an encoder's heads: attnlab.interp.minilm_pruning" if is_encoder(model) else ""
+    require_decoder(model, "prune_decoder", loaded.source, instead)
     check_decoder(model)
     c = model.config
     if text is not None:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnlab.models.capabilities import require_decoder
 from attnlab.nn.hooks import capture, patch
 
 EMBED = "embed"  # h_0 = token + position embeddings  [B, T, d_model]
@@ -35,10 +36,7 @@ def attention_point(layer: int) -> str:
 
 def _check(model, ids: Tensor, targets: Tensor) -> int:
     """The number of layers; ``ids [B, T]`` and ``targets [B]`` checked."""
-    if getattr(model, "kind", None) != "gpt":
-        raise ValueError(
-            f"attribution needs a GPT (causal, with an 'embed' point), got {type(model).__name__}"
-        )
+    require_decoder(model, "attribution")
     if ids.ndim != 2 or targets.shape != (ids.shape[0],):
         raise ValueError(
             f"ids must be [B, T] and targets [B], got {list(ids.shape)} and {list(targets.shape)}"

@@ -31,6 +31,7 @@ from attnlab.interp.ablation import refuse_pruned
 from attnlab.interp.badges import SHORT, badges, ids_of  # noqa: F401  (SHORT, badges: read from here too)
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
+from attnlab.models.capabilities import attention_view, is_encoder, layer_point, token_texts
 from attnlab.models.load import Loaded, load
 from attnlab.nn.hooks import capture
 from attnlab.tasks import BOS
@@ -102,14 +103,10 @@ def _scan(label, view, kind, weights, ids, tokens, exclude_first, exclude_curren
     )
 
 
-# the self-attention weights of each model kind whose heads are scored through the hook points
-WEIGHTS = {"gpt": "blocks.*.self_attn.weights", "bert": "layers.*.self_attn.weights"}  # L x [B, h, T, T]
-VIEWS = {"gpt": ("decoder causal self-attention", "causal"), "bert": ("encoder self-attention", "self")}
-
-
 def _weights(model, ids: torch.Tensor) -> list[torch.Tensor]:
-    """Every layer's self-attention weights ``[B, h, T, T]`` of ``model`` on ``ids [B, T]``."""
-    with torch.no_grad(), capture(model, [WEIGHTS[model.kind]]) as cache:
+    """Every layer's self-attention weights ``[B, h, T, T]`` of ``model`` on ``ids [B, T]``, read at
+    the hook points of the stack the model declares (:func:`attnlab.models.capabilities.layer_point`)."""
+    with torch.no_grad(), capture(model, [layer_point(model, "weights", "*")]) as cache:
         model(ids)
     return list(cache.values())  # in layer order
 
@@ -134,7 +131,7 @@ def scan_text(
     excl = (exclude_first, exclude_current, convention)
     loaded = _loaded(model)
     refuse_pruned(loaded.model, "scan_text")
-    if loaded.kind not in WEIGHTS:
+    if attention_view(loaded.model) is None:  # no self-attention stack: the explorer's views
         return _scan_views(text, loaded.source, *excl)
     tok = loaded.tokenizer
     if tok is None:
@@ -150,7 +147,7 @@ def scan_text(
         line = f"the text has {total} tokens; {loaded.source} reads only the first {len(row)} (its positions)"
         (warn or (lambda m: warnings.warn(m, stacklevel=3)))(line)
     ids = torch.tensor([row])  # [1, T], T <= limit
-    view, kind = VIEWS[loaded.kind]
+    view, kind = attention_view(loaded.model)
     return [_scan(loaded.label, view, kind, _weights(loaded.model, ids), ids, _tokens(loaded, ids), *excl)]
 
 
@@ -180,10 +177,7 @@ def _text_ids(tok, text: str, limit: int) -> tuple[list[int], int]:
 def _tokens(loaded, ids: torch.Tensor) -> list[str]:
     """Display text of ``ids [B, T]``'s first row: BERT's word pieces as they are (``##ing``), other
     tokenizers' decoded ids, the ids themselves without a tokenizer."""
-    row, tok = ids[0].tolist(), loaded.tokenizer
-    if tok is None:
-        return [str(i) for i in row]
-    return [tok.backend.id_to_token(i) for i in row] if loaded.kind == "bert" else tok.tokens(row)
+    return token_texts(loaded.model, loaded.tokenizer, ids[0].tolist())
 
 
 def _scan_views(text: str, source, exclude_first, exclude_current, convention) -> list[HeadScan]:
@@ -237,14 +231,14 @@ def scan_repeat(
     """
     loaded = _loaded(model)
     net = loaded.model
-    if loaded.kind not in WEIGHTS:
+    if attention_view(net) is None:
         raise ValueError(
             f"the repeat probe needs a decoder (one causal sequence) or a BERT such as MiniLM; "
             f"{loaded.source} holds a model of kind {loaded.kind!r}: {ON_TEXT}"
         )
     refuse_pruned(net, "scan_repeat")
     vocab, max_len = net.config.vocab_size, net.config.max_len
-    if loaded.kind == "bert":
+    if is_encoder(net):
         bos, table = _probe_ids(loaded, vocab)
         drawable = max(len(table) - 1, 0)  # table[1:]
         length = min(20, (max_len - 1) // 2, max(drawable, 1)) if length is None else length
@@ -260,7 +254,7 @@ def scan_repeat(
         length = min(20, (max_len - 1) // 2, vocab - 1) if length is None else length
         _fits(length, max_len)
         ids = repeated_tokens(batch, length, vocab, bos=probe_bos(loaded), seed=seed)  # [B, 1 + 2L]
-    view, kind = VIEWS[loaded.kind]
+    view, kind = attention_view(net)
     excl = (exclude_first, exclude_current, convention)
     return [_scan(loaded.label, view, kind, _weights(net, ids), ids, _tokens(loaded, ids), *excl)]
 

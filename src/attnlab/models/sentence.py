@@ -19,6 +19,7 @@ from tokenizers import Tokenizer as Backend
 from torch import Tensor
 
 from attnlab.models.bert import BertEncoder, check_id_tensor
+from attnlab.models.capabilities import require_encoder
 from attnlab.models.int8 import int8_kernel
 from attnlab.models.load import load
 from attnlab.models.precision import PackedLayer, check_dtype, prepare_layers, warn_if_slow
@@ -220,10 +221,7 @@ def load_encoder(source: str = "minilm", device: str | torch.device = "cpu"):
     ``tokenizer.json``) and its ``tokenizers`` tokenizer, cutting sentences at the checkpoint's
     sentence-embedding length. A decoder, or a model without a tokenizer, is a one-line ``ValueError``."""
     loaded = load(source, device=device)
-    if not isinstance(loaded.model, BertEncoder):
-        raise ValueError(
-            f"{source} holds a {loaded.kind} model; embed needs an encoder (minilm or a BERT folder)"
-        )
+    require_encoder(loaded.model, "embed", source)
     backend = getattr(loaded.tokenizer, "backend", None)
     if backend is None:
         raise ValueError(f"{source} has no tokenizer.json beside the model; embed reads text with it")
@@ -300,8 +298,7 @@ def embed(
         raise ValueError("sentences must all be strings")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if not isinstance(model, BertEncoder):
-        raise ValueError(f"embed needs an encoder (minilm or a BERT model), got {type(model).__name__}")
+    require_encoder(model, "embed")
     tokenizer = sentence_tokenizer(model, tokenizer)
     check_dtype(dtype)
     warn_if_slow(dtype)
