@@ -1,6 +1,6 @@
 """The claim experiments of ``attnlab experiment``: one command each, all alike.
 
-``attnlab experiment paths | residuals | gqa | relations | icl | scoring [--quick] [--out DIR]
+``attnlab experiment paths | residuals | gqa | relations | icl | beam | scoring [--quick] [--out DIR]
 [--seed N] [--quiet] [--json]`` each test one sentence of the course material that it states in words
 only (:mod:`attnlab.experiments.claim_result`): the sentence, quoted, then the measured table, the
 verdict, and with ``--out`` the JSON, the table and the plot. The library modules hold the logic;
@@ -47,6 +47,12 @@ CLAIMS = {
         "Induction heads and in-context learning (Week 19 course page): the ICL score (late loss minus "
         "early loss, Olsson et al. 2022) beside the induction score as the induction experiment's "
         "models train.",
+    ),
+    "beam": (
+        "beam",
+        "Beam search where there is a right answer (Week 19 course page): exact match of greedy and beam "
+        "2/4/8 on the reverse and dates tasks, a small Transformer trained briefly on each (cached in "
+        "OUT/models), beam minus greedy with a bootstrap interval over the examples.",
     ),
     "scoring": (
         "scoring",

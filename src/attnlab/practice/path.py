@@ -42,7 +42,7 @@ LESSONS: tuple[Lesson, ...] = (
         "Sequence-to-sequence models",
         "encoder and decoder, teacher forcing, greedy and beam search, cross-attention",
         ("01-seq2seq-bottleneck.md", "15-decoding.md"),
-        ("attnlab experiment bottleneck --help",),
+        ("attnlab experiment bottleneck --help", "attnlab experiment beam --quick"),
         (1, 15, 24),
         ("context",),
     ),
