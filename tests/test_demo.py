@@ -235,3 +235,29 @@ def test_contents_entries_do_not_overlap_and_practice_lines_wrap(contents_page, 
     assert box[0] <= box[1], (width, box)
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.close()
+
+
+def test_the_lanes_keep_the_explorer_beside_the_experiment_it_reads(tmp_path):
+    """The explorer reads the bottleneck's trained models from memory: both run in this process's lane,
+    every other part in the second lane, each part in exactly one."""
+    from attnlab.experiments.demo import MAIN_LANE, _steps
+
+    keys = [key for _, key, _, _ in _steps(tmp_path, None, False, {}, None, None, True)]
+    assert MAIN_LANE == {"bottleneck", "explorer"} and MAIN_LANE <= set(keys)
+    assert (
+        len(keys) == len(set(keys)) == 12
+    )  # five lessons, audit, practice, 5 more (heatmaps with bottleneck)
+
+
+def test_one_core_builds_in_one_lane_two_cores_in_two():
+    code = (
+        "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: int(sys.argv[1])])); "
+        "from attnlab.experiments.demo import _lanes; print(*_lanes())"
+    )
+    lanes = {
+        n: subprocess.run([sys.executable, "-c", code, str(n)], capture_output=True, text=True)
+        for n in (1, 2)
+    }
+    assert lanes[1].stdout.split() == ["1", "1"]
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert lanes[2].stdout.split() == ["2", "1"]
