@@ -49,6 +49,7 @@ from attnlab.interp.equation import query_math
 from attnlab.interp.lens import eventual_token_by_layer, logit_lens, residual_stream
 from attnlab.interp.scan import APPLIES
 from attnlab.interp.similarity import explain_similarity
+from attnlab.models.capabilities import attention_view, is_decoder, layer_point
 from attnlab.models.load import Loaded
 from attnlab.nn.hooks import capture, patch
 
@@ -60,19 +61,14 @@ TOP_K = 5  # tokens shown per next-token distribution
 LENS_K = 3  # tokens shown per logit-lens cell
 LENS_FLOATS = 2**25  # (L + 1) x positions x V logits the lens may hold at once (128 MiB of float32)
 THRESHOLD = BADGE_THRESHOLD  # a detector score above this names the head (the explorer's 0.4)
-KINDS = ("gpt", "bert")  # decoder-only language models and encoders
 
 
-def points(kind: str) -> dict[str, str]:
-    """The hook points the views read or change, as ``str.format`` patterns of ``layer`` (the one
-    place their names are written): attention weights ``[B, h, T, T]``, head outputs z
-    ``[B, T, h, d_k]``, the residual stream after a block ``[B, T, d_model]``."""
-    prefix = "blocks" if kind == "gpt" else "layers"
-    return {
-        "weights": prefix + ".{layer}.self_attn.weights",
-        "z": prefix + ".{layer}.self_attn.z",
-        "resid_post": prefix + ".{layer}.resid_post",
-    }
+def points(model) -> dict[str, str]:
+    """The hook points the views read or change, as ``str.format`` patterns of ``layer``, in the
+    stack ``model`` declares (:func:`attnlab.models.capabilities.layer_point`): attention weights
+    ``[B, h, T, T]``, head outputs z ``[B, T, h, d_k]``, the residual stream after a block
+    ``[B, T, d_model]``."""
+    return {point: layer_point(model, point) for point in ("weights", "z", "resid_post")}
 
 
 # What each view shows, in the notes' terms, and the concept pages it draws on.
@@ -182,8 +178,10 @@ def guide() -> dict[str, dict]:
 
 # ------------------------------------------------------------------------------------------ models
 def check_servable(loaded: Loaded) -> None:
-    """A ``ValueError`` unless ``loaded`` is a GPT or a BERT with a tokenizer (what the views read)."""
-    if loaded.kind not in KINDS:
+    """A ``ValueError`` unless ``loaded`` has one self-attention stack, causal or not (a decoder-only
+    language model or an encoder: :func:`attnlab.models.capabilities.attention_view`) and a tokenizer
+    (what the views read)."""
+    if attention_view(loaded.model) is None:
         raise ValueError(
             f"{loaded.source} holds a {loaded.kind!r} model; serve shows decoder-only (gpt) and encoder "
             "(bert) models (attnlab explore draws the others)"
@@ -193,14 +191,14 @@ def check_servable(loaded: Loaded) -> None:
 
 
 def is_lm(loaded: Loaded) -> bool:
-    """Whether ``loaded`` is a causal language model (a GPT: logits ``[B, T, V]``)."""
-    return loaded.kind == "gpt"
+    """Whether ``loaded`` is a causal language model (logits ``[B, T, V]``: ``DECODER_ONLY``)."""
+    return is_decoder(loaded.model)
 
 
 def layer_name(loaded: Loaded) -> str:
     """``"decoder layer"`` or ``"encoder layer"``: what one layer of ``loaded`` is, as the model declares
     it (``DECODER_ONLY``), for the audit view's text."""
-    return "decoder layer" if getattr(loaded.model, "DECODER_ONLY", False) else "encoder layer"
+    return "decoder layer" if is_decoder(loaded.model) else "encoder layer"
 
 
 def max_tokens(loaded: Loaded) -> int:
@@ -317,7 +315,7 @@ def forward(loaded: Loaded, ids: torch.Tensor) -> torch.Tensor:
 
 def attention_weights(loaded: Loaded, ids: torch.Tensor) -> torch.Tensor:
     """Every layer's attention weights for ``ids [1, T]``, read through the hook points: ``[L, h, T, T]``."""
-    pattern = points(loaded.kind)["weights"]
+    pattern = points(loaded.model)["weights"]
     names = [pattern.format(layer=i) for i in range(loaded.model.config.num_layers)]
     with capture(loaded.model, names) as cache:
         forward(loaded, ids)
@@ -504,7 +502,7 @@ def switched_off(loaded: Loaded, off: list[tuple[int, int]]):
     by_layer: dict[int, list[int]] = {}
     for layer, head in off:
         by_layer.setdefault(layer, []).append(head)
-    pattern = points(loaded.kind)["z"]
+    pattern = points(loaded.model)["z"]
 
     def zero(heads_of_layer: list[int]) -> Callable[[torch.Tensor], torch.Tensor]:
         index = torch.tensor(heads_of_layer)
