@@ -29,6 +29,9 @@ TEXT_TOKENIZERS = ("char", "bpe")  # attnlab.tasks.text_tokenizer
 # the model kinds attnlab train builds: the families of attnlab.models.registry that name their
 # training OPTIONS (the registry refuses to load if its classes say otherwise)
 TRAINABLE = ("seq2seq-rnn", "attention-rnn", "transformer", "gpt")
+# the model kinds the audits describe: the families of attnlab.models.registry that say how an
+# audit's ModelSpec sizes them (from_audit; the registry refuses to load if its classes say otherwise)
+AUDITED = ("transformer", "gpt", "bert")
 CELLS = ("gru", "lstm")  # attnlab.models.rnn
 RNN_ATTENTIONS = ("bahdanau", "luong-dot", "luong-general", "luong-concat")  # attnlab.models.rnn
 DECODERS = ("greedy", "beam")  # attnlab.training.config

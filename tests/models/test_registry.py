@@ -83,3 +83,32 @@ def test_load_config_reads_no_weights(tmp_path):
         load(tmp_path)
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_config(tmp_path / "other.json")
+
+
+def test_the_audits_name_and_build_the_registrys_families():
+    """audit --model lists the registry's AUDITED (through attnlab.names, without torch); a family
+    says how an audit sizes it (from_audit) and what its config is to an audit (audit_fields), so a
+    config goes to a spec and back to the same model's parameter count."""
+    from attnlab import names
+    from attnlab.audit import audit_params, model_spec
+    from attnlab.audit.build import build
+    from attnlab.audit.config import MODELS
+    from attnlab.models.registry import AUDITED
+
+    assert AUDITED == names.AUDITED == ("transformer", "gpt", "bert")
+    assert MODELS == ("encoder-layer", "decoder-layer", *AUDITED)
+    configs = {
+        "gpt": GPTConfig(23, d_model=16, num_heads=2, num_layers=2, d_ff=24, max_len=12, tie_weights=False),
+        "bert": BertConfig(23, d_model=16, num_heads=2, num_layers=2, d_ff=24, max_len=12, pooler=False),
+        "transformer": TransformerConfig(
+            23, 23, d_model=16, num_heads=2, d_ff=24, num_encoder_layers=2, num_decoder_layers=2, max_len=12
+        ),  # fmt: skip
+    }
+    for kind, config in configs.items():
+        spec = model_spec(config)
+        assert (spec.model, spec.layers, spec.vocab) == (kind, 2, 23)
+        model = model_class(kind)(config)
+        assert count_parameters(build(spec, device="meta")) == count_parameters(model)
+        assert audit_params(spec)["total"] == count_parameters(model)
+    with pytest.raises(ValueError, match="src_vocab=23 and tgt_vocab=29"):
+        model_spec(TransformerConfig(23, 29, d_model=16, num_heads=2, d_ff=24))

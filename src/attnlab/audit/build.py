@@ -1,9 +1,10 @@
 """Build the attnlab module an audit describes, and sort its parameters into the audit's groups.
 
 "encoder-layer" is ``L`` independent :class:`attnlab.nn.EncoderLayer` s in a :class:`LayerStack`,
-"decoder-layer" likewise with :class:`attnlab.nn.DecoderLayer`; "transformer", "gpt" and "bert"
-are :mod:`attnlab.models`' ``Transformer``, ``GPT`` and ``BertEncoder`` with configs sized by the
-audit. Building on the ``meta`` device allocates no memory, so counting a large model is instant.
+"decoder-layer" likewise with :class:`attnlab.nn.DecoderLayer`; a whole model is the family of that
+name in :mod:`attnlab.models.registry` (its ``AUDITED``: transformer, gpt, bert), its config sized
+as the family says (``from_audit``). Building on the ``meta`` device allocates no memory, so
+counting a large model is instant.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import torch
 from torch import nn
 
 from attnlab.audit.config import ModelSpec
-from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
-from attnlab.models.bert import BertConfig, BertEncoder
+from attnlab.models.registry import model_class
 from attnlab.nn import DecoderLayer, EncoderLayer
 
 
@@ -62,54 +62,8 @@ def _build(a: ModelSpec) -> nn.Module:
     if a.model in ("encoder-layer", "decoder-layer"):
         layer = EncoderLayer if a.model == "encoder-layer" else DecoderLayer
         return LayerStack([_layer(layer, a) for _ in range(a.layers)])
-    if a.model == "transformer":
-        return Transformer(
-            _model_config(
-                TransformerConfig,
-                a,
-                src_vocab=a.vocab,
-                tgt_vocab=a.vocab,
-                d_model=a.d_model,
-                num_heads=a.heads,
-                d_ff=a.d_ff,
-                num_encoder_layers=a.layers,
-                num_decoder_layers=a.layers,
-                max_len=a.max_len,
-                norm_place=a.block.norm_place,
-                activation=a.block.activation,
-                dropout=0.0,
-                share_embeddings=a.share_embeddings,
-            )
-        )
-    if a.model == "gpt":
-        return GPT(
-            _model_config(
-                GPTConfig,
-                a,
-                vocab_size=a.vocab,
-                num_layers=a.layers,
-                max_len=a.max_len,
-                tie_weights=a.tie_head,
-                block=a.block.replace(dropout=0.0),
-            )
-        )
-
-    return BertEncoder(
-        _model_config(
-            BertConfig,
-            a,
-            vocab_size=a.vocab,
-            d_model=a.d_model,
-            num_heads=a.heads,
-            num_layers=a.layers,
-            d_ff=a.d_ff,
-            max_len=a.max_len,
-            type_vocab_size=a.type_vocab,
-            norm_eps=a.block.norm_eps,
-            activation=a.block.activation,
-            pooler=a.pooler,
-        )
-    )
+    family = model_class(a.model)  # the registry's family, sized as it says (from_audit)
+    return family(_model_config(family.config_class, a, **family.from_audit(a)))
 
 
 # parameter-name fragments -> audit group, first match wins

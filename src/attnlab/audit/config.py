@@ -17,11 +17,14 @@ from __future__ import annotations
 import dataclasses
 
 from attnlab._checks import choice, optional_positive_int, positive_int
+from attnlab.names import AUDITED
 from attnlab.nn.config import BlockConfig
 
-MODELS = ("encoder-layer", "decoder-layer", "transformer", "gpt", "bert")
+# whole models with embeddings (they need a vocabulary): the families of attnlab.models.registry
+# that the audits describe (attnlab.names.AUDITED, read without torch), after the two bare layers
+WHOLE_MODELS = AUDITED
+MODELS = ("encoder-layer", "decoder-layer", *WHOLE_MODELS)
 CROSS_MODELS = ("decoder-layer", "transformer")  # models with cross-attention over a source of length S
-WHOLE_MODELS = ("transformer", "gpt", "bert")  # models with embeddings (they need a vocabulary)
 
 # the head each model has instead of GPT's logits matrix (which only a GPT can untie from E)
 _HEADS = {

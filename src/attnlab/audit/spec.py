@@ -20,54 +20,12 @@ def model_spec(model) -> ModelSpec:
         if model in MODELS:
             return ModelSpec.from_sizes(model)
         return lookup(model).spec
-    name = type(model).__name__
-    if name in ("GPTConfig", "BertConfig", "TransformerConfig"):
-        return _from_model_config(model)
+    fields = model.audit_fields() if callable(getattr(model, "audit_fields", None)) else None
+    if fields is not None:  # an attnlab.models config: its family says what it is to an audit
+        return ModelSpec(**fields)
     raise ValueError(
         f"model must be a ModelSpec, a BlockConfig, a GPTConfig/BertConfig/TransformerConfig or a preset "
-        f"name, got {name}"
-    )
-
-
-def _from_model_config(c) -> ModelSpec:
-    """The spec of an ``attnlab.models`` config: its ``block`` and its model's sizes."""
-    name = type(c).__name__
-    if name == "GPTConfig":
-        return ModelSpec(
-            "gpt",
-            c.block,
-            c.num_layers,
-            c.vocab_size,
-            c.max_len,
-            tie_head=bool(getattr(c, "tie_weights", True)),
-        )
-    if name == "BertConfig":
-        return ModelSpec(
-            "bert",
-            c.block,
-            c.num_layers,
-            c.vocab_size,
-            c.max_len,
-            type_vocab=c.type_vocab_size,
-            pooler=bool(c.pooler),
-        )
-    if c.num_encoder_layers != c.num_decoder_layers:
-        raise ValueError(
-            f"the audit's transformer has L encoder and L decoder layers; this config has "
-            f"{c.num_encoder_layers} and {c.num_decoder_layers}"
-        )
-    if c.src_vocab != c.tgt_vocab:
-        raise ValueError(
-            f"the audit's transformer has one vocabulary V; this config has src_vocab={c.src_vocab} "
-            f"and tgt_vocab={c.tgt_vocab}"
-        )
-    return ModelSpec(
-        "transformer",
-        c.block,
-        c.num_encoder_layers,
-        c.src_vocab,
-        c.max_len,
-        share_embeddings=bool(c.share_embeddings),
+        f"name, got {type(model).__name__}"
     )
 
 

@@ -35,6 +35,12 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def audit_fields(self) -> dict[str, Any] | None:
+        """The fields of the audits' ``ModelSpec`` this config describes (``model``: the family's
+        kind, ``block``, ``layers``, ``vocab``, ``max_len`` and the family's own), read by
+        :func:`attnlab.audit.model_spec`; None: the audits do not describe this family."""
+        return None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
         if not isinstance(data, dict):
@@ -207,6 +213,14 @@ class SavableModel(nn.Module):
         """The config of a model with one vocabulary of ``vocab_size`` ids (source and target
         alike) and the training ``options`` (every key of :attr:`OPTIONS`, completed)."""
         raise NotImplementedError(f"{cls.__name__} does not say how training options map onto its config")
+
+    @classmethod
+    def from_audit(cls, spec: Any) -> dict[str, Any] | None:
+        """The fields of :attr:`config_class` that the audits' ``ModelSpec`` ``spec`` describes
+        (its ``block``, ``layers``, ``vocab``, ``max_len``, ...): :mod:`attnlab.audit.build` builds
+        the family from them. None: the audits do not describe this family (the registry's
+        ``AUDITED`` lists those that do)."""
+        return None
 
     @classmethod
     def build(cls, vocab_size: int, options: dict[str, Any]) -> SavableModel:

@@ -80,6 +80,17 @@ class BertConfig(ModelConfig):
                     f"BertConfig.max_seq_length={self.max_seq_length} exceeds max_len={self.max_len}"
                 )
 
+    def audit_fields(self) -> dict[str, Any]:
+        return {
+            "model": "bert",
+            "block": self.block,
+            "layers": self.num_layers,
+            "vocab": self.vocab_size,
+            "max_len": self.max_len,
+            "type_vocab": self.type_vocab_size,
+            "pooler": bool(self.pooler),
+        }
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BertConfig:
         """Inverse of ``to_dict``; ``eps`` (the name before it was ``norm_eps``) is read as it."""
@@ -145,6 +156,21 @@ class BertEncoder(HookPoints, SavableModel):
     ENCODER_ONLY = True
     STACK = "layers"
     TOKEN_TEXT = "pieces"  # WordPiece: ids shown as their pieces (##ing)
+
+    @classmethod
+    def from_audit(cls, a) -> dict[str, Any]:
+        return {
+            "vocab_size": a.vocab,
+            "d_model": a.d_model,
+            "num_heads": a.heads,
+            "num_layers": a.layers,
+            "d_ff": a.d_ff,
+            "max_len": a.max_len,
+            "type_vocab_size": a.type_vocab,
+            "norm_eps": a.block.norm_eps,
+            "activation": a.block.activation,
+            "pooler": a.pooler,
+        }
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()

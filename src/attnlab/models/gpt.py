@@ -105,6 +105,16 @@ class GPTConfig(ModelConfig):
             return getattr(object.__getattribute__(self, "block"), name)
         raise AttributeError(f"GPTConfig has no attribute {name!r}")
 
+    def audit_fields(self) -> dict:
+        return {
+            "model": "gpt",
+            "block": self.block,
+            "layers": self.num_layers,
+            "vocab": self.vocab_size,
+            "max_len": self.max_len,
+            "tie_head": bool(self.tie_weights),
+        }
+
     @classmethod
     def from_dict(cls, data: dict) -> GPTConfig:
         """Inverse of ``to_dict`` (``block`` nested); a ``config.json`` written before the config held
@@ -191,6 +201,16 @@ class GPT(HookPoints, SavableModel):
             window=o["window"],
             dropout=o["dropout"],
         )
+
+    @classmethod
+    def from_audit(cls, a) -> dict:
+        return {
+            "vocab_size": a.vocab,
+            "num_layers": a.layers,
+            "max_len": a.max_len,
+            "tie_weights": a.tie_head,
+            "block": a.block.replace(dropout=0.0),
+        }
 
     def __init__(self, config: GPTConfig):
         super().__init__()

@@ -27,6 +27,11 @@ FAMILIES: tuple[type[SavableModel], ...] = (Seq2SeqRNN, AttentionRNN, Transforme
 TRAINABLE: tuple[str, ...] = tuple(cls.kind for cls in FAMILIES if cls.OPTIONS is not None)
 if TRAINABLE != names.TRAINABLE:  # the list --help shows without importing the models
     raise ImportError(f"attnlab.names.TRAINABLE must be {TRAINABLE}, the families with OPTIONS")
+# the families the audits describe: those that say, in their own class, how an audit's ModelSpec
+# sizes them (from_audit; a subclass does not inherit it: the audits' arithmetic names each family)
+AUDITED: tuple[str, ...] = tuple(cls.kind for cls in FAMILIES if "from_audit" in vars(cls))
+if AUDITED != names.AUDITED:  # the list audit --help shows without importing the models
+    raise ImportError(f"attnlab.names.AUDITED must be {AUDITED}, the families with from_audit")
 
 
 def decoders() -> tuple[str, ...]:

@@ -124,6 +124,26 @@ class TransformerConfig(ModelConfig):
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
             raise ValueError(f"TransformerConfig.pad_id={self.pad_id!r} must be an id of both vocabularies")
 
+    def audit_fields(self) -> dict[str, Any]:
+        if self.num_encoder_layers != self.num_decoder_layers:
+            raise ValueError(
+                f"the audit's transformer has L encoder and L decoder layers; this config has "
+                f"{self.num_encoder_layers} and {self.num_decoder_layers}"
+            )
+        if self.src_vocab != self.tgt_vocab:
+            raise ValueError(
+                f"the audit's transformer has one vocabulary V; this config has src_vocab={self.src_vocab} "
+                f"and tgt_vocab={self.tgt_vocab}"
+            )
+        return {
+            "model": "transformer",
+            "block": self.block,
+            "layers": self.num_encoder_layers,
+            "vocab": self.src_vocab,
+            "max_len": self.max_len,
+            "share_embeddings": bool(self.share_embeddings),
+        }
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
         """Inverse of ``to_dict``; ``norm`` (the name before it was ``norm_place``) is read as it."""
@@ -185,6 +205,23 @@ class Transformer(HookPoints, SavableModel):
             dropout=o["dropout"],
             max_len=o["max_len"],
         )
+
+    @classmethod
+    def from_audit(cls, a) -> dict[str, Any]:
+        return {
+            "src_vocab": a.vocab,
+            "tgt_vocab": a.vocab,
+            "d_model": a.d_model,
+            "num_heads": a.heads,
+            "d_ff": a.d_ff,
+            "num_encoder_layers": a.layers,
+            "num_decoder_layers": a.layers,
+            "max_len": a.max_len,
+            "norm_place": a.block.norm_place,
+            "activation": a.block.activation,
+            "dropout": 0.0,
+            "share_embeddings": a.share_embeddings,
+        }
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
