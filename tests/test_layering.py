@@ -22,6 +22,7 @@ A package's own ``__init__`` sits on its package's floor and may gather its modu
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -199,3 +200,45 @@ def test_in_function_imports_of_our_own_modules_stay_few():
     _, inside = _graph()
     outside_commands = [i for i in inside if not i[0].startswith(("attnlab.commands", "attnlab.cli"))]
     assert len(inside) <= MOST_IN_FUNCTION, (len(inside), outside_commands[:10])
+
+
+# Callers ask the model (attnlab.models.capabilities), never its family. A family switch: a family
+# named in a comparison (== "gpt"), a model's kind compared, tested or used as a key, or isinstance
+# on a model class. Outside models/registry.py there were 32 (issue 36), and 26 in the audits'
+# per-family arithmetic; what is left: the decode path's decoder_of, the experiments' contestants,
+# the Hugging Face mapping's model_type, a text preset's default, and the audits' formulas.
+FAMILIES = '"(?:gpt|bert|transformer|attention-rnn|seq2seq-rnn)"'
+OWNER = r"\b(?:loaded|model|m|s|spec|self\.model|self\.loaded|cls|model_cls)"
+SWITCHES = [
+    rf"{OWNER}\.kind\s*(?:==|!=|in\b|not in\b)",
+    r"getattr\(\s*[\w.]+\s*,\s*\"kind\"[^)]*\)\s*(?:==|!=|in\b|not in\b)",
+    rf"\[\s*{OWNER}\.kind\s*\]",
+    rf"\w\(\s*{OWNER}\.kind\s*\)",
+    rf"(?:==|!=)\s*{FAMILIES}",
+    rf"{FAMILIES}\s*(?:==|!=)",
+    r"isinstance\([^)]*\b(?:GPT|BertEncoder|Transformer|Seq2SeqRNN|AttentionRNN|SavableModel)\b",
+]
+MOST_SWITCHES = {"callers": 12, "audit": 24}
+
+
+def family_switches() -> dict[str, list[str]]:
+    """``{"callers": [...], "audit": [...]}``: every family switch outside the registry, as ``path:line``."""
+    found: dict[str, list[str]] = {"callers": [], "audit": []}
+    patterns = [re.compile(p) for p in SWITCHES]
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "models/registry.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("  #")[0]
+            if "_REGISTRY[" not in code and any(p.search(code) for p in patterns):
+                found["audit" if rel.startswith("audit/") else "callers"].append(f"{rel}:{n}")
+    return found
+
+
+def test_callers_ask_the_model_not_its_family():
+    found = family_switches()
+    assert all(len(found[k]) <= most for k, most in MOST_SWITCHES.items()), found
+    samples = ['if loaded.kind == "gpt":', "isinstance(m, BertEncoder)", "W[model.kind]", "a.kind_of(x)"]
+    assert [any(re.search(p, s) for p in SWITCHES) for s in samples] == [True, True, True, False]
+    assert "serve/views.py" not in " ".join(found["callers"]) and "interp/" not in " ".join(found["callers"])
