@@ -181,3 +181,50 @@ def test_nan_and_shape_errors():
         block_sparse_attention(q, k[..., :10, :], v[..., :10, :])
     with pytest.raises(ValueError, match=r"q must be a floating \[B, h, T, d\] tensor"):
         block_sparse_attention(q[0], k, v)
+
+
+_CAPPED_THEN_NOT = """
+import sys, torch, torch.nn.functional as F
+from attnlab import nn
+from attnlab.nn.masks import sparse_pattern_mask
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 2, 300, 16, generator=g) for _ in range(3))  # [B, h, T, d]
+z = nn.block_sparse_attention(q, k, v, window=9, global_tokens=[0, 150])
+mask = sparse_pattern_mask(300, 300, window=9, global_tokens=[0, 150])  # [T, T]
+want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+print((z - want).abs().max().item())
+"""
+
+
+@pytest.mark.isa
+@pytest.mark.slow
+def test_a_kernel_compiled_under_a_cap_is_never_reused_without_it(tmp_path):
+    """Inductor's cache does not key on the CPU capability: a kernel compiled under
+    ATEN_CPU_CAPABILITY=avx2 and reused by an AVX-512 process gave errors of 2.4. attnlab keeps one
+    cache folder per capability (attnlab._compile), so both processes agree with SDPA."""
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    base["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path)
+    for extra in ({"ATEN_CPU_CAPABILITY": "avx2"}, {}):
+        done = subprocess.run(
+            [sys.executable, "-c", _CAPPED_THEN_NOT],
+            env=base | extra,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert float(done.stdout.split()[-1]) <= 1e-5, (extra, done.stdout)
+    assert any(p.name == "attnlab-isa-avx2" for p in tmp_path.iterdir())
+
+
+def test_the_inductor_cache_is_named_for_the_capability_and_never_nested(monkeypatch, tmp_path):
+    from attnlab._compile import PREFIX, isolate_inductor_cache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    first = isolate_inductor_cache()
+    assert first == str(tmp_path / (PREFIX + torch.backends.cpu.get_cpu_capability().lower()))
+    assert isolate_inductor_cache() == first  # called again: the same folder, not one inside it

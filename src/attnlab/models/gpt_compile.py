@@ -20,6 +20,7 @@ import time
 import torch
 from torch import Tensor
 
+from attnlab._compile import compiled
 from attnlab.models.gpt_step import forward_step, head_logits, run_blocks
 from attnlab.nn.static_cache import StaticKVCache
 
@@ -58,7 +59,7 @@ def compiled_step(engine, ids: Tensor, state, prepared: tuple, rope) -> Tensor:
         return forward_step(engine.gpt, ids, state, prepared, rope)
     global _compiled
     if _compiled is None:
-        _compiled = torch.compile(_graph, dynamic=False)
+        _compiled = compiled(_graph, dynamic=False)
     x = engine.gpt._hidden_in(ids, state.length)[:, 0]  # [B, d]
     pos = torch.tensor([state.length], device=x.device)  # [1]
     ks, vs = [c._k for c in caches], [c._v for c in caches]

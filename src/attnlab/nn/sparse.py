@@ -33,6 +33,7 @@ from torch import Tensor
 from torch.fx.experimental import _config as fx_config
 
 from attnlab._checks import choice, positive_int
+from attnlab._compile import compiled
 from attnlab.nn.flash import flash_attention
 from attnlab.nn.masks import global_positions, sparse_pattern_mask
 
@@ -182,7 +183,7 @@ def _kernel():
     if _state["kernel"] is None:
         from torch.nn.attention.flex_attention import flex_attention
 
-        _state["kernel"] = torch.compile(flex_attention, dynamic=True)
+        _state["kernel"] = compiled(flex_attention, dynamic=True)
     return _state["kernel"]
 
 
