@@ -16,7 +16,7 @@ import dataclasses
 import torch
 from torch import Tensor
 
-from attnlab.models.capabilities import require_decoder
+from attnlab.models.capabilities import layer_point, require_decoder
 from attnlab.nn.hooks import capture
 
 
@@ -38,7 +38,7 @@ class ResidualStream:
 
 
 # the hook points the residual stream is read at (names equal module paths; see attnlab.nn.hooks)
-STREAM_POINTS = ("embed", "blocks.*.resid_post", "blocks.*.self_attn.out", "blocks.*.ffn.out")
+STREAM_POINTS = ("resid_post", "self_attn.out", "ffn.out")  # of each layer of the model's stack, after embed
 
 
 def residual_stream(model, ids: Tensor) -> ResidualStream:
@@ -48,13 +48,13 @@ def residual_stream(model, ids: Tensor) -> ResidualStream:
     require_decoder(model, "the residual stream view")
     if model.training:
         raise ValueError("put the model in eval mode first (dropout would make the writes random)")
-    points = [p for p in STREAM_POINTS if not (p.endswith("ffn.out") and model.config.ffn == "none")]
-    with torch.no_grad(), capture(model, points) as cache:
+    kept = [p for p in STREAM_POINTS if not (p == "ffn.out" and model.config.ffn == "none")]
+    with torch.no_grad(), capture(model, ["embed"] + [layer_point(model, p, "*") for p in kept]) as cache:
         model(ids)
-    n = len(model.blocks)
-    resid = [cache["embed"]] + [cache[f"blocks.{i}.resid_post"] for i in range(n)]
-    attn = [cache[f"blocks.{i}.self_attn.out"] for i in range(n)]
-    mlp = [cache.get(f"blocks.{i}.ffn.out", torch.zeros_like(a)) for i, a in enumerate(attn)]
+    n = model.config.num_layers
+    resid = [cache["embed"]] + [cache[layer_point(model, "resid_post", i)] for i in range(n)]
+    attn = [cache[layer_point(model, "self_attn.out", i)] for i in range(n)]
+    mlp = [cache.get(layer_point(model, "ffn.out", i), torch.zeros_like(a)) for i, a in enumerate(attn)]
     return ResidualStream(resid, attn, mlp)
 
 
