@@ -118,39 +118,40 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
-def check_out_path(out, what: str = "--out", *, folder: bool = True) -> Path:
-    """``out`` as a Path, checked before any work starts: a ``ValueError`` naming ``what`` when it is
+def check_out_path(out, what: str = "out", *, folder: bool = True) -> Path:
+    """``out`` as a Path, checked before any work starts: a ``ValueError`` naming the argument ``what``
+    (as ``what=PATH``, which a command turns into its flag) when it is
     empty, has a name longer than the file system allows, lies under a file, is the wrong kind
     (a file where a folder is wanted or the reverse, or a device or pipe where a file is wanted) or
     is in a folder that is not writable."""
     text = os.fspath(out) if out is not None else ""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{what} must name a {'folder' if folder else 'file'}, got an empty path")
+        raise ValueError(f"{what}= must name a {'folder' if folder else 'file'}, got an empty path")
     path = Path(text)
     for name in path.parts:
         if len(name.encode("utf-8", "surrogateescape")) > 255:
-            raise ValueError(f"{what}: the name {name[:40]!r}... is longer than 255 bytes")
+            raise ValueError(f"{what}=: the name {name[:40]!r}... is longer than 255 bytes")
     try:
         exists = path.exists()
     except OSError as exc:  # e.g. a path longer than PATH_MAX
-        raise ValueError(f"{what} {text[:60]!r}: {exc.strerror or exc}") from None
+        raise ValueError(f"{what}={text[:60]!r}: {exc.strerror or exc}") from None
     if exists and folder and not path.is_dir():
-        raise ValueError(f"{what} {path} exists and is not a folder")
+        raise ValueError(f"{what}={path} exists and is not a folder")
     if exists and not folder and path.is_dir():
-        raise ValueError(f"{what} {path} is a folder; give a file name")
+        raise ValueError(f"{what}={path} is a folder; give a file name")
     if exists and not folder and not path.is_file():  # /dev/null, a pipe: a write would replace it
-        raise ValueError(f"{what} {path} exists and is not a regular file; give a file name")
+        raise ValueError(f"{what}={path} exists and is not a regular file; give a file name")
     parent = path if folder else path.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise ValueError(f"{what} {path}: {parent} is a file, so nothing can be written under it")
+        raise ValueError(f"{what}={path}: {parent} is a file, so nothing can be written under it")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path}: {parent} is not writable")
+        raise ValueError(f"{what}={path}: {parent} is not writable")
     probe = parent / f".attnlab-write-test-{os.getpid()}"
     try:  # os.access says yes to root even on a read-only mount: try it
         probe.touch()
         probe.unlink()
     except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
+        raise ValueError(f"{what}={path}: cannot write in {parent} ({exc.strerror or exc})") from None
     return path

@@ -75,11 +75,11 @@ def test_peak_mfu_json():
         (["params", "--d-model", "0"], "--d-model must be a positive integer"),
         (["params", "--d-model", "1.5"], "--d-model must be a positive integer"),
         (["params", "--heads", "-2"], "--heads must be a positive integer"),
-        (["params", "--heads", "3"], "d_model=512 is not divisible by heads=3"),
-        (["params", "--kv-heads", "3"], "heads=8 is not divisible by kv_heads=3"),
+        (["params", "--heads", "3"], "--d-model 512 is not divisible by --heads 3"),
+        (["params", "--kv-heads", "3"], "--heads 8 is not divisible by --kv-heads 3"),
         (["params", "--model", "lstm"], "--model must be one of"),
         (["shapes", "--seq", "abc"], "--seq must be a positive integer"),
-        (["cost", "--seq", "10", "--window", "11"], "window=11 is larger than the sequence seq=10"),
+        (["cost", "--seq", "10", "--window", "11"], "--window 11 is larger than the sequence --seq 10"),
         (
             ["cost", "--model", "lstm"],
             "--model must be one of encoder-layer, decoder-layer, transformer, gpt, bert; got 'lstm'",
@@ -89,7 +89,7 @@ def test_peak_mfu_json():
         # past a learned position table (GPT-2: 1,024 rows), refused, never silently enlarged
         (
             ["cost", "--preset", "gpt2", "--seq", "2000"],
-            "seq=2000 is longer than the model's learned position table (max_len=1,024 positions)",
+            "--seq 2000 is longer than the model's learned position table (max_len=1,024 positions)",
         ),
         (["shapes", "--preset", "gpt2", "--seq", "1025", "--batch", "1"], "(max_len=1,024 positions)"),
         # options the chosen model does not read are refused by name, as --share-embeddings is

@@ -97,11 +97,11 @@ def test_the_engine_sizes_agree():
         (["--attention", "block_sparse"], "Error: --attention block_sparse needs --window W"),
         (
             ["--model", "bert", "--attention", "ssm"],
-            "Error: attention='ssm' is audited in model gpt, not 'bert'",
+            "Error: --attention 'ssm' is audited in model gpt, not 'bert'",
         ),
         (["--attention", "ssm", "--training"], "whose second term is softmax attention's"),
         (["--attention", "linear", "--measure"], "--measure reconciles the softmax kinds"),
-        (["--attention", "linear", "--window", "8"], "attention='linear' has no window"),
+        (["--attention", "linear", "--window", "8"], "--attention 'linear' has no window"),
     ],
 )
 def test_cli_errors_are_one_line(args, message):

@@ -46,6 +46,6 @@ def test_block_sparse_without_a_window_is_one_error_line(tmp_path):
     res = CliRunner().invoke(cli, [*TINY, "--attention", "block_sparse", "--out", str(tmp_path / "r")])
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
-        "Error: GPTConfig: attention='block_sparse' needs window=W (it skips the tiles a sliding window "
+        "Error: GPTConfig: --attention 'block_sparse' needs --window W (it skips the tiles a sliding window "
         "leaves empty); for full attention use 'sdpa'"
     ]

@@ -77,7 +77,7 @@ class ModelSpec:
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.model in WHOLE_MODELS and self.vocab is None:
-            raise ValueError(f"model {self.model!r} needs a vocabulary size: pass vocab (--vocab)")
+            raise ValueError(f"model {self.model!r} needs a vocabulary size: pass vocab=")
         if self.share_embeddings and self.model != "transformer":
             raise ValueError("share_embeddings applies to model 'transformer' (source, target and generator)")
         if not self.tie_head and self.model != "gpt":

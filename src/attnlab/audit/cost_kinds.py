@@ -173,7 +173,7 @@ def check_kind(a, training: bool, measure: bool, window) -> None:
             f"not for attention={kind!r}"
         )
     if kind in ("block_sparse", *KIND_MODELS) and measure:
-        raise ValueError(f"--measure reconciles the softmax kinds (sdpa, explicit, flash), not {kind!r}")
+        raise ValueError(f"measure=True reconciles the softmax kinds (sdpa, explicit, flash), not {kind!r}")
 
 
 def becomes(a, seq: int, window) -> str | None:

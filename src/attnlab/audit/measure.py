@@ -102,10 +102,10 @@ def check_measurable(report: dict, seq: int, memory: int) -> None:
     if need <= memory // 2 and seconds <= MOST_SECONDS:
         return
     raise ValueError(
-        f"--measure at T={seq:,} would need about {need / 2**30:,.1f} GiB (one layer's float32 tensors, "
+        f"measure=True at T={seq:,} would need about {need / 2**30:,.1f} GiB (one layer's float32 tensors, "
         f"the [B, h, T, T] scores and weights among them) and {flops:.2e} FLOPs (about "
         f"{_duration(seconds)} at {ASSUMED_FLOPS_PER_S:.0e} FLOP/s); this machine has "
-        f"{memory / 2**30:,.1f} GiB of memory: leave out --measure (the arithmetic needs neither) "
+        f"{memory / 2**30:,.1f} GiB of memory: leave out measure=True (the arithmetic needs neither) "
         f"or use a smaller --seq"
     )
 

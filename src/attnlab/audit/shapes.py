@@ -206,7 +206,7 @@ def _check_fits(a: ModelSpec, w: Workload) -> None:
         raise ValueError(
             f"audit shapes at B={w.batch:,}, T={w.seq:,} would need {need / 2**30:,.1f} GiB (the weights and "
             f"one layer's float32 activations); this machine has {have / 2**30:,.1f} GiB: use a smaller "
-            "--seq or --batch, or audit params / cost (arithmetic, no memory)"
+            "seq= or batch=, or audit params / cost (arithmetic, no memory)"
         )
 
 

@@ -48,11 +48,14 @@ SIZE_OPTIONS = ("model", "d_model", "heads", "d_ff", "layers", "kv_heads", "voca
 def from_options(preset: str | None = None, given: tuple[str, ...] = (), **options) -> ModelSpec | str:
     """What the CLI's audit flags describe: the preset's name (its spec comes with what was
     published), or :meth:`ModelSpec.from_sizes` of ``options``. ``given``: the options the user
-    actually set; with a preset, any of them is a ``ValueError`` (the preset fixes every size)."""
+    actually set, by name (``"max_len"``); with a preset, any of them is a ``ValueError`` (the preset
+    fixes every size)."""
     if preset is not None:
         lookup(preset)
         if given:
-            raise ValueError(f"--preset {preset} fixes the model; leave out {', '.join(given)}")
+            raise ValueError(
+                f"preset={preset} fixes the model; leave out {', '.join(g + '=' for g in given)}"
+            )
         return preset
     _check_applies(given, options.get("model", "encoder-layer"), options.get("ffn"))
     return ModelSpec.from_sizes(**options)
@@ -60,19 +63,21 @@ def from_options(preset: str | None = None, given: tuple[str, ...] = (), **optio
 
 # the flags that size a model's learned position table and its FFN: refused where there is none
 TABLE_MODELS = ("gpt", "bert")
-FFN_FLAGS = ("--d-ff", "--activation")
+FFN_FLAGS = ("d_ff", "activation")
 
 
 def _check_applies(given: tuple[str, ...], model: str, ffn: str | None) -> None:
-    """Refuse a flag the user set that the model does not read: ``--max-len`` (the rows of a
+    """Refuse a size the user set that the model does not read: ``max_len`` (the rows of a
     learned position table: gpt and bert; the transformer's sinusoidal positions and a bare layer
-    have none) and ``--d-ff`` / ``--activation`` with ``--ffn none``."""
-    if "--max-len" in given and model not in TABLE_MODELS:
+    have none) and ``d_ff`` / ``activation`` with ``ffn='none'``."""
+    if "max_len" in given and model not in TABLE_MODELS:
         raise ValueError(
-            f"--max-len applies to models gpt and bert (the rows of their learned position table); "
+            f"max_len= applies to models gpt and bert (the rows of their learned position table); "
             f"{model!r} has no position table"
         )
     unread = [f for f in FFN_FLAGS if f in given]
     if ffn == "none" and unread:
         it = "them" if len(unread) > 1 else "it"
-        raise ValueError(f"{' and '.join(unread)}: --ffn none has no FFN to size; leave {it} out")
+        raise ValueError(
+            f"{' and '.join(f + '=' for f in unread)}: ffn=none has no FFN to size; leave {it} out"
+        )

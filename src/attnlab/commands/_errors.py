@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -70,9 +71,61 @@ def _one_line_warnings(show: Callable[..., None]) -> Callable[..., None]:
     return shown
 
 
-def usage_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a click callback so ``ValueError``/``FileNotFoundError`` exit 2 with one clear line,
-    and a tokenizer's unknown-character warning is one line on stderr."""
+def command_flags() -> dict[str, str]:
+    """The running command's parameters by Python name (``as_json`` -> ``--json``, ``d_model`` ->
+    ``--d-model``, an argument ``out_dir`` -> ``OUT_DIR``): what a library message's ``name=``
+    becomes. Empty outside a click command."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    flags = {}
+    for param in ctx.command.params:
+        long = [opt for opt in param.opts if opt.startswith("--")]
+        if isinstance(param, click.Option) and param.name and long:
+            flags[param.name] = long[0]
+        elif isinstance(param, click.Argument) and param.name:
+            flags[param.name] = param.human_readable_name
+    return flags
+
+
+def with_flags(message: str, flags: Mapping[str, str], names: Mapping[str, str] | None = None) -> str:
+    """A library message with the command's flags in place of the Python arguments it names.
+
+    The library writes an argument as ``name=`` (``"resume=True needs out_dir=DIR"``,
+    ``"attention='ssm' is ..."``, a config's ``model_params.max_len=16``); each ``name`` in ``flags``
+    (the command's options by Python name) or ``names`` (other library names -> the flag that sets
+    them, e.g. ``out_dir`` -> ``--out``, a config field ``batch_size`` -> ``--batch``) becomes the flag:
+    ``name=True`` -> ``--name``, ``name=VALUE`` -> ``--name VALUE``, a bare ``name=`` -> ``--name``.
+    A message that starts with a bare name of ``names`` (``"lr must be ..."``, as the shared checks
+    of :mod:`attnlab._checks` name their argument) starts with its flag (``"--lr must be ..."``)."""
+    known = {**flags, **(names or {})}
+    if not known:
+        return message
+
+    def flag(match: re.Match) -> str:
+        name, value = match.group(1), match.group(2)
+        if name not in known:
+            return match.group(0)
+        if value == "True":
+            return known[name]
+        return f"{known[name]} {value}" if value else known[name]
+
+    message = re.sub(r"(?<![\w.-])([A-Za-z_][\w.]*\w|[A-Za-z_])=(?!=)(True\b|[^\s,;:)]*)", flag, message)
+    for name, option in (names or {}).items():
+        if re.match(rf"{re.escape(name)}\b(?!=)", message):
+            return option + message[len(name) :]
+    return message
+
+
+def usage_errors(
+    fn: Callable[..., Any] | None = None, *, names: Callable[[], Mapping[str, str]] | None = None
+) -> Any:
+    """Decorate a click callback so ``ValueError``/``FileNotFoundError`` exit 2 with one clear line
+    naming the command's flags (:func:`with_flags`; ``names`` gives the library names that differ from
+    the options', read only when there is an error), and a tokenizer's unknown-character warning is
+    one line on stderr. Used bare (``@usage_errors``) or as ``@usage_errors(names=...)``."""
+    if fn is None:
+        return functools.partial(usage_errors, names=names)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -84,6 +137,7 @@ def usage_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 warnings.showwarning = _one_line_warnings(warnings.showwarning)
                 return fn(*args, **kwargs)
         except (ValueError, FileNotFoundError) as exc:
-            raise BadInput(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+            line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise BadInput(with_flags(line, command_flags(), names() if names else None)) from None
 
     return wrapper

@@ -16,7 +16,7 @@ import click
 
 from attnlab._checks import did_you_mean
 from attnlab._io import check_out_path
-from attnlab.commands._errors import BadInput
+from attnlab.commands._errors import BadInput, with_flags
 
 
 def _flag(param) -> str:
@@ -158,9 +158,9 @@ class OutFile(click.ParamType):
         if str(value).strip() == "-":
             raise BadInput(f"{flag} writes a file, not standard output: give a file name, not '-'")
         try:
-            path = check_out_path(value, flag, folder=False)
+            path = check_out_path(value, "path", folder=False)
         except ValueError as exc:
-            raise BadInput(str(exc)) from None
+            raise BadInput(with_flags(str(exc), {}, {"path": flag})) from None
         if self._formats is not None:
             formats = _names(self._formats)
             ext = path.suffix.lstrip(".").lower()

@@ -93,7 +93,7 @@ _block = options(
 def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, hf_config=None, **sizes):
     """The audited model from the flags (the library checks them); ``as_json`` passes through."""
     given = tuple(
-        "--" + k.replace("_", "-")
+        k
         for k in (*sizes, "no_bias", "untie_head")
         if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE
     )
@@ -101,7 +101,7 @@ def _spec(ctx: click.Context, preset, as_json, no_bias=False, untie_head=False, 
         from attnlab.models.load import load_config
 
         if preset is not None or given:
-            extra = ("--preset",) * (preset is not None) + given
+            extra = ("--preset",) * (preset is not None) + tuple("--" + k.replace("_", "-") for k in given)
             raise ValueError(f"--config fixes the model; leave out {', '.join(extra)}")
         return load_config(hf_config)
     if no_bias:

@@ -44,7 +44,7 @@ def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: boo
     from attnlab.experiments.demo import build_demo, check_demo_folder, quick_settings
     from attnlab.experiments.demo_lm import QUICK_LM
 
-    check_out_path(out, "--out")  # before minutes of work
+    check_out_path(out)  # before minutes of work
     if not overwrite:
         check_demo_folder(out)
     settings, induction = quick_settings() if quick else (QUICK, None)

@@ -40,7 +40,7 @@ def _one_writer(out: str | None):
     from attnlab._io import check_out_path
     from attnlab.training.rundir import writer_lock
 
-    return writer_lock(check_out_path(out, "--out"), "experiment")
+    return writer_lock(check_out_path(out), "experiment")
 
 
 @click.group(cls=SuggestingGroup)

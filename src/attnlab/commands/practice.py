@@ -133,7 +133,7 @@ def start(exercise: str, directory: str, seed: str | None) -> None:
     from attnlab._io import check_out_path
 
     exercise = _exercise(exercise)
-    check_out_path(directory, "--dir")  # a file, or a folder under a file: one line, not an OSError
+    check_out_path(directory, "directory")  # a file, or a folder under a file: one line, not an OSError
     if exercise == "attention":
         from attnlab.practice.starter import FUNCTIONS, write_starter
 

@@ -71,7 +71,7 @@ def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset:
     if html_out is not None:
         from attnlab._io import check_out_path
 
-        check_out_path(html_out, "--html", folder=False)  # before the database is opened
+        check_out_path(html_out, "html_out", folder=False)  # before the database is opened
     with Study(data_dir) as s:
         state, latest, path = _state(s), s.latest_practice(), s.path
     if html_out:

@@ -9,7 +9,7 @@ import click
 from click.core import ParameterSource
 
 from attnlab._io import dumps_json
-from attnlab.commands._errors import BadInput, usage_errors
+from attnlab.commands._errors import BadInput, command_flags, usage_errors
 from attnlab.commands._types import (
     NON_NEGATIVE,
     POSITIVE,
@@ -139,7 +139,7 @@ _FROM_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final metrics as JSON.")
 @click.pass_context
-@usage_errors
+@usage_errors(names=lambda: _field_flags())
 def train(
     ctx: click.Context,
     out: str | None,
@@ -162,7 +162,7 @@ def train(
         raise ValueError("--device cuda trains in one process; --nproc > 1 runs DDP over gloo on the CPU")
     device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
-        raise ValueError("--resume needs --out DIR")
+        raise ValueError("resume=True needs out=DIR")
     resumed, fallback = load_resumable(out) if resume else (None, None)  # the checkpoint the run continues
     if resumed is not None and resumed.restored and fallback is None:  # (after a fallback it is stale)
         click.echo(restored_note(out, resumed.path, resumed.restored), err=True)  # even with --quiet
@@ -203,6 +203,19 @@ def train(
     _warn_nothing_trained(resumed, config.steps)
     summarise = _text_summary if config.task == TEXT_TASK else _task_summary
     summarise(config, step, out, history, chosen_out, as_json)
+
+
+def _field_flags() -> dict[str, str]:
+    """The library's names for what ``train``'s options set -> the option: a TrainConfig field
+    (``batch_size`` -> ``--batch``; its error ``lr must be ...`` -> ``--lr must be ...``), a task or
+    model parameter (``model_params.max_len`` -> ``--positions``) and ``out_dir`` -> ``--out``."""
+    from attnlab.training.config import OPTION_ROUTES
+
+    options = command_flags()  # (text_source -> --text)
+    flags = {"out_dir": "--out"}
+    for name, (where, key) in OPTION_ROUTES.items():
+        flags[key if where == "train" else f"{where}_params.{key}"] = options[name]
+    return flags
 
 
 def _warn_nothing_trained(resumed, steps: int) -> None:

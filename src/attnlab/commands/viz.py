@@ -32,7 +32,7 @@ def figures(out_dir: str, fmt: str, as_json: bool) -> None:
     from attnlab.progress import progress
     from attnlab.viz.figures import FIGURES, draw_figures
 
-    check_out_path(out_dir, "--out")
+    check_out_path(out_dir, "out_dir")
     with progress(total=len(FIGURES), desc="figures", unit="fig", quiet=as_json) as bar:
         result = draw_figures(out_dir, fmt, progress=bar.update)
     if as_json:

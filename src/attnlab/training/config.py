@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,7 +174,7 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
 
     if base is None:
         if opts["task"] is None:
-            raise ValueError("--task is required (e.g. --task reverse), or --text for a GPT on text")
+            raise ValueError("task= is required (e.g. task='reverse'), or text= for a GPT on text")
         model = opts["model"]
         fields = {"task": opts["task"], "model": model, "task_params": {}, "model_params": {}}
         for name, (where, key) in OPTION_ROUTES.items():
@@ -185,12 +184,12 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
             elif where == "model" and value is not None:
                 if model not in MODEL_KINDS or name not in model_options(model):
                     if name in given:
-                        raise ValueError(f"--{name.replace('_', '-')} does not apply to model {model!r}")
+                        raise ValueError(f"{name}= does not apply to model {model!r}")
                     continue
                 fields["model_params"][key] = value
             elif where == "train":
                 fields[key] = value
-        return _as_options(fields)
+        return TrainConfig(**fields)
     fields = base.to_dict()
     for name, (where, key) in OPTION_ROUTES.items():
         if name not in given:
@@ -201,17 +200,4 @@ def config_from_options(opts: dict, given: set[str], base: TrainConfig | None = 
             fields["model_params"] = {**fields["model_params"], key: opts[name]}
         else:
             fields[key] = opts[name]
-    return _as_options(fields)
-
-
-def _as_options(fields: dict) -> TrainConfig:
-    """``TrainConfig(**fields)``; an error about one of its fields names the option that set it
-    (``lr must be ...`` -> ``--lr must be ...``, ``batch_size`` -> ``--batch``)."""
-    try:
-        return TrainConfig(**fields)
-    except ValueError as exc:
-        text = str(exc)
-        for name, (where, key) in OPTION_ROUTES.items():
-            if where == "train" and re.match(rf"{key}\b", text):
-                raise ValueError(f"--{name.replace('_', '-')}{text[len(key) :]}") from None
-        raise
+    return TrainConfig(**fields)

@@ -38,7 +38,7 @@ OWN_FILES = ("latest.json", "config.json", "model.safetensors", MARKER)
 TEXT_FILES = ("tokenizer.json", "train.bin", "val.bin", "val-chars.bin", "text.json")
 
 
-def check_out_path(out, what: str = "--out") -> Path:
+def check_out_path(out, what: str = "out_dir") -> Path:
     """A run folder's path, checked before any work (see :func:`attnlab._io.check_out_path`)."""
     return _io.check_out_path(out, what, folder=True)
 
@@ -75,7 +75,7 @@ def refuse_foreign(path: Path) -> None:
     if strangers:
         shown = ", ".join(strangers[:4]) + (", ..." if len(strangers) > 4 else "")
         raise ValueError(
-            f"--out {path} holds files attnlab did not write ({shown}); choose an empty or new folder"
+            f"out_dir={path} holds files attnlab did not write ({shown}); choose an empty or new folder"
         )
 
 

@@ -132,18 +132,20 @@ def prepare(config: TrainConfig) -> Task | None:
 
 
 def _check_positions(config: TrainConfig, task: Task) -> None:
-    """The task's longest sequence must fit the model's positions (``--positions``), said with the
-    options' names before the run folder is touched (not as a tensor's length at the first step)."""
+    """The task's longest sequence must fit the model's positions (``model_params.max_len``), said
+    with the parameters' names before the run folder is touched (not as a tensor's length at the
+    first step)."""
     cls = model_class(config.model)
     positions = cls.options(config.model_params).get("max_len")
     need = positions_needed(task, cls.DECODER_ONLY)
     if positions is None or need is None or need <= positions:
         return
     longest = task.params().get("max_len")
-    what = f"--max-len {longest}" if isinstance(longest, int) else f"task {task.name!r}"
+    what = f"task_params.max_len={longest}" if isinstance(longest, int) else f"task {task.name!r}"
     raise ValueError(
-        f"{what} needs sequences of {need} tokens but the model has --positions {positions}; "
-        f"raise --positions" + (" or lower --max-len" if isinstance(longest, int) else "")
+        f"{what} needs sequences of {need} tokens but the model has model_params.max_len={positions}; "
+        f"raise model_params.max_len="
+        + (" or lower task_params.max_len=" if isinstance(longest, int) else "")
     )
 
 
@@ -151,13 +153,14 @@ def _check_text_options(config: TrainConfig) -> None:
     """A text run trains a GPT (a decoder-only family) whose positions hold one context window."""
     if not model_class(config.model).DECODER_ONLY:
         raise ValueError(
-            f"a text run trains a GPT (--model gpt); model {config.model!r} reads source/target pairs"
+            f"a text run trains a GPT (model=gpt); model {config.model!r} reads source/target pairs"
         )
     p = text_params(config.task_params)
     positions = model_class(config.model).options(config.model_params)["max_len"]
     if p["context"] > positions:
         raise ValueError(
-            f"--context {p['context']} is longer than the model's {positions} positions (--positions)"
+            f"task_params.context={p['context']} is longer than the model's {positions} positions "
+            f"(model_params.max_len=)"
         )
     _check_fits(config, p["vocab_size"] or 1024)  # a char vocabulary's size is not known yet
 
@@ -178,10 +181,10 @@ def preflight(
     prepare(config)
     if out_dir is None:
         if resume:
-            raise ValueError("--resume needs --out DIR")
+            raise ValueError("resume=True needs out_dir=DIR")
         return None
     if resume and overwrite:
-        raise ValueError("--resume and --overwrite contradict each other; choose one")
+        raise ValueError("resume=True and overwrite=True contradict each other; choose one")
     out = rundir.check_out_path(out_dir)
     if resume:
         resume_folder(out)  # before claim() creates it: a mistyped --out is not a fresh run
@@ -201,7 +204,7 @@ def preflight(
     if has_run:
         raise ValueError(
             f"{out} already holds a checkpoint (step {latest_step(out)}); "
-            f"pass --resume to continue it, --overwrite to replace it, or choose another --out"
+            f"pass resume=True to continue it, overwrite=True to replace it, or choose another out_dir="
         )
     return None
 
@@ -300,10 +303,11 @@ def check_distributed(config: TrainConfig, out_dir, world: int) -> None:
     if config.task != TEXT_TASK or world <= 1:
         return
     if out_dir is None:
-        raise ValueError("a text run over several processes needs --out: they share its token files")
+        raise ValueError("a text run over several processes needs out_dir=: they share its token files")
     if text_params(config.task_params)["source"] == STDIN:
         raise ValueError(
-            "--text - (standard input) reaches one process only; give a file to train with several"
+            "task_params.source=- (standard input) reaches one process only; "
+            "give a file to train with several"
         )
 
 

@@ -168,16 +168,16 @@ def export_gpt2(model, tokenizer, out_dir: str | Path, *, overwrite: bool = Fals
 
 def _check_out(out_dir: str | Path, overwrite: bool) -> Path:
     """``out_dir`` checked: writable, and new, empty, or (``overwrite``) an earlier export's folder."""
-    out = check_out_path(out_dir, "OUT_DIR")
+    out = check_out_path(out_dir, "out_dir")
     if not out.exists():
         return out
     held = sorted(p.name for p in out.iterdir())
     if held and not overwrite:
-        raise ValueError(f"OUT_DIR {out} is not empty; choose a new folder or pass --overwrite")
+        raise ValueError(f"out_dir={out} is not empty; choose a new folder or pass overwrite=True")
     foreign = [name for name in held if name not in FILES]
     if foreign:
         raise ValueError(
-            f"OUT_DIR {out} holds files that are not an export's ({', '.join(foreign[:3])}); "
-            "--overwrite replaces only an earlier export"
+            f"out_dir={out} holds files that are not an export's ({', '.join(foreign[:3])}); "
+            "overwrite=True replaces only an earlier export"
         )
     return out

@@ -153,6 +153,7 @@ def dtype_bytes(hf: dict[str, Any], source: str) -> tuple[int, str] | None:
     text = str(name).removeprefix("torch.")
     if text not in DTYPE_BYTES:
         raise ValueError(
-            f"{source}: {key} {name!r} has no known size (known: {', '.join(DTYPE_BYTES)}); pass --bytes N"
+            f"{source}: {key} {name!r} has no known size (known: {', '.join(DTYPE_BYTES)}); "
+            "pass bytes_per_value=N"
         )
     return DTYPE_BYTES[text], text
