@@ -450,7 +450,12 @@
     box.dataset.step = id;
     box.appendChild(el("h3", st.title));
     var m = el("div", null, "mathml");
-    m.innerHTML = st.mathml; // the server's fixed formulas (latex2mathml of attnlab's own LaTeX), never user text
+    // the server's fixed formulas (latex2mathml of attnlab's own LaTeX), parsed as XML: no markup is
+    // ever assigned as HTML (a MathML namespace keeps the browser drawing it)
+    var doc = new DOMParser().parseFromString(st.mathml, "application/xml");
+    if (doc.documentElement && doc.documentElement.localName === "math") {
+      m.appendChild(document.importNode(doc.documentElement, true));
+    }
     box.appendChild(m);
     var p = el("p", "Concept: ", "concepts");
     st.concepts.forEach(function (c, k) {
