@@ -125,3 +125,22 @@ def test_field_on_plain_text_is_refused_and_resume_with_nothing_to_resume_is_sai
     assert result.exit_code == 0, result.output
     assert f"no interrupted run to continue ({out}.parts does not exist); starting afresh" in result.stderr
     assert out.is_file()
+
+
+def test_standard_input_among_texts_is_read_in_bounded_lines_and_binary_is_refused():
+    """``embed -`` reads one text per non-empty line through the shared line reader: a NUL byte
+    (``/dev/zero``, a binary file), a line past the limit or bytes that are not UTF-8 are one line
+    naming standard input and the line, exit 2, never a MemoryError or a TypeError."""
+    from attnlab.tasks.text_source import MAX_LINE_BYTES
+
+    runner = CliRunner()
+    cases = {
+        b"\0" * 1000: "line 1",
+        b"a cat\n" + b"x" * (MAX_LINE_BYTES + 10): "line 2",
+        b"hello\n\xff\xfe\n": "line 2",
+    }
+    for data, line in cases.items():
+        done = runner.invoke(cli, ["embed", "-"], input=data)
+        assert done.exit_code == 2 and "standard input" in done.output and line in done.output, done.output
+    done = runner.invoke(cli, ["embed", "-", "--json"], input=b"a cat\n\n  \nthe dog\n")
+    assert done.exit_code == 0 and json.loads(done.stdout)["texts"] == ["a cat", "the dog"]

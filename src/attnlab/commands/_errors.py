@@ -28,8 +28,21 @@ def _from_stdin(name: str, value: Any) -> Any:
     standard input."""
     if name not in TEXT_ARGUMENTS or not (isinstance(value, tuple) and "-" in value):
         return value
-    data = sys.stdin.read()
-    lines = [line for line in data.splitlines() if line.strip()]
+    from attnlab.tasks.text_source import read_lines  # bounded lines, binary refused (imports torch)
+
+    lines = []
+    try:
+        for number, raw in read_lines(sys.stdin.buffer, "standard input"):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadInput(
+                    f"standard input line {number} is not UTF-8 text (byte {exc.start + 1})"
+                ) from None
+            if line.strip():
+                lines.append(line)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     if not lines:
         raise BadInput(f"{name} '-' read no lines from standard input")
     out: list[str] = []
