@@ -98,7 +98,7 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
     if found is None:
         done = complete_checkpoints(out)
         hint = (
-            f"; {done[0].name} verifies: `attnlab train --out {out} --resume` continues from it"
+            f"; {done[0].name} verifies: resuming the run (resume=True) continues from it"
             if done
             else ""
         )

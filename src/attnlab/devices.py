@@ -21,7 +21,7 @@ def resolve_device(device: str = "auto") -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device 'cuda' was asked for but PyTorch sees no CUDA device (torch {torch.__version__}, "
-            f"CUDA build: {torch.version.cuda or 'no'}); use --device cpu or auto"
+            f"CUDA build: {torch.version.cuda or 'no'}); use device=cpu or auto"
         )
     return device
 

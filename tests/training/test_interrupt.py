@@ -37,7 +37,7 @@ def test_interrupted_run_saves_the_step_and_resumes_to_the_same_weights(
         train(config, out, progress=False)
     assert (stopped.value.step, stopped.value.total, stopped.value.saved) == (8, 20, str(out))
     assert stopped.value.exit_code == 128 + signum
-    assert "continue with attnlab train --resume --out" in str(stopped.value)
+    assert f"continue with train(config, out_dir={str(out)!r}, resume=True)" in str(stopped.value)
     assert json.loads((out / "latest.json").read_text())["step"] == 8
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers given back
     monkeypatch.undo()

@@ -105,7 +105,7 @@ def test_evaluate_without_a_pointer_names_the_checkpoint_and_the_way_back(runs, 
     assert result.exit_code == 2
     assert result.output.splitlines() == [
         f"Error: {out} holds no checkpoint (no latest.json); ckpt-000010 verifies: "
-        f"`attnlab train --out {out} --resume` continues from it"
+        "resuming the run (attnlab train --resume) continues from it"
     ]
 
 

@@ -49,7 +49,7 @@ def test_overwrite_replaces_only_an_attnlab_run(tmp_path, tiny_config):
     out = tmp_path / "run"
     train(tiny_config(steps=2), out, progress=False)
     assert (out / MARKER).is_file()
-    with pytest.raises(ValueError, match="--overwrite"):
+    with pytest.raises(ValueError, match="overwrite=True"):
         train(tiny_config(steps=2), out, progress=False)
     train(tiny_config(steps=3, seed=1), out, overwrite=True, progress=False)
     assert sorted(p.name for p in out.glob("ckpt-*")) == ["ckpt-000003"]

@@ -3,6 +3,7 @@ task or a GPT on text, score a trained model, and run it on your own input."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -153,10 +154,9 @@ def train(
 ) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam), or a GPT on
     text (--text: next-token loss, held-out loss per token and bits per character)."""
-    from attnlab.training.checkpoint import load_resumable, load_trained, restored_note
-    from attnlab.training.distributed import group_from_env, train_distributed
+    from attnlab.training.checkpoint import load_resumable, restored_note
+    from attnlab.training.distributed import group_from_env
     from attnlab.training.ranks import same_everywhere
-    from attnlab.training.trainer import train as run
 
     if nproc > 1 and device == "cuda":
         raise ValueError("--device cuda trains in one process; --nproc > 1 runs DDP over gloo on the CPU")
@@ -181,28 +181,49 @@ def train(
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
     log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
-    if nproc > 1:
-        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
-        _, state = load_trained(out)
-        history, step = state["history"], state["step"]
-    else:
-        result = run(
-            config,
-            out,
-            resume=resume,
-            overwrite=overwrite,
-            progress=not quiet and rank == 0,
-            rank=rank,
-            world=world,
-            log=log,
-            device=device,
-        )
-        if rank != 0:
-            return
-        history, step = result.history, result.step
+    with _resume_line():
+        history, step = _run(config, out, resume, overwrite, nproc, quiet, rank, world, device, log)
+    if rank != 0:
+        return
     _warn_nothing_trained(resumed, config.steps)
     summarise = _text_summary if config.task == TEXT_TASK else _task_summary
     summarise(config, step, out, history, chosen_out, as_json)
+
+
+@contextlib.contextmanager
+def _resume_line():
+    """A run stopped by Ctrl-C says how to continue it as a command line, not a Python call."""
+    from attnlab.training.interrupt import TrainingInterrupted
+
+    try:
+        yield
+    except TrainingInterrupted as stop:
+        stop.resume_with = f"attnlab train --resume --out {stop.saved}"
+        raise
+
+
+def _run(config, out, resume, overwrite, nproc, quiet, rank, world, device, log) -> tuple[list[dict], int]:
+    """Train (in ``nproc`` processes, or this one as ``rank`` of ``world``); the history and step."""
+    from attnlab.training.checkpoint import load_trained
+    from attnlab.training.distributed import train_distributed
+    from attnlab.training.trainer import train as run
+
+    if nproc > 1:
+        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
+        _, state = load_trained(out)
+        return state["history"], state["step"]
+    result = run(
+        config,
+        out,
+        resume=resume,
+        overwrite=overwrite,
+        progress=not quiet and rank == 0,
+        rank=rank,
+        world=world,
+        log=log,
+        device=device,
+    )
+    return result.history, result.step
 
 
 def _field_flags() -> dict[str, str]:
@@ -212,7 +233,7 @@ def _field_flags() -> dict[str, str]:
     from attnlab.training.config import OPTION_ROUTES
 
     options = command_flags()  # (text_source -> --text)
-    flags = {"out_dir": "--out"}
+    flags = {"out_dir": "--out", "source": options["text_source"]}
     for name, (where, key) in OPTION_ROUTES.items():
         flags[key if where == "train" else f"{where}_params.{key}"] = options[name]
     return flags
@@ -405,7 +426,7 @@ def _check_positions(directory: str, model, task) -> None:
 @decode_options()
 @device_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
-@usage_errors
+@usage_errors(names=lambda: {"resume": "attnlab train --resume"})
 def evaluate(
     directory: str,
     task: str | None,

@@ -85,11 +85,11 @@ def is_loopback(host: str) -> bool:
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (0: a free port); ``ValueError`` if it cannot be."""
     if not isinstance(host, str) or not host or any(ch.isspace() for ch in host) or len(host) > 253:
-        raise ValueError(f"--host must be an address or a host name, got {host!r}")
+        raise ValueError(f"host= must be an address or a host name, got {host!r}")
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except (socket.gaierror, UnicodeError) as exc:
-        raise ValueError(f"--host {host!r} is not an address of this machine ({exc})") from None
+        raise ValueError(f"host={host!r} is not an address of this machine ({exc})") from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -251,7 +251,7 @@ def open_source(source: str, spool: Path | None = None) -> TextSource:
         path, name = Path(source), source
         if not path.is_file():
             what = "a folder, not a file" if path.is_dir() else "no such file"
-            raise ValueError(f"--text {source}: {what} (give a file, - for stdin, or {SHAKESPEARE})")
+            raise ValueError(f"source={source}: {what} (give a file, - for stdin, or {SHAKESPEARE})")
     n, alphabet = _scan(path, name)
     cut = _held_out_start(path, name, n)
     held = f"the last {(n - cut) / n:.0%} of the text held out ({n - cut:,} characters)"

@@ -35,7 +35,7 @@ def bpe_tokenizer(pieces: Iterable[str], vocab_size: int):
 
     if vocab_size < MIN_BPE_VOCAB:
         raise ValueError(
-            f"--vocab-size must be at least {MIN_BPE_VOCAB} for byte-level BPE (256 bytes + merges), "
+            f"vocab_size= must be at least {MIN_BPE_VOCAB} for byte-level BPE (256 bytes + merges), "
             f"got {vocab_size}"
         )
     tok = Tokenizer(models.BPE())

@@ -71,7 +71,7 @@ def predict(
         raise ValueError(f"decode must be 'greedy' or 'beam', got {decode!r}")
     tok = task.tokenizer
     if decode == "beam" and beam_size > tok.vocab_size:  # (a beam wider than the choices is a slip)
-        raise ValueError(f"--beam-size {beam_size:,} is more than the vocabulary ({tok.vocab_size:,} tokens)")
+        raise ValueError(f"beam_size={beam_size:,} is more than the vocabulary ({tok.vocab_size:,} tokens)")
     was_training = model.training
     model.eval()
     preds: list[str] = []

@@ -14,17 +14,19 @@ from collections.abc import Callable, Iterator
 
 class TrainingInterrupted(KeyboardInterrupt):
     """The loop stopped on a signal after completing ``step`` of ``total`` steps; ``saved`` is the run
-    folder its checkpoint went to, or None when the run has none. ``exit_code``: 128 + the signal."""
+    folder its checkpoint went to, or None when the run has none. ``exit_code``: 128 + the signal.
+    ``resume_with``: how the message says to continue (the Python call; a command sets its own line)."""
 
     def __init__(self, step: int, total: int, saved: str | None, signum: int):
         super().__init__(step, total, saved, signum)
         self.step, self.total, self.saved, self.exit_code = step, total, saved, 128 + signum
+        self.resume_with = f"train(config, out_dir={saved!r}, resume=True)"
 
     def __str__(self) -> str:
         done = f"stopped after step {self.step} of {self.total}"
         if self.saved is None:
             return f"{done}; not saved (the run has no checkpoint folder)"
-        return f"{done}; checkpoint saved: continue with attnlab train --resume --out {self.saved}"
+        return f"{done}; checkpoint saved: continue with {self.resume_with}"
 
 
 @contextlib.contextmanager

