@@ -97,11 +97,7 @@ def checkpoint_dir(out_dir: str | Path) -> Path:
     found = read_pointer(out)
     if found is None:
         done = complete_checkpoints(out)
-        hint = (
-            f"; {done[0].name} verifies: resuming the run (resume=True) continues from it"
-            if done
-            else ""
-        )
+        hint = f"; {done[0].name} verifies: resuming the run (resume=True) continues from it" if done else ""
         raise ValueError(f"{out} holds no checkpoint (no {POINTER}){hint}")
     path = out / found[0]
     if not (path / STATE).is_file():

@@ -69,9 +69,7 @@ def text_params(params: dict[str, Any]) -> dict[str, Any]:
     if out["tokenizer"] not in TEXT_TOKENIZERS:
         raise ValueError(f"tokenizer= must be one of {list(TEXT_TOKENIZERS)}, got {out['tokenizer']!r}")
     if out["tokenizer"] == "char" and out["vocab_size"] is not None:
-        raise ValueError(
-            "vocab_size= applies to tokenizer=bpe (a char vocabulary is the text's characters)"
-        )
+        raise ValueError("vocab_size= applies to tokenizer=bpe (a char vocabulary is the text's characters)")
     if out["tokenizer"] == "bpe" and out["vocab_size"] is None:
         out["vocab_size"] = 1024
     return out

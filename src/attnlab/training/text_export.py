@@ -38,10 +38,7 @@ def export_text_run(run_dir: str | Path, out_dir: str | Path, *, overwrite: bool
     run = Path(run_dir)
     if not is_text_run(run):
         if (run / "latest.json").is_file():
-            raise ValueError(
-                f"{run} is not a text run: only a GPT trained on text has a "
-                "tokenizer to export"
-            )
+            raise ValueError(f"{run} is not a text run: only a GPT trained on text has a tokenizer to export")
         raise ValueError(f"{run} is not an attnlab run folder (no latest.json)")
     model, tokenizer, _ = load_text_run(run)
     config = gpt2_config(model.config)
