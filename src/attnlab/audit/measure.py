@@ -106,7 +106,7 @@ def check_measurable(report: dict, seq: int, memory: int) -> None:
         f"the [B, h, T, T] scores and weights among them) and {flops:.2e} FLOPs (about "
         f"{_duration(seconds)} at {ASSUMED_FLOPS_PER_S:.0e} FLOP/s); this machine has "
         f"{memory / 2**30:,.1f} GiB of memory: leave out measure=True (the arithmetic needs neither) "
-        f"or use a smaller --seq"
+        f"or use a smaller seq="
     )
 
 

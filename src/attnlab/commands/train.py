@@ -154,18 +154,20 @@ def train(
 ) -> None:
     """Train a model on a built-in task (teacher forcing, AdamW, warm-up + cosine or Noam), or a GPT on
     text (--text: next-token loss, held-out loss per token and bits per character)."""
-    from attnlab.training.checkpoint import load_resumable, restored_note
-    from attnlab.training.distributed import group_from_env
-    from attnlab.training.ranks import same_everywhere
+    from attnlab.training import checkpoint, distributed, ranks
 
     if nproc > 1 and device == "cuda":
         raise ValueError("--device cuda trains in one process; --nproc > 1 runs DDP over gloo on the CPU")
     device = resolve_device("cpu" if nproc > 1 else device)  # cuda asked for and absent: one line, exit 2
     if resume and out is None:
         raise ValueError("resume=True needs out=DIR")
-    resumed, fallback = load_resumable(out) if resume else (None, None)  # the checkpoint the run continues
+    resumed, fallback = (
+        checkpoint.load_resumable(out) if resume else (None, None)
+    )  # the checkpoint the run continues
     if resumed is not None and resumed.restored and fallback is None:  # (after a fallback it is stale)
-        click.echo(restored_note(out, resumed.path, resumed.restored), err=True)  # even with --quiet
+        click.echo(
+            checkpoint.restored_note(out, resumed.path, resumed.restored), err=True
+        )  # even with --quiet
     base = resumed.config if resumed is not None else None
     from attnlab.training.config import config_from_options
 
@@ -174,10 +176,12 @@ def train(
     config = config_from_options(opts, given, base)
     _check_heads(config)
     # torchrun sets WORLD_SIZE/RANK; the group is left when the command ends (click closes the resource)
-    rank, world = (0, 1) if nproc > 1 else ctx.with_resource(group_from_env())
+    rank, world = (0, 1) if nproc > 1 else ctx.with_resource(distributed.group_from_env())
     chosen_out = out is None
     if chosen_out:  # named in the last line: never thrown away; under torchrun rank 0's choice
-        out = same_everywhere(_default_out(_source_name(config), config.model) if rank == 0 else None, world)
+        out = ranks.same_everywhere(
+            _default_out(_source_name(config), config.model) if rank == 0 else None, world
+        )
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
     log = lambda line: click.echo(line, err=True)  # noqa: E731 (repairs are said even with --quiet)
@@ -192,27 +196,25 @@ def train(
 
 @contextlib.contextmanager
 def _resume_line():
-    """A run stopped by Ctrl-C says how to continue it as a command line, not a Python call."""
-    from attnlab.training.interrupt import TrainingInterrupted
-
+    """A run stopped by Ctrl-C (:class:`attnlab.training.interrupt.TrainingInterrupted`) says how to
+    continue it as a command line, not a Python call."""
     try:
         yield
-    except TrainingInterrupted as stop:
-        stop.resume_with = f"attnlab train --resume --out {stop.saved}"
+    except KeyboardInterrupt as stop:
+        if hasattr(stop, "resume_with"):
+            stop.resume_with = f"attnlab train --resume --out {stop.saved}"
         raise
 
 
 def _run(config, out, resume, overwrite, nproc, quiet, rank, world, device, log) -> tuple[list[dict], int]:
     """Train (in ``nproc`` processes, or this one as ``rank`` of ``world``); the history and step."""
-    from attnlab.training.checkpoint import load_trained
-    from attnlab.training.distributed import train_distributed
-    from attnlab.training.trainer import train as run
+    from attnlab.training import checkpoint, distributed, trainer
 
     if nproc > 1:
-        train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
-        _, state = load_trained(out)
+        distributed.train_distributed(config, out, nproc=nproc, resume=resume, progress=not quiet, log=log)
+        _, state = checkpoint.load_trained(out)
         return state["history"], state["step"]
-    result = run(
+    result = trainer.train(
         config,
         out,
         resume=resume,

@@ -375,7 +375,7 @@ def run(settings: Settings, out_dir: str | Path, *, progress: bool = True, log=p
     ``results.json``, ``accuracy_vs_length.png`` and ``heatmap-*.png`` into ``out_dir``."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     task = _task(settings)
     tok = task.tokenizer

@@ -68,7 +68,7 @@ def write(result: ClaimResult, out_dir: str | Path, plot: Callable[[ClaimResult,
     into ``out_dir`` (created); the paths go into ``result.files``."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "results.json", "table": out / "table.txt", "plot": out / f"{result.name}.png"}
     result.files = {k: str(v) for k, v in files.items()}

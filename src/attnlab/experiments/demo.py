@@ -590,7 +590,7 @@ def build_demo(
     settings = QUICK if settings is None else settings
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     (out / MARK).touch()  # before anything is written: an interrupted build is still a demo's folder
     t_start = time.perf_counter()

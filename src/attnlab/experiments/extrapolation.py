@@ -346,7 +346,7 @@ def run(settings: Settings, out_dir: str | Path | None = None, *, progress: bool
     into ``out_dir`` when given. Deterministic for given settings (seeded data and weights)."""
     out = None if out_dir is None else Path(out_dir)
     if out is not None and out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     with torch_threads(1):  # models this small only lose to a second thread's synchronisation
         return _run(settings, out, progress, log)
 

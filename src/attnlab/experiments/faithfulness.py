@@ -268,7 +268,7 @@ def run(
     ``out_dir/model`` (:func:`attnlab.experiments.text_model.text_model`)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     lm = text_model(run_dir, out, settings.preset, progress=progress, log=log)
     t = lm.context

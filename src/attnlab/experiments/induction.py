@@ -406,7 +406,7 @@ def run(settings: Settings, out_dir: str | Path, *, show_progress: bool = True, 
     and ``induction.png`` into ``out_dir``."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     runs, models = [], {}
     for name in settings.models:

@@ -420,7 +420,7 @@ def run(
     ``results.json``, ``results.md`` and ``induction.png`` into ``out_dir``."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     lm = text_model(run_dir, out, settings.preset, progress=progress, log=log)
     files = {

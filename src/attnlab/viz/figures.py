@@ -349,7 +349,7 @@ def draw_figures(out_dir, fmt: str = "png", dpi: int = 90, progress=None) -> dic
         raise ValueError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise ValueError(f"out_dir={out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     result = {}
     for name, make in FIGURES.items():
