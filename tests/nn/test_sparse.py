@@ -196,8 +196,7 @@ print((z - want).abs().max().item())
 """
 
 
-@pytest.mark.isa
-@pytest.mark.slow
+@pytest.mark.slow  # (not rerun under the caps: it sets ATEN_CPU_CAPABILITY itself)
 def test_a_kernel_compiled_under_a_cap_is_never_reused_without_it(tmp_path):
     """Inductor's cache does not key on the CPU capability: a kernel compiled under
     ATEN_CPU_CAPABILITY=avx2 and reused by an AVX-512 process gave errors of 2.4. attnlab keeps one
