@@ -31,6 +31,12 @@ import numpy as np
 from attnlab.devices import torch_threads
 from attnlab.experiments import verdicts
 from attnlab.experiments.claim_result import ClaimResult, figure, save, write
+from attnlab.models.load import load
+from attnlab.tasks import get_task
+from attnlab.training.checkpoint import checkpoint_dir, verify
+from attnlab.training.config import TrainConfig
+from attnlab.training.evaluate import predict
+from attnlab.training.trainer import train
 
 CLAIM = (
     "Beam search keeps the k best partial sequences at each step instead of only the single best "
@@ -71,10 +77,6 @@ def trained(task: str, steps: int, lr: float, s: Settings, folder: Path | None):
     """The task's Transformer: loaded from ``folder`` when it holds a finished run of the same
     configuration, else trained there (or in memory when ``folder`` is None); a run of another
     configuration there is a ``ValueError``. Returns ``(model, seconds spent training)``."""
-    from attnlab.models.load import load
-    from attnlab.training.checkpoint import checkpoint_dir, verify
-    from attnlab.training.config import TrainConfig
-    from attnlab.training.trainer import train
 
     params = {"d_model": s.d_model, "layers": s.layers, "heads": s.heads}
     config = TrainConfig(task=task, model="transformer", steps=steps, lr=lr, model_params=params, seed=s.seed)
@@ -91,8 +93,6 @@ def trained(task: str, steps: int, lr: float, s: Settings, folder: Path | None):
 def decode_all(model, task, examples, beams) -> dict[str, dict]:
     """Per decoder (``greedy``, ``beam k``): per-example exact match ``exact [N]`` (0/1) and token
     accuracy ``token [N]``, as lists."""
-    from attnlab.training.evaluate import predict
-
     out = {}
     for name, kw in [("greedy", {"decode": "greedy"})] + [
         (f"beam {k}", {"decode": "beam", "beam_size": k}) for k in beams
@@ -124,8 +124,6 @@ def run(
 ) -> ClaimResult:
     """Train (or reuse) each task's model, decode its held-out examples every way, judge; with
     ``out_dir`` write JSON, table and plot."""
-    from attnlab.tasks import get_task
-
     s = settings
     t0 = time.perf_counter()
     header = ["task", "decoder", "exact match", "token accuracy", "beam - greedy, exact (95%)", "verdict"]
