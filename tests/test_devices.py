@@ -38,12 +38,22 @@ def test_help_lists_the_registry(command):
     assert r.exit_code == 0 and "--device [" + "|".join(DEVICES) + "]" in r.output
 
 
-def test_explore_on_the_auto_device_equals_cpu():
-    """``auto`` picks CUDA when present; on this machine it runs where cpu does, with the same weights."""
-    from attnlab.viz.explorer import attention_views
+def test_explore_on_the_auto_device_equals_cpu(monkeypatch):
+    """``auto`` picks CUDA when present, else cpu: the model is loaded onto that device (the real
+    loader, watched), and its weights equal cpu's."""
+    from attnlab.viz import explorer
 
-    cpu, _ = attention_views("The animal was tired.", "minilm", "cpu")
-    auto, _ = attention_views("The animal was tired.", "minilm", "auto")
+    placed, real_load = [], explorer.load
+
+    def load(*args, **kwargs):
+        loaded = real_load(*args, **kwargs)
+        placed.append(next(loaded.model.parameters()).device.type)
+        return loaded
+
+    monkeypatch.setattr(explorer, "load", load)
+    cpu, _ = explorer.attention_views("The animal was tired.", "minilm", "cpu")
+    auto, _ = explorer.attention_views("The animal was tired.", "minilm", "auto")
+    assert placed == ["cpu", "cuda" if torch.cuda.is_available() else "cpu"]
     np.testing.assert_allclose(auto[0].weights, cpu[0].weights, atol=1e-5)
 
 

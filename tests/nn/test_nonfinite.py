@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 
+import click
 import pytest
 import torch
+from click.testing import CliRunner
 
+from attnlab.commands._errors import usage_errors
 from attnlab.models import GPT, GPTConfig, load_model
 from attnlab.models.registry import build_model
 from attnlab.models.rnn import RNNConfig, Seq2SeqRNN
@@ -54,8 +57,16 @@ def test_the_first_point_in_forward_order_is_named_with_its_counts(where):
     msg = str(err.value)
     assert msg.startswith(f"non-finite value first at {name} (")
     assert re.search(rf"\({bad} of {total} entries are ", msg), msg
-    assert isinstance(err.value, ValueError)  # the CLI turns it into one Error line, exit 2
     assert _no_hooks(model)
+
+    @click.command()
+    @usage_errors
+    def forward():  # a command's callback, as every attnlab command wraps its own
+        with detect_nonfinite(model):
+            model(ids)
+
+    r = CliRunner().invoke(forward, [])  # the CLI turns it into one Error line, exit 2
+    assert (r.exit_code, r.output.strip().splitlines()) == (2, [f"Error: {msg}"]), r.output
 
 
 def test_one_kind_of_value_is_named_plainly_and_a_later_point_is_not_reached():
