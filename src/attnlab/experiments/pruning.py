@@ -14,6 +14,7 @@ No competence gate: MiniLM is the unpruned reference it is compared with.
 from __future__ import annotations
 
 from attnlab.experiments import verdicts
+from attnlab.interp.minilm_pruning import prune_minilm
 
 
 def compare_orders(result: dict, key: str = "mean_cosine") -> list[dict]:
@@ -67,8 +68,6 @@ def summary(rows: list[dict], orders: int) -> str:
 def judged_minilm(random_seed: int = 0, random_orders: int = 5) -> dict:
     """:func:`attnlab.interp.minilm_pruning.prune_minilm` with ``random_orders`` random orders, plus
     ``comparison`` (:func:`compare_orders` on the mean cosine) and ``summary`` (:func:`summary`)."""
-    from attnlab.interp.minilm_pruning import prune_minilm
-
     result = prune_minilm(random_seed, random_orders)
     rows = compare_orders(result)
     return {**result, "comparison": rows, "summary": summary(rows, random_orders)}
