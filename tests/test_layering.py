@@ -3,7 +3,7 @@ no two modules import each other, directly or around a circle, and no module imp
 above its own. The floors are DESIGN.md's layering, with every module placed:
 
 ====  =============================================================================================
-0     the bottom: ``_io``, ``_checks``, ``_runs`` (reading a run folder), ``_blas``, ``_rope_scaling``,
+0     the bottom: ``_io``, ``_checks``, ``_runs`` (reading a run folder), ``_blas``, ``_rope_config``,
       ``devices``, ``progress``
 1     ``ref`` (the NumPy reference)
 2     ``nn`` (PyTorch building blocks); ``tasks`` beside it (task alphabets, corpora, tokenizers);
@@ -35,7 +35,7 @@ FLOORS = {
     "attnlab._checks": 0,
     "attnlab._runs": 0,
     "attnlab._blas": 0,
-    "attnlab._rope_scaling": 0,
+    "attnlab._rope_config": 0,
     "attnlab.devices": 0,
     "attnlab.progress": 0,
     "attnlab.ref": 1,

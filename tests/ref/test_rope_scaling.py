@@ -14,7 +14,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from attnlab import nn as ann
 from attnlab import ref
-from attnlab._rope_scaling import ROPE_TYPES
+from attnlab._rope_config import ROPE_TYPES
 from attnlab.nn import BlockConfig
 
 SCALED = [t for t in ROPE_TYPES if t != "default"]

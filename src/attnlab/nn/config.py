@@ -30,7 +30,7 @@ from attnlab._checks import (
     positive_int,
     probability,
 )
-from attnlab._rope_scaling import check_head_dim, check_rope_scaling
+from attnlab._rope_config import check_head_dim, check_rope_scaling
 
 NORMS = ("layer", "rms")
 NORM_PLACES = ("post", "pre")

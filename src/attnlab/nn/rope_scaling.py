@@ -15,7 +15,7 @@ import math
 import torch
 
 from attnlab._checks import positive_float
-from attnlab._rope_scaling import check_head_dim, check_rope_scaling, check_seq_len
+from attnlab._rope_config import check_head_dim, check_rope_scaling, check_seq_len
 
 
 def _pair_exponents(d: int, device) -> torch.Tensor:

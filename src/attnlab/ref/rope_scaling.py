@@ -20,7 +20,7 @@ less than one. Each scaling changes ``w_i`` (and YaRN also the attention tempera
   below ``L / high_freq_factor`` kept, and in between blended with
   ``g = (L / lambda_i - low) / (high - low)``: ``w_i' = (1 - g) w_i / s + g w_i``.
 
-The scaling dict is validated by :func:`attnlab._rope_scaling.check_rope_scaling` (its keys and
+The scaling dict is validated by :func:`attnlab._rope_config.check_rope_scaling` (its keys and
 errors are documented there).
 """
 
@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from attnlab._checks import positive_float
-from attnlab._rope_scaling import check_head_dim, check_rope_scaling, check_seq_len
+from attnlab._rope_config import check_head_dim, check_rope_scaling, check_seq_len
 from attnlab.ref._checks import check_fits
 
 

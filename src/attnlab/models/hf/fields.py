@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab._checks import _is_int, _is_real
-from attnlab._rope_scaling import ROPE_TYPES, check_rope_scaling
+from attnlab._rope_config import ROPE_TYPES, check_rope_scaling
 
 # Hugging Face ``hidden_act`` / ``activation_function`` -> attnlab's activation (BlockConfig names).
 ACTIVATIONS = {
@@ -96,7 +96,7 @@ def refuse(hf: dict[str, Any], source: str, **allowed: Any) -> None:
 def rope(hf: dict[str, Any], source: str) -> tuple[float, dict | None]:
     """``(theta, scaling)`` of the rotary embedding: ``rope_theta`` and ``rope_scaling`` (transformers
     4.x, whose dict names its kind ``type`` or ``rope_type``) or ``rope_parameters`` (5.x). The
-    scaling, checked by :func:`~attnlab._rope_scaling.check_rope_scaling`, names its kind
+    scaling, checked by :func:`~attnlab._rope_config.check_rope_scaling`, names its kind
     ``rope_type`` always, or is None; a type attnlab does not implement is an error listing the ones
     it does."""
     params = hf.get("rope_parameters")
