@@ -101,20 +101,20 @@ def test_path_ablation_touches_one_path_of_one_head():
 def test_bad_heads_are_named():
     model = _model()
     probe = repeated_tokens(2, 5, 30, seed=0)
-    with pytest.raises(ValueError, match="sender 2.0 must sit in an earlier layer than the receiver"):
+    with pytest.raises(ValueError, match=r"\bsender 2\.0\b"):
         path_ablation(model, probe, (2, 0), (1, 0), "k")
-    with pytest.raises(ValueError, match="receiver head 1.9 does not exist"):
+    with pytest.raises(ValueError, match=r"\breceiver head 1\.9\b"):
         path_ablation(model, probe, (0, 0), (1, 9), "k")
-    with pytest.raises(ValueError, match=r"path must be one of \['q', 'k', 'v'\]"):
+    with pytest.raises(ValueError, match=r"\['q', 'k', 'v'\]"):
         path_ablation(model, probe, (0, 0), (1, 1), "o")
-    with pytest.raises(ValueError, match=r"kind must be one of \['Q', 'K', 'V'\]"):
+    with pytest.raises(ValueError, match=r"\['Q', 'K', 'V'\]"):
         composition_scores(model, "O")
     # heads are int pairs or the library's "layer.head"; a float or a bool is not a layer (trial B, #16)
-    with pytest.raises(ValueError, match=r"^sender \(0.0, 0\): the layer must be an integer, got 0.0$"):
+    with pytest.raises(ValueError, match=r"^sender \(0\.0, 0\):.*\b0\.0$"):
         path_ablation(model, probe, (0.0, 0), (1, 0), "k")
-    with pytest.raises(ValueError, match=r"^receiver \(True, 0\): the layer must be an integer, got True$"):
+    with pytest.raises(ValueError, match=r"^receiver \(True, 0\):.*\bTrue$"):
         path_ablation(model, probe, (0, 0), (True, 0), "k")
-    with pytest.raises(ValueError, match=r"^ids must be an integer tensor \[B, T\]"):
+    with pytest.raises(ValueError, match=r"^ids\b.*\[B, T\]"):
         path_ablation(model, probe[0], (0, 0), (1, 0), "k")
     pattern, logits = path_ablation(model, probe, "0.1", "2.3", "q")
     want = path_ablation(model, probe, (0, 1), (2, 3), "q")
@@ -138,31 +138,25 @@ def test_circuit_report_and_the_command(tmp_path):
     }  # every head named "layer.head", the receiver as the senders
     assert 0 <= data["score"] <= 1 and len(data["scores"]["K"]) == 3
     bad = CliRunner().invoke(cli, ["compose", str(tmp_path / "m"), "--receiver", "one"])
-    assert bad.exit_code == 2 and "--receiver must be a head written layer.head" in bad.output
+    assert bad.exit_code == 2 and "--receiver" in bad.output and "layer.head" in bad.output
 
 
 def test_probe_length_needs_a_repeat_to_score_and_names_the_limit():
     assert probe_length(None, 24, 30) == 11 and probe_length(None, 1024, 30) == 20
     assert probe_length(None, 5, 30) == 2 and probe_length(None, 64, 3) == 2  # the smallest that fit
-    with pytest.raises(
-        ValueError, match=r"^--length 1 leaves no repeat to score .*: give --length from 2 to 11"
-    ):
+    with pytest.raises(ValueError, match=r"^--length 1\b.*\b2 to 11\b"):
         probe_length(1, 24, 30, name="--length")
-    with pytest.raises(
-        ValueError, match=r"^length 12 needs 1 \+ 2\*12 = 25 positions; the model reads at most 24"
-    ):
+    with pytest.raises(ValueError, match=r"^length 12\b.*\b25 positions\b.*\b24\b"):
         probe_length(12, 24, 30)
-    with pytest.raises(ValueError, match=r"^length 9 needs 9 distinct ids besides BOS; the vocabulary has 9"):
+    with pytest.raises(ValueError, match=r"^length 9\b.*\b9 distinct ids\b.*\bhas 9\b"):
         probe_length(9, 24, 9)
     for max_len in (2, 4):  # L = 1 was the default at 4 (a table of NaN), 0 at 2 ("length ... got 0")
-        with pytest.raises(
-            ValueError, match=rf"^the model reads at most {max_len} positions, too few .* L >= 2"
-        ):
+        with pytest.raises(ValueError, match=rf"\b{max_len} positions\b.*L >= 2"):
             probe_length(None, max_len, 30)
-    with pytest.raises(ValueError, match=r"^the model has 2 token ids, too few"):
+    with pytest.raises(ValueError, match=r"\b2 token ids\b"):
         probe_length(None, 64, 2)
     probe = repeated_tokens(2, 1, 30)  # [2, 3]: nothing in the second copy is predictable
-    with pytest.raises(ValueError, match=r"has L = 1: a repeat loss needs L >= 2"):
+    with pytest.raises(ValueError, match=r"L = 1\b.*L >= 2"):
         repeat_loss(torch.zeros(2, 3, 30), probe)
 
 
