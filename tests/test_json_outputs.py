@@ -70,7 +70,7 @@ ELSEWHERE = {
     "patch": "tests/models/hf/test_interp_families.py (every decoder family's folder)",
     "attribute": "tests/models/hf/test_interp_families.py (every decoder family's folder)",
     "compose": "tests/models/hf/test_interp_families.py and tests/interp/test_composition.py",
-    "experiment decoding": "tests/experiments/test_decoding.py (needs the trained text run built there)",
+    "experiment decoding": "tests/experiments/test_beam_blandness.py (needs its trained text run)",
     "experiment faithfulness": "tests/experiments/test_faithfulness.py (likewise)",
     "export": "tests/training/test_export.py (needs a trained text run)",
 }

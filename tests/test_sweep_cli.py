@@ -74,7 +74,7 @@ BASE = {
 # commands whose options this sweep does not reach, and why (checked: every other command is in BASE)
 ELSEWHERE = {
     "generate": "needs a Hugging Face checkpoint folder (tests/models/hf/test_commands.py tests its options)",
-    "experiment decoding": "needs a trained text run (tests/experiments/test_decoding.py tests its options)",
+    "experiment decoding": "needs a text run (tests/experiments/test_beam_blandness.py tests its options)",
     "experiment faithfulness": "needs a trained text run (tests/experiments/test_faithfulness.py)",
     "export": "needs a trained text run (tests/training/test_export.py tests its flags)",
 }

@@ -332,7 +332,7 @@ def decoding(
     temperature sampling; report the mean log-probability per token, distinct-1/2/3, repeated
     4-grams and an example of each, against the course's claim that beam search is bland and
     repetitive for open-ended text."""
-    from attnlab.experiments.decoding import QUICK, Settings, run
+    from attnlab.experiments.beam_blandness import QUICK, Settings, run
 
     changes: dict = {"seed": seed}
     if prompts is not None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from attnlab.decoding import GenerationRequest, generate_text
-from attnlab.experiments import decoding, faithfulness, report, text_induction
+from attnlab.experiments import beam_blandness, faithfulness, report, text_induction
 from attnlab.experiments.report import Section
 from attnlab.tasks.shakespeare import play_files
 from attnlab.training.text_presets import train_text
@@ -27,7 +27,7 @@ class DemoLM:
     preset: str = "quick"
     steps: int | None = None
     sample_tokens: int = 400
-    decoding: decoding.Settings = decoding.QUICK
+    decoding: beam_blandness.Settings = beam_blandness.QUICK
     induction: text_induction.Settings = text_induction.QUICK
     faithfulness: faithfulness.Settings = faithfulness.QUICK
 
@@ -37,7 +37,7 @@ DEMO_LM = DemoLM()
 QUICK_LM = DemoLM(
     steps=20,
     sample_tokens=60,
-    decoding=dataclasses.replace(decoding.QUICK, prompts=2, beams=(2,)),
+    decoding=dataclasses.replace(beam_blandness.QUICK, prompts=2, beams=(2,)),
     induction=dataclasses.replace(text_induction.QUICK, probes=4),
     faithfulness=dataclasses.replace(faithfulness.QUICK, lines=4),
 )
@@ -74,7 +74,7 @@ def language_model_section(out: Path, settings: DemoLM = DEMO_LM, progress: bool
         GenerationRequest(PROMPT, max_new=settings.sample_tokens, temperature=0.8, seed=0),
     )["text"]
     quiet = {"run_dir": folder / "model", "log": lambda *a: None}
-    dec = decoding.run(settings.decoding, folder / "decoding", **quiet)
+    dec = beam_blandness.run(settings.decoding, folder / "decoding", **quiet)
     ind = text_induction.run(settings.induction, folder / "induction", **quiet)
     faith = faithfulness.run(settings.faithfulness, folder / "faithfulness", **quiet)
     trained = (

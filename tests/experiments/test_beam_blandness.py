@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import cli
-from attnlab.experiments.decoding import QUICK, REFERENCE, distinct, repeated_ngrams, run
+from attnlab.experiments.beam_blandness import QUICK, REFERENCE, distinct, repeated_ngrams, run
 
 
 def test_distinct_n_counts_word_ngrams_over_all_texts():
@@ -32,7 +32,7 @@ def test_each_sampler_draws_from_its_own_seed_stream():
     import torch
 
     from attnlab import decoding
-    from attnlab.experiments.decoding import Settings, generate, sampler_seed
+    from attnlab.experiments.beam_blandness import Settings, generate, sampler_seed
     from attnlab.models import GPT, GPTConfig
 
     settings = Settings()
@@ -54,7 +54,7 @@ def test_each_sampler_draws_from_its_own_seed_stream():
 
 def test_the_chart_names_every_kind_of_bar():
     """The title said "beam search (red) against sampling (blue)" while greedy was blue too."""
-    from attnlab.experiments.decoding import REFERENCE, Settings, series
+    from attnlab.experiments.beam_blandness import REFERENCE, Settings, series
 
     kinds = {name: series(name) for name, _ in Settings().methods()} | {REFERENCE: series(REFERENCE)}
     colours = {k: c for k, (c, _) in kinds.items()}
