@@ -46,7 +46,10 @@ def test_decide_and_the_intervals():
     assert verdicts.decide(-0.1, 0.3, +1) == verdicts.INCONCLUSIVE
     assert verdicts.decide(0.1, 0.3, +1, competent=False) == verdicts.TOO_WEAK
     mean, lo, hi = verdicts.mean_interval([1.0, 2.0, 3.0, 4.0])
-    assert mean == 2.5 and hi - mean == pytest.approx(1.96 * np.std([1, 2, 3, 4], ddof=1) / 2)
+    # 4 items: Student's t with 3 degrees of freedom (3.182), not the normal 1.96
+    assert mean == 2.5 and hi - mean == pytest.approx(3.182 * np.std([1, 2, 3, 4], ddof=1) / 2)
+    big = np.arange(200.0) % 7  # beyond 30 degrees of freedom t is the normal point
+    assert verdicts.mean_interval(big)[2] - big.mean() == pytest.approx(1.96 * big.std(ddof=1) / np.sqrt(200))
     assert verdicts.mean_interval([1.0])[1] == -math.inf
     values = np.arange(100.0)
     lo, hi = verdicts.bootstrap_interval(lambda idx: float(values[idx].mean()), 100)

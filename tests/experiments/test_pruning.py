@@ -25,8 +25,8 @@ def test_each_count_is_judged_over_the_random_orders():
     assert [r["removed"] for r in rows] == [7, 14]  # the unpruned row is not judged
     first, second = rows
     assert (first["random_mean"], first["random_min"], first["random_max"]) == (0.9, 0.88, 0.92)
-    # differences 0.05, 0.03, 0.07: mean 0.05, sd 0.02, half-width 1.96 * 0.02 / sqrt(3)
-    half = 1.96 * 0.02 / math.sqrt(3)
+    # differences 0.05, 0.03, 0.07: mean 0.05, sd 0.02, half-width t(2 df) * 0.02 / sqrt(3)
+    half = 4.303 * 0.02 / math.sqrt(3)
     assert first["difference"] == 0.05
     assert first["interval"] == [pytest.approx(0.05 - half, abs=1e-4), pytest.approx(0.05 + half, abs=1e-4)]
     assert first["verdict"] == "agrees"

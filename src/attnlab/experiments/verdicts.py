@@ -2,7 +2,8 @@
 
 A claim is tested by a measured difference ``d`` whose sign the claim predicts (``claimed = +1``: the
 claim says ``d > 0``; ``-1``: ``d < 0``). Its 95% interval ``[lo, hi]`` comes from paired
-per-item differences (:func:`mean_interval`, normal approximation: mean ± 1.96 standard errors) or
+per-item differences (:func:`mean_interval`: mean ± t standard errors, Student's t with n - 1 degrees
+of freedom, so 3 seeds or 5 random orders get the wide interval they deserve) or
 from resampling the items (:func:`bootstrap_interval`, percentiles). Then :func:`decide`:
 
 - ``"model too weak"`` when the model failed its competence gate (an n-gram table, chance or a
@@ -20,11 +21,21 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 AGREES, DISAGREES, INCONCLUSIVE, TOO_WEAK = "agrees", "disagrees", "inconclusive", "model too weak"
-Z95 = 1.96  # the two-sided 95% point of the normal distribution
+Z95 = 1.96  # the two-sided 95% point of the normal distribution (Student's t for df > 30)
+# the two-sided 95% points of Student's t by degrees of freedom (statistical tables)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+T95 |= {11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093}
+T95 |= {20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048}
+T95 |= {29: 2.045, 30: 2.042}
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% point of Student's t with ``df`` degrees of freedom (1.96 beyond 30)."""
+    return T95.get(df, Z95)
 
 
 def mean_interval(diffs: Sequence[float]) -> tuple[float, float, float]:
-    """``(mean, lo, hi)`` of paired differences ``diffs [n]``: mean ± 1.96 standard errors
+    """``(mean, lo, hi)`` of paired differences ``diffs [n]``: mean ± t95(n - 1) standard errors
     (sample standard deviation / √n). One item has no spread: ``(mean, -inf, inf)``."""
     d = np.asarray(diffs, dtype=float)
     if d.size == 0:
@@ -32,7 +43,7 @@ def mean_interval(diffs: Sequence[float]) -> tuple[float, float, float]:
     mean = float(d.mean())
     if d.size < 2:
         return mean, -math.inf, math.inf
-    half = Z95 * float(d.std(ddof=1)) / math.sqrt(d.size)
+    half = t95(d.size - 1) * float(d.std(ddof=1)) / math.sqrt(d.size)
     return mean, mean - half, mean + half
 
 
