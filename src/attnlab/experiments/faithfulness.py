@@ -15,7 +15,7 @@ Verdict (the rule of :mod:`attnlab.experiments.verdicts`, stated before the resu
 competence gate, the model's held-out loss at least :data:`~attnlab.experiments.baselines.MARGIN`
 nats per token below the best n-gram table's (:mod:`attnlab.experiments.baselines`), else "model
 too weak". Then the gain ``g`` of the best layer's ρ with occlusion over distance's, paired per line,
-with its 95% interval (mean ± t standard errors (Student's t, n - 1 degrees of freedom)). The claim (attention alone is no faithful
+with its 95% interval (mean ± t(n-1) standard errors). The claim (attention alone is no faithful
 account) **agrees** when the whole interval lies below :data:`MIN_GAIN` (attention adds less than
 0.05 of ρ to what distance already explains), **disagrees** when it lies wholly above it (attention
 explains clearly more than distance), and is **inconclusive** otherwise: too few lines to tell.

@@ -6,7 +6,7 @@ random order is one draw; :func:`compare_orders` sets the importance order's mea
 every random order's (:func:`attnlab.interp.minilm_pruning.minilm_pruning` with ``random_orders``
 seeds) at each count of heads removed, and judges the difference by the shared rule
 (:mod:`attnlab.experiments.verdicts`, stated before the result): per count, the paired differences
-``importance - random_k`` over the orders, mean ± t standard errors (Student's t, n - 1 degrees of freedom); **agrees** when the interval
+``importance - random_k`` over the orders, mean ± t(n-1) standard errors; **agrees** when the interval
 lies above zero, **disagrees** when below, **inconclusive** otherwise (and always with one order).
 No competence gate: MiniLM is the unpruned reference it is compared with.
 """

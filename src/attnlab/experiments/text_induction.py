@@ -28,7 +28,7 @@ competence gate: the run's held-out loss at least :data:`~attnlab.experiments.ba
 per token below the best n-gram table's (:mod:`attnlab.experiments.baselines`), else "model too
 weak". Then the causal test, per probe: per probe row, the gain left with the control heads zeroed
 (the mean over the draws) minus the gain left with the induction heads zeroed (the in-context
-learning the induction heads carry beyond as many random heads), mean ± t standard errors (Student's t, n - 1 degrees of freedom) over
+learning the induction heads carry beyond as many random heads), mean ± t(n-1) standard errors over
 the rows (each draw's mean difference is reported beside it).
 **agrees** when, on every probe where the intact model copies, that interval lies above zero;
 **disagrees** when on one it lies below; **inconclusive** otherwise, and when the model copies on no
