@@ -5,7 +5,6 @@ n-best, seeded sampling with temperature / top-k / top-p, bad options."""
 from __future__ import annotations
 
 import itertools
-import re
 
 import pytest
 import torch
@@ -214,7 +213,7 @@ def test_a_tiny_temperature_is_the_greedy_limit():
     assert torch.equal(
         decoding.sample(model, src, max_len=6, temperature=1e-300, seed=1), decoding.greedy(model, src, 6)
     )
-    with pytest.raises(ValueError, match="temperature must be > 0 and finite for sampling"):
+    with pytest.raises(ValueError, match=r"^temperature\b"):
         decoding.filter_logits(logits, temperature=float("inf"))
 
 
@@ -242,41 +241,39 @@ def test_eos_stops_rows_and_pads_after():
 def test_bad_decoding_options():
     model = _transformer(70)
     src = _src(71, b=1)
-    with pytest.raises(ValueError, match="beam_size must be a positive integer"):
+    with pytest.raises(ValueError, match=r"^beam_size\b"):
         decoding.beam_search(model, src, beam_size=0, max_len=3)
     with pytest.raises(ValueError, match="n_best=3 cannot exceed beam_size=2"):
         decoding.beam_search(model, src, beam_size=2, max_len=3, n_best=3)
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match=r"^temperature\b.*> 0"):
         decoding.sample(model, src, max_len=3, temperature=-1)
-    with pytest.raises(ValueError, match=r"top_p must lie in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"^top_p\b.*\(0, 1\]"):
         decoding.sample(model, src, max_len=3, top_p=1.5)
     gpt = _gpt(72)
-    with pytest.raises(
-        ValueError, match="prompt length 20 \\+ max_new_tokens 5 exceeds max_len=24 .*at most 4 new"
-    ):
+    with pytest.raises(ValueError, match=r"\b20\b.*max_new_tokens 5\b.*max_len=24\b.*\b4 new"):
         decoding.beam_search(gpt, torch.ones(1, 20, dtype=torch.long), 2, 5)
-    with pytest.raises(ValueError, match="the prompt alone fills all 24"):
+    with pytest.raises(ValueError, match=r"\bprompt\b.*\b24\b"):
         decoding.beam_search(gpt, torch.ones(1, 24, dtype=torch.long), 2, 1)
-    with pytest.raises(ValueError, match="the prompt has 25 tokens but the model has 24 positions"):
+    with pytest.raises(ValueError, match=r"\b25 tokens\b.*\b24 positions\b"):
         decoding.generate(gpt, torch.ones(1, 25, dtype=torch.long), 1)
-    with pytest.raises(ValueError, match="cannot decode position 16: max_len=16"):
+    with pytest.raises(ValueError, match=r"\bposition 16\b.*max_len=16\b"):
         decoding.greedy(model, src, max_len=17)
 
 
 def test_generate_refuses_a_model_that_is_not_decoder_only_and_ids_outside_the_vocabulary():
     gpt = _gpt(80)  # vocabulary 5
     for model in (_transformer(81), _rnn(82)):
-        with pytest.raises(ValueError, match="generate needs a decoder-only model .* got a .* model"):
+        with pytest.raises(ValueError, match=r"^generate\b.*decoder-only"):
             decoding.generate(model, [3, 4], 2)
-        with pytest.raises(ValueError, match="stream needs a decoder-only model"):
+        with pytest.raises(ValueError, match=r"^stream\b.*decoder-only"):
             decoding.stream(model, [3, 4], 2)
-    for kw, message in [
-        (dict(eos_id=-1), "eos_id must be a token id in 0..4 (or a list of them), got -1"),
-        (dict(eos_id=[2, 5]), "eos_id must be a token id in 0..4 (or a list of them), got [2, 5]"),
-        (dict(eos_id=2, pad_id=999), "pad_id must be a token id in 0..4, got 999"),
-        (dict(temperature=1.0, seed=1.5), "seed must be an integer from 0 to 9223372036854775807, got 1.5"),
+    for kw, named in [  # the argument, the range allowed and the value given
+        (dict(eos_id=-1), r"^eos_id\b.*\b0\.\.4\b.*-1$"),
+        (dict(eos_id=[2, 5]), r"^eos_id\b.*\b0\.\.4\b.*\[2, 5\]$"),
+        (dict(eos_id=2, pad_id=999), r"^pad_id\b.*\b0\.\.4\b.*\b999$"),
+        (dict(temperature=1.0, seed=1.5), r"^seed\b.*\b9223372036854775807\b.*\b1\.5$"),
     ]:
-        with pytest.raises(ValueError, match=re.escape(message)):
+        with pytest.raises(ValueError, match=named):
             decoding.generate(gpt, [3, 4], 2, **kw)
     assert decoding.generate(gpt, [3, 4], 2, pad_id=4).shape == (1, 4)  # the ends of the range are ids
     assert decoding.generate(gpt, [3, 4], 1, eos_id=[0, 4]).shape == (1, 3)
@@ -292,20 +289,20 @@ def test_greedy_sample_and_beam_search_take_lists_and_check_src_and_seed(family)
     assert torch.equal(
         decoding.beam_search(model, rows, 2, 4).tokens, decoding.beam_search(model, src, 2, 4).tokens
     )
-    with pytest.raises(ValueError, match="src must be token ids .*not text"):
+    with pytest.raises(ValueError, match=r"^src\b.*\btext\b"):
         decoding.greedy(model, "abc", max_len=4)
-    with pytest.raises(ValueError, match="seed must be an integer from 0 to [0-9]+, got 'a'"):
+    with pytest.raises(ValueError, match=r"^seed\b.*'a'$"):
         decoding.sample(model, src, 4, seed="a")
     if family != "gpt":
         padded = torch.tensor([[3, 4, 0], [0, 0, 0]])
-        with pytest.raises(ValueError, match=re.escape("src row 1 is all padding (pad_id 0)")):
+        with pytest.raises(ValueError, match=r"\brow 1\b.*\bpad_id 0\b"):
             decoding.greedy(model, padded, max_len=4)
 
 
 @pytest.mark.parametrize("seed", [-1, 2**63, True, 1.5])
 def test_a_seed_outside_zero_to_the_generators_bound_is_named(seed):
     """A negative seed was taken (torch accepts it); 2**63 reached manual_seed as a RuntimeError."""
-    with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 9223372036854775807"):
+    with pytest.raises(ValueError, match=r"^seed\b.*\b0 to 9223372036854775807\b"):
         decoding.check_seed(seed)
     with pytest.raises(ValueError, match="seed"):
         decoding.sample(_gpt(0), torch.tensor([[1, 2]]), 3, temperature=1.0, seed=seed)
