@@ -114,7 +114,7 @@ def test_long_sentences_are_truncated_like_sentence_transformers(minilm, oracle)
     long = " ".join(["attention"] * 20 + ["bottleneck"] * 300)  # 620 word pieces + 2 specials
     assert len(tokenizer.encode(long).ids) == 256  # max_seq_length of sentence_bert_config.json
     reference, _ = _reference_embeddings(oracle, [long, "short"])
-    with pytest.warns(TruncationWarning, match="1 of 2 sentences were longer than 256 tokens"):
+    with pytest.warns(TruncationWarning, match=r"^1 of 2\b.*\b256\b"):
         ours = embed(model, tokenizer, [long, "short"])
     cos = F.cosine_similarity(ours, reference, dim=-1)
     assert cos.min().item() >= 0.99999
@@ -169,7 +169,7 @@ def _copy_checkpoint(tmp_path, edit):
 def test_missing_and_misshaped_tensors_are_named(tmp_path):
     name = "encoder.layer.3.attention.self.query.weight"
     missing = _copy_checkpoint(tmp_path / "a", lambda s: s.pop(name))
-    with pytest.raises(ValueError, match=rf"missing tensors \['{name}'\]"):
+    with pytest.raises(ValueError, match=rf"\['{name}'\]"):
         load_pretrained(str(missing))
 
     def shrink(s):
@@ -283,20 +283,20 @@ def test_bad_inputs(call, match):
 
 def test_bad_packed_inputs():
     model = _small()
-    with pytest.raises(ValueError, match=r"ids has shape \[5\] but lengths sum to 6"):
+    with pytest.raises(ValueError, match=r"^ids\b.*\[5\].*\b6$"):
         encode_packed(model, torch.ones(5, dtype=torch.long), [3, 3])
     with pytest.raises(ValueError, match="at least one token"):
         encode_packed(model, torch.ones(3, dtype=torch.long), [3, 0])
-    with pytest.raises(ValueError, match=r"ids holds ids outside \[0, 50\)"):
+    with pytest.raises(ValueError, match=r"^ids\b.*\[0, 50\)"):
         encode_packed(model, torch.tensor([1, 99]), [2])
-    with pytest.raises(ValueError, match="T=13 tokens but the model has max_len=12"):
+    with pytest.raises(ValueError, match=r"\bT=13\b.*\bmax_len=12\b"):
         encode_packed(model, torch.ones(13, dtype=torch.long), [13])
 
 
 def test_bad_config():
-    with pytest.raises(ValueError, match="d_model=10 is not divisible by num_heads=4"):
+    with pytest.raises(ValueError, match=r"\bd_model=10\b.*\bnum_heads=4\b"):
         BertConfig(vocab_size=5, d_model=10, num_heads=4)
-    with pytest.raises(ValueError, match="pooling must be one of"):
+    with pytest.raises(ValueError, match=r"\bpooling\b.*'sum'"):
         BertConfig(vocab_size=5, pooling="sum")
 
 
@@ -313,14 +313,14 @@ def test_embed_takes_the_tokenizer_load_returns_and_truncates_like_the_raw_one(m
         with pytest.warns(TruncationWarning):
             torch.testing.assert_close(embed(model, tok, sentences), want, rtol=0, atol=1e-6)
     assert untruncated.backend.truncation is None
-    with pytest.raises(ValueError, match="tokenizer must be a tokenizers.Tokenizer or the tokenizer"):
+    with pytest.raises(ValueError, match=r"^tokenizer\b.*\bgot str$"):
         embed(model, "not a tokenizer", ["x"])
 
 
 def test_embed_warns_once_when_it_truncates_unless_stats_are_asked_for(minilm, recwarn):
     model, tokenizer = minilm
     long = "cat " * 1000
-    with pytest.warns(TruncationWarning, match=r"^1 of 2 sentences were longer than 256 tokens"):
+    with pytest.warns(TruncationWarning, match=r"^1 of 2\b.*\b256\b"):
         embed(model, tokenizer, [long, "short"])
     recwarn.clear()
     stats: dict = {}
