@@ -169,9 +169,9 @@ def test_512_tokens_stay_canvas_rendered(tmp_path, open_page, helpers):
 
 
 def test_float16_storage_decodes_exactly_in_the_page(tmp_path, open_page, helpers, monkeypatch):
-    from attnlab.viz import explorer as ex
+    from attnlab.interp import attention_views
 
-    monkeypatch.setattr(ex, "FLOAT32_LIMIT", 16)  # force the big-input format on a small page
+    monkeypatch.setattr(attention_views, "FLOAT32_LIMIT", 16)  # force the big-input format on a small page
     w = helpers.mha_weights(5, 7, layers=1, heads=2, seed=6)
     view = AttentionView("cross-attention", "cross", list("abcde"), list("ABCDEFG"), w)
     page = open_page(_write(tmp_path, [view]))

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 
+from attnlab.interp import attention_views
 from attnlab.viz import explorer as ex
 from attnlab.viz.explorer import AttentionView, Explorer, render_html
 
@@ -63,7 +64,7 @@ def test_weights_round_trip_float32_exactly_and_float16_when_huge(monkeypatch):
     assert (data["layers"], data["heads"], data["tq"], data["tk"]) == (2, 3, 4, 5)
     back = np.frombuffer(base64.b64decode(data["weights"]), dtype="<f4").reshape(w.shape)
     assert data["dtype"] == "float32" and np.array_equal(back, w)
-    monkeypatch.setattr(ex, "FLOAT32_LIMIT", 10)
+    monkeypatch.setattr(attention_views, "FLOAT32_LIMIT", 10)  # the view serialises itself
     data = v.to_json()
     half = np.frombuffer(base64.b64decode(data["weights"]), dtype="<f2").reshape(w.shape)
     assert data["dtype"] == "float16" and np.max(np.abs(half - w)) < 5e-4

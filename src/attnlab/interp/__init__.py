@@ -8,6 +8,8 @@ token-pair decomposition of a sentence similarity.
   random segments.
 - :mod:`~attnlab.interp.scan`: every head of any model :func:`attnlab.models.load` reads scored
   (``attnlab heads``), and the explorer's head badges.
+- :mod:`~attnlab.interp.attention_views`: a sentence through any model's tokenizer to its attention
+  weights, one view per stack (what the explorer draws and the scan scores).
 - :mod:`~attnlab.interp.ablation`: zero/mean ablation of heads through W^O, Michel et al.'s importance.
 - :mod:`~attnlab.interp.prune`: heads removed from the weights, the importance-ordered pruning curve;
   :mod:`~attnlab.interp.minilm_pruning`: its MiniLM metric (``attnlab prune``).

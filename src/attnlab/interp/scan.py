@@ -2,7 +2,7 @@
 GPT-2, Llama, Mistral or Qwen2 folder, a run or model written by attnlab), on a ``[BOS, r, r]``
 probe or on a text. A decoder's weights are read through the hook points
 (``blocks.*.self_attn.weights``, :func:`attnlab.nn.capture`); an encoder-decoder run's views
-through :func:`attnlab.viz.attention_views`.
+through :func:`attnlab.interp.attention_views.attention_views`.
 
 The patterns depend on token *equality* only, so a text's tokens are scored through their ids (a
 decoder) or their strings (the explorer's views: two positions match when their token texts are
@@ -28,6 +28,7 @@ from collections.abc import Callable
 import torch
 
 from attnlab.interp.ablation import refuse_pruned
+from attnlab.interp.attention_views import attention_views
 from attnlab.interp.badges import SHORT, badges, ids_of  # noqa: F401  (SHORT, badges: read from here too)
 from attnlab.interp.detectors import DETECTORS, heads_above, score_heads
 from attnlab.interp.sequences import repeated_tokens
@@ -126,8 +127,9 @@ def scan_text(
 ) -> list[HeadScan]:
     """Every self-attention view of ``model`` (a source for :func:`attnlab.models.load`, or what it
     returned) on ``text``: a decoder's or BERT's through its tokenizer and hook points, the rest
-    through :func:`attnlab.viz.attention_views`. A text longer than the model's positions is read up
-    to them, and ``warn`` (default: :func:`warnings.warn`) gets one line saying so."""
+    through :func:`attnlab.interp.attention_views.attention_views`. A text longer than the model's
+    positions is read up to them, and ``warn`` (default: :func:`warnings.warn`) gets one line saying
+    so."""
     excl = (exclude_first, exclude_current, convention)
     loaded = _loaded(model)
     refuse_pruned(loaded.model, "scan_text")
@@ -181,9 +183,6 @@ def _tokens(loaded, ids: torch.Tensor) -> list[str]:
 
 
 def _scan_views(text: str, source, exclude_first, exclude_current, convention) -> list[HeadScan]:
-    # viz sits above interp: the explorer's views (encoder-decoder runs) are imported where used
-    from attnlab.viz.explorer import attention_views
-
     views, label = attention_views(text, source)
     out = []
     for v in views:
