@@ -32,7 +32,7 @@ def _registry(path: str, flag: str):
     from attnlab.audit.config import MODELS
     from attnlab.audit.presets import PRESETS
     from attnlab.devices import DEVICES
-    from attnlab.embed_stream import FORMATS as STREAM_FORMATS
+    from attnlab.embedding.stream import FORMATS as STREAM_FORMATS
     from attnlab.lessons.quiz import TOPICS
     from attnlab.models.precision import DTYPES
     from attnlab.models.rnn import ATTENTIONS, CELLS

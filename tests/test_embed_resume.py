@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import cli
-from attnlab.embed_stream import Interrupted, embed_file
+from attnlab.embedding.stream import Interrupted, embed_file
 
 N, CHUNK = 250, 50
 

@@ -19,7 +19,7 @@ import torch
 from click.testing import CliRunner
 
 from attnlab.cli import cli
-from attnlab.embed_stream import assemble, embed_file, read_sentences
+from attnlab.embedding.stream import assemble, embed_file, read_sentences
 from attnlab.models import embed
 from attnlab.progress import progress
 

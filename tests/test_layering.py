@@ -11,7 +11,7 @@ above its own. The floors are DESIGN.md's layering, with every module placed:
 3     ``models`` (whole models, the registry, the resolver ``attnlab.models.load``) and ``decoding``
       (drives any model through the decoding protocol)
 4     the tools on the models: ``audit``, ``training``, ``interp``, ``viz``, ``experiments``,
-      ``serve``, ``lessons``, ``practice``, ``concepts``, ``embed_stream``, ``embed_parts``; they may
+      ``serve``, ``lessons``, ``practice``, ``concepts``, ``embedding``; they may
       use one another (never in a circle)
 5     ``commands`` and ``cli`` (parse, call the library, print), ``__main__``
 ====  =============================================================================================
@@ -53,8 +53,7 @@ FLOORS = {
     "attnlab.lessons": 4,
     "attnlab.practice": 4,
     "attnlab.concepts": 4,
-    "attnlab.embed_stream": 4,
-    "attnlab.embed_parts": 4,
+    "attnlab.embedding": 4,
     "attnlab.commands": 5,
     "attnlab.cli": 5,
     "attnlab.__main__": 5,

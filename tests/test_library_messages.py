@@ -30,8 +30,8 @@ PIP = {
 # command lines shown as content (the demo page, the study path and page, lessons, a figure title)
 # and the embed/practice messages not yet rephrased. A file may only go down.
 LEFT = {
-    "embed_stream.py": 18,
-    "embed_parts.py": 9,
+    "embedding/stream.py": 18,
+    "embedding/parts.py": 9,
     "experiments/demo.py": 13,
     "experiments/demo_lm.py": 2,
     "experiments/text_model.py": 2,

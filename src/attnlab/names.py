@@ -39,8 +39,8 @@ SCHEDULES = ("cosine", "noam", "constant")  # attnlab.training.schedule
 MODEL_DTYPES = ("float32", "bfloat16", "int8")  # attnlab.models.precision
 GENERATE_DTYPES = ("float32", "bfloat16")  # attnlab.decoding.text: the decode engine's matrix products
 
-STREAM_FORMATS = ("lines", "jsonl")  # attnlab.embed_stream: embed --output's formats
-# attnlab.embed_stream: sentences per part. MiniLM float32 on 2 busy cores (37 sentences/s): one
+STREAM_FORMATS = ("lines", "jsonl")  # attnlab.embedding.stream: embed --output's formats
+# attnlab.embedding.stream: sentences per part. MiniLM float32 on 2 busy cores (37 sentences/s): one
 # part every ~14 s, all an interrupt can lose. 512 runs as fast as 4,096 (sorting by length inside a
 # part still fills the batches: 54 s against 54 s for 2,000 lines); 256 ran 14% slower (62 s).
 CHUNK_SIZE = 512

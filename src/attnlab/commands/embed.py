@@ -4,7 +4,7 @@ With TEXTs: every embedding's norm and the pairwise cosine table (``--json``: th
 ``--explain A B`` splits the cosine of two sentences into token-pair terms
 (:mod:`attnlab.interp.similarity`).
 With ``--input``: a whole file (or ``-`` for stdin) streamed into ``OUT.npy`` / ``OUT.safetensors``
-by :func:`attnlab.embed_stream.embed_file` (bounded memory, ``--resume`` after an interruption).
+by :func:`attnlab.embedding.stream.embed_file` (bounded memory, ``--resume`` after an interruption).
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ def _warn(line: str) -> None:
 def _embed_file(
     model_name, source, output, fmt, field, batch_size, dtype, chunk_size, resume, overwrite, quiet, as_json
 ):
-    from attnlab.embed_stream import Interrupted, check_job, embed_file
+    from attnlab.embedding.stream import Interrupted, check_job, embed_file
     from attnlab.models.sentence import load_encoder
     from attnlab.progress import progress
 

@@ -4,7 +4,7 @@ The input (a file or ``-`` for stdin; one sentence per line, or JSON Lines with 
 read ``chunk_size`` sentences at a time (512 by default: a part is seconds of work, so an
 interrupt loses little); each chunk is embedded (:func:`attnlab.models.sentence.embed`, sorted by
 token count inside the chunk, progress after every batch) and written atomically as one part of
-``OUT.parts/`` (:mod:`attnlab.embed_parts`: the part's file name carries the sha256 of its text and
+``OUT.parts/`` (:mod:`attnlab.embedding.parts`: the part's file name carries the sha256 of its text and
 of its own bytes). When every chunk is done, they are assembled, again under a temporary name, into
 ``OUT.npy`` or ``OUT.safetensors`` (``embeddings``: float32 ``[N, d_model]``, row i = sentence i),
 and the parts folder is removed. Memory holds one chunk, whatever the length of the file.
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab import embed_parts
+from attnlab.embedding import parts as embed_parts
 from attnlab.models.precision import check_dtype
 from attnlab.models.sentence import embed, unknown_words
 from attnlab.names import CHUNK_SIZE
@@ -323,7 +323,7 @@ def _check_args(fmt: str, batch_size: int, chunk_size: int, dtype: str) -> None:
 def _embed_chunks(
     model, tokenizer, source: str, parts: Path, manifest: dict, summary: dict, advance, log
 ) -> list:
-    """Embed ``source`` chunk by chunk into ``parts`` (:mod:`attnlab.embed_parts`: each written
+    """Embed ``source`` chunk by chunk into ``parts`` (:mod:`attnlab.embedding.parts`: each written
     atomically with its sha256; a part a resumed run finished is kept if it still hashes to it,
     embedded again with one line to ``log`` if not), counting into ``summary`` and calling
     ``advance(n)`` after every batch of ``n`` sentences; the part files in order."""
