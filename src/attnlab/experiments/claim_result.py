@@ -63,6 +63,13 @@ class ClaimResult:
         return out
 
 
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A table as Markdown text (the first column left-aligned, the others right-aligned), as
+    the experiments print it and write it to ``results.md``."""
+    lines = ["| " + " | ".join(header) + " |", "| --- | " + " | ".join(["---:"] * (len(header) - 1)) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
 def write(result: ClaimResult, out_dir: str | Path, plot: Callable[[ClaimResult, Path], None]) -> None:
     """Write ``results.json``, ``table.txt`` and ``<name>.png`` (drawn by ``plot(result, path)``)
     into ``out_dir`` (created); the paths go into ``result.files``."""

@@ -73,13 +73,6 @@ def table(header: list[str], rows: list[list[str]], html_cells: bool = False) ->
     return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def markdown(header: list[str], rows: list[list[str]]) -> str:
-    """The same table as Markdown text (the first column left-aligned, the others right-aligned), as
-    the experiments print it and write it to ``results.md``."""
-    lines = ["| " + " | ".join(header) + " |", "| --- | " + " | ".join(["---:"] * (len(header) - 1)) + " |"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def link(href: str, text: str) -> str:
     """``<a href="href">text</a>``, both escaped."""
     return f'<a href="{html.escape(href, quote=True)}">{html.escape(text)}</a>'

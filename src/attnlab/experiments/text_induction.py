@@ -48,7 +48,7 @@ from attnlab._io import atomic_write_bytes, atomic_write_json
 from attnlab.devices import torch_threads
 from attnlab.experiments import verdicts
 from attnlab.experiments.baselines import gate, too_weak
-from attnlab.experiments.report import markdown
+from attnlab.experiments.claim_result import markdown
 from attnlab.experiments.text_model import TextModel, text_model
 from attnlab.interp.detectors import score_heads
 from attnlab.interp.sequences import repeated_tokens
