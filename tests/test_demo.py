@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import cli
-from attnlab.experiments.demo import check_demo_folder
+from attnlab.report.tour import check_demo_folder
 
 SECTIONS = [
     "lesson-01",
@@ -168,7 +168,7 @@ def test_every_next_step_of_the_report_exists():
     from click.testing import CliRunner
 
     from attnlab.cli import cli
-    from attnlab.experiments.demo import NEXT_STEPS
+    from attnlab.report.tour import NEXT_STEPS
 
     root = Path(__file__).resolve().parents[1]
     for what, where, _ in NEXT_STEPS:
@@ -189,10 +189,10 @@ WIDTHS = {1280: 2, 800: 1}  # window width -> columns of the contents list
 
 @pytest.fixture(scope="module")
 def contents_page(tmp_path_factory):
-    from attnlab.experiments import report
-    from attnlab.experiments.demo import TITLES, _practice_section
-    from attnlab.experiments.demo_lm import TITLE
     from attnlab.lessons import LESSONS
+    from attnlab.report import page as report
+    from attnlab.report.language_model import TITLE
+    from attnlab.report.tour import TITLES, _practice_section
 
     parts = [report.Section(f"lesson-{n}", f"{x.name}: {x.title}") for n, x in sorted(LESSONS.items())]
     for key in SECTIONS[len(parts) :]:
@@ -240,7 +240,7 @@ def test_contents_entries_do_not_overlap_and_practice_lines_wrap(contents_page, 
 def test_the_lanes_keep_the_explorer_beside_the_experiment_it_reads(tmp_path):
     """The explorer reads the bottleneck's trained models from memory: both run in this process's lane,
     every other part in the second lane, each part in exactly one."""
-    from attnlab.experiments.demo import MAIN_LANE, _steps
+    from attnlab.report.tour import MAIN_LANE, _steps
 
     keys = [key for _, key, _, _ in _steps(tmp_path, None, False, {}, None, None, True)]
     assert MAIN_LANE == {"bottleneck", "explorer"} and MAIN_LANE <= set(keys)
@@ -252,7 +252,7 @@ def test_the_lanes_keep_the_explorer_beside_the_experiment_it_reads(tmp_path):
 def test_one_core_builds_in_one_lane_two_cores_in_two():
     code = (
         "import os, sys; os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: int(sys.argv[1])])); "
-        "from attnlab.experiments.demo import _lanes; print(*_lanes())"
+        "from attnlab.report.tour import _lanes; print(*_lanes())"
     )
     lanes = {
         n: subprocess.run([sys.executable, "-c", code, str(n)], capture_output=True, text=True)

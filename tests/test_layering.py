@@ -54,6 +54,7 @@ FLOORS = {
     "attnlab.practice": 4,
     "attnlab.concepts": 4,
     "attnlab.embedding": 4,
+    "attnlab.report": 4,
     "attnlab.commands": 5,
     "attnlab.cli": 5,
     "attnlab.__main__": 5,

@@ -32,8 +32,8 @@ PIP = {
 LEFT = {
     "embedding/stream.py": 18,
     "embedding/parts.py": 9,
-    "experiments/demo.py": 13,
-    "experiments/demo_lm.py": 2,
+    "report/tour.py": 13,
+    "report/language_model.py": 2,
     "experiments/text_model.py": 2,
     "lessons/myths/counting.py": 1,
     "lessons/myths/long_context.py": 1,

@@ -60,8 +60,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_study_path_and_the_demo_point_to_registered_claims():
-    from attnlab.experiments.demo import NEXT_STEPS
     from attnlab.practice.path import LESSONS
+    from attnlab.report.tour import NEXT_STEPS
 
     named = {
         c.split()[2] for lesson in LESSONS for c in lesson.commands if c.startswith("attnlab experiment ")

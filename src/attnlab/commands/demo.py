@@ -41,8 +41,8 @@ def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: boo
 
     from attnlab._io import check_out_path
     from attnlab.experiments.bottleneck import QUICK
-    from attnlab.experiments.demo import build_demo, check_demo_folder, quick_settings
-    from attnlab.experiments.demo_lm import QUICK_LM
+    from attnlab.report.language_model import QUICK_LM
+    from attnlab.report.tour import build_demo, check_demo_folder, quick_settings
 
     check_out_path(out)  # before minutes of work
     if not overwrite:

@@ -9,7 +9,7 @@ Sections, each guarded so a missing piece becomes a note instead of a crash:
 4. its alignment heatmaps;
 5. inside the heads: the induction curve of a two-layer attention-only GPT and MiniLM's head table;
 6. a language model: a GPT trained on Shakespeare, sampled, and the decoding, induction and
-   faithfulness experiments on it (:mod:`attnlab.experiments.demo_lm`);
+   faithfulness experiments on it (:mod:`attnlab.report.language_model`);
 7. the attention explorer pages: MiniLM on the notes' sentence, and the trained Transformer's
    cross-attention on a reversal.
 
@@ -30,9 +30,9 @@ from pathlib import Path
 
 from attnlab import concepts
 from attnlab._io import atomic_write_bytes
-from attnlab.experiments import report
-from attnlab.experiments.report import Section
 from attnlab.progress import progress as progress_bar
+from attnlab.report import page
+from attnlab.report.page import Section
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 
@@ -48,7 +48,7 @@ BACK = ("index.html", "\u2190 back to the attnlab demo report")
 
 
 # every section's title after the lessons' (the contents list shows them; the language model's is
-# demo_lm.TITLE)
+# language_model.TITLE)
 TITLES = {
     "audit": "Parameter and shape audit of the base encoder layer",
     "practice": "Practice: your own attention code and your drawing of the block, graded",
@@ -66,7 +66,7 @@ def _lesson_sections() -> list[Callable[[], Section]]:
     def make(number: str) -> Callable[[], Section]:
         def build() -> Section:
             lesson = LESSONS[number]
-            output = report.pre("\n".join(lesson.run()), "output")
+            output = page.pre("\n".join(lesson.run()), "output")
             return Section(
                 f"lesson-{number}",
                 f"{lesson.name}: {lesson.title}",
@@ -114,7 +114,7 @@ def _audit_section() -> Section:
         "shift) from what is computed per input (activations, whose size depends on the batch "
         "and the sequence length).",
         code,
-        report.pre(render_params(params), "output") + report.pre(render_shapes(shapes), "output"),
+        page.pre(render_params(params), "output") + page.pre(render_shapes(shapes), "output"),
         interpretation,
         concepts=("12-parameter-counting.md", "10-residuals-and-norms.md"),
     )
@@ -151,7 +151,7 @@ def _practice_section() -> Section:
         "limited process and names the likely mistake of each failure) and keeps the week's seven "
         "lessons as a study path ('attnlab study'). The session is shown in docs/practice.md.",
         _DRAWING,
-        report.pre("\n".join(lines), "output wrap"),
+        page.pre("\n".join(lines), "output wrap"),
         "The drawing is graded against the shapes 'attnlab audit shapes' measures on attnlab's GPT "
         "block: the missing LayerNorm before the MLP, the norm left after it and the missing residual "
         "around the MLP are each named, with their line.",
@@ -211,14 +211,14 @@ def _experiment_sections(out: Path, settings, progress: bool, state: dict) -> tu
         "encoder states at every decoder step; Luong attention and the Transformer's cross-attention do "
         "the same with other scores.",
         code,
-        report.img(result.files["plot"], "accuracy against source length") + report.table(header, rows),
+        page.img(result.files["plot"], "accuracy against source length") + page.table(header, rows),
         interpretation,
         concepts=("01-seq2seq-bottleneck.md", "02-bahdanau-attention.md", "03-luong-attention.md"),
     )
     # the heatmaps are drawn in the contestants' order, one per attention model
     drawn = [m for m in result.models if m.kind != "seq2seq-rnn"]
     heat_html = "".join(
-        f"<figure>{report.img(p, caption)}<figcaption>{html.escape(caption)}</figcaption></figure>"
+        f"<figure>{page.img(p, caption)}<figcaption>{html.escape(caption)}</figcaption></figure>"
         for p, caption in zip(result.heatmaps, map(heatmap_caption, drawn))
     )
     heatmaps = Section(
@@ -357,7 +357,7 @@ def _where(where: str) -> str:
     """A next step's place as HTML: a concept page is a link to its rendered page, anything else code."""
     if where.startswith("docs/concepts/"):
         name = where.rsplit("/", 1)[1]
-        return report.link(concepts.href(name), f"{concepts.FOLDER}/{concepts.html_name(name)}")
+        return page.link(concepts.href(name), f"{concepts.FOLDER}/{concepts.html_name(name)}")
     return f"<code>{html.escape(where)}</code>"
 
 
@@ -370,7 +370,7 @@ def _next_steps_section() -> Section:
         "from this folder's virtual environment (.venv/bin/attnlab); the concept pages are written "
         "beside this report (concepts/), the other pages are in the repository's docs/.",
         "",
-        report.table(["what", "command or page", "for"], rows, html_cells=True),
+        page.table(["what", "command or page", "for"], rows, html_cells=True),
         "A learner: concept pages in order, with the quiz and myths beside them. An engineer: the "
         "audits with a preset, then attnlab.nn.BlockConfig in docs/engine.md.",
     )
@@ -406,11 +406,11 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
         "a two-layer attention-only GPT learns to copy the segment's continuation in a sudden phase "
         "change (Olsson et al. 2022).",
         "attnlab experiment induction --quick --out out/induction\nattnlab heads minilm",
-        report.img(result.files["plot"], "induction curve")
-        + report.table(*result.rows())
+        page.img(result.files["plot"], "induction curve")
+        + page.table(*result.rows())
         + "<p>MiniLM, previous-token score of every head (8 probes [CLS] r r, L = 20):</p>"
-        + report.table(header, rows)
-        + report.table(["detector", "heads above 0.4 (layer.head, score)"], named),
+        + page.table(header, rows)
+        + page.table(["detector", "heads above 0.4 (layer.head, score)"], named),
         f"In this run the repeat loss fell below half the first-occurrence loss at step {r.phase_step}, "
         f"when head {r.best_head[0]}.{r.best_head[1]}'s induction score reached {r.best_induction:.2f} "
         f"beside previous-token head {r.previous_head[0]}.{r.previous_head[1]} ({r.best_previous:.2f})."
@@ -426,7 +426,7 @@ def _heads_section(out: Path, induction, progress: bool) -> Section:
 
 
 def _lm_section(out: Path, settings, progress: bool) -> Section:
-    from attnlab.experiments.demo_lm import DEMO_LM, language_model_section
+    from attnlab.report.language_model import DEMO_LM, language_model_section
 
     return language_model_section(out, DEMO_LM if settings is None else settings, progress)
 
@@ -583,7 +583,7 @@ def build_demo(
     language_model=None,
 ) -> dict:
     """Build ``out_dir/index.html``; returns ``{"index", "seconds", "sections": {key: seconds or error}}``.
-    ``language_model``: the sizes of that section (:class:`attnlab.experiments.demo_lm.DemoLM`; None:
+    ``language_model``: the sizes of that section (:class:`attnlab.report.language_model.DemoLM`; None:
     the quick preset's model and the experiments' quick settings)."""
     from attnlab.experiments.bottleneck import QUICK
 
@@ -621,17 +621,17 @@ def build_demo(
     bar.close()
     sections = [s for _, key, _, _ in steps for s in built[key]]
     seconds = time.perf_counter() - t_start
-    page = report.render(
+    text = page.render(
         "attnlab demo: attention, implemented twice and proven correct",
         f"Generated by `attnlab demo` in {seconds:.0f} s on this machine. Every number below was computed "
         f"while building this page.",
         sections,
         top_html=f"<p>The concept pages, one idea each with its equations: "
-        f"{report.link(concepts.href('README.md'), 'all concept pages')}.</p>",
+        f"{page.link(concepts.href('README.md'), 'all concept pages')}.</p>",
         footer="Self-contained: images are embedded; explorer and concept pages are local files beside it.",
     )
     index = out / "index.html"
-    atomic_write_bytes(index, page.encode("utf-8"))
+    atomic_write_bytes(index, text.encode("utf-8"))
     return {
         "index": str(index),
         "seconds": seconds,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from attnlab.experiments import report
+from attnlab.report import page as report
 
 
 def _cells(page: str, tag: str) -> list[tuple[str, str]]:

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from attnlab.decoding import GenerationRequest, generate_text
-from attnlab.experiments import beam_blandness, faithfulness, report, text_induction
-from attnlab.experiments.report import Section
+from attnlab.experiments import beam_blandness, faithfulness, text_induction
+from attnlab.report import page
+from attnlab.report.page import Section
 from attnlab.tasks.shakespeare import play_files
 from attnlab.training.text_presets import train_text
 
@@ -66,7 +67,7 @@ def language_model_section(out: Path, settings: DemoLM = DEMO_LM, progress: bool
     try:
         play_files()
     except ValueError as exc:  # the corpus is an optional install (Python >= 3.11)
-        return Section("language-model", title, concept, "", report.pre(str(exc), "output"), "Not run here.")
+        return Section("language-model", title, concept, "", page.pre(str(exc), "output"), "Not run here.")
     folder = out / "lm"
     record, seconds = _train(folder / "model", settings, progress)
     sample = generate_text(
@@ -82,15 +83,15 @@ def language_model_section(out: Path, settings: DemoLM = DEMO_LM, progress: bool
         f"{record['val_loss']:.2f} nats per token, {record['val_bpc']:.2f} bits per character."
     )
     output = (
-        report.pre(f"{trained}\n\n{PROMPT}{sample}", "output")
+        page.pre(f"{trained}\n\n{PROMPT}{sample}", "output")
         + "<p>Decoding (the same held-out prompts, every method):</p>"
-        + report.img(dec.files["plot"], "decoding methods")
-        + report.table(*dec.cells())
+        + page.img(dec.files["plot"], "decoding methods")
+        + page.table(*dec.cells())
         + "<p>Induction heads (repeat probes; heads zeroed):</p>"
-        + report.table(*ind.cells())
+        + page.table(*ind.cells())
         + "<p>Faithfulness (Spearman's ρ between rankings of the input positions):</p>"
-        + report.img(faith.files["plot"], "attention against occlusion")
-        + report.table(*faith.cells())
+        + page.img(faith.files["plot"], "attention against occlusion")
+        + page.table(*faith.cells())
     )
     interpretation = "\n\n".join(
         [
