@@ -61,6 +61,8 @@ BASE = {
     "experiment extrapolation": ["--quick", "--steps", "1", "--out", "{file}"],
     "experiment induction": ["--quick", "--steps", "1", "--out", "{file}"],
     "experiment recall": ["--quick", "--steps", "1", "--out", "{file}"],
+    "experiment beam": ["--quick", "--out", "{file}"],  # an --out that is a file: refused before training
+    "experiment facts": ["--quick", "--out", "{file}"],
     **{f"experiment {name}": ["--quick", "--out", "{file}"] for name in CLAIMS},  # ends at --out
     "heads": ["minilm", "--tokens", "repeat", "--length", "4", "--batch", "1"],
     "practice check": ["attention", "{file}"],  # "x": Python without the function; every check fails fast

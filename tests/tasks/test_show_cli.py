@@ -84,7 +84,7 @@ def test_json_ids_round_trip():
     "args, fragment",
     [
         (["nope"], "NAME must be one of reverse, copy, sort, dates; got 'nope'"),
-        (["reverse", "--min-len", "5", "--max-len", "2"], "min_len=5"),
+        (["reverse", "--min-len", "5", "--max-len", "2"], "--min-len 5"),
         (["dates", "--n", "0"], "n must be a positive integer"),
     ],
 )
