@@ -103,7 +103,7 @@ def test_ignored_buffers_and_a_stored_tied_head(hf_dirs, tmp_path):
     assert torch.equal(model.tok_embed.weight, state["transformer.wte.weight"])
     state["lm_head.weight"][0, 0] += 1.0
     save_file(state, str(path / "model.safetensors"))
-    with pytest.raises(ValueError, match="'lm_head.weight' differs from the tied embedding"):
+    with pytest.raises(ValueError, match=r"'lm_head\.weight'.*\btied\b.*'transformer\.wte\.weight'"):
         load_hf(path)
 
 
@@ -129,10 +129,9 @@ def test_tensor_missing_extra_or_misshaped_is_named(hf_dirs, tmp_path):
     _edit_config(path, num_key_value_heads=2)  # the checkpoint's K/V are 12 wide, the config says 24
     with pytest.raises(ValueError) as exc:
         load_hf(path)
-    assert (
-        "'model.layers.0.self_attn.k_proj.weight' has shape [12, 48], the config says [24, 48]"
-        in _one_line(exc)
-    )
+    text = _one_line(exc)
+    assert "'model.layers.0.self_attn.k_proj.weight'" in text
+    assert text.index("[12, 48]") < text.index("[24, 48]")  # the checkpoint's shape, then the config's
 
 
 def test_bad_directories_are_one_line_errors(hf_dirs, tmp_path):
@@ -140,25 +139,19 @@ def test_bad_directories_are_one_line_errors(hf_dirs, tmp_path):
         load_hf(tmp_path)
     path = _copy(hf_dirs["llama-tied"], tmp_path)
     _edit_config(path, model_type="t5")
-    with pytest.raises(
-        ValueError, match="model_type 't5' is not supported; supported: bert, gpt2, llama, mistral, qwen2"
-    ):
+    with pytest.raises(ValueError, match=r"\bmodel_type 't5'.*\bqwen2\b"):
         load_hf(path)
     _edit_config(path, model_type="llama", rope_scaling={"rope_type": "longrope", "factor": 4.0})
-    with pytest.raises(
-        ValueError, match="rope_scaling type 'longrope' is not supported; supported: null, default, linear"
-    ):
+    with pytest.raises(ValueError, match=r"\brope_scaling\b.*'longrope'"):
         load_hf(path)
     _edit_config(path, rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0})
-    with pytest.raises(
-        ValueError, match=r"config.json: rope_scaling of rope_type 'llama3' needs \['high_freq"
-    ):
+    with pytest.raises(ValueError, match=r"\bconfig\.json: rope_scaling\b.*'llama3'.*'high_freq_factor'"):
         load_hf(path)
     _edit_config(path, rope_scaling=None, head_dim=16)
     with pytest.raises(ValueError, match="head_dim=16"):
         load_hf(path)
     _edit_config(path, head_dim=None, hidden_act="tanh")
-    with pytest.raises(ValueError, match="hidden_act='tanh' is not supported; supported: gelu"):
+    with pytest.raises(ValueError, match=r"\bhidden_act='tanh'"):
         load_hf(path)
     gpt2 = _copy(hf_dirs["gpt2"], tmp_path, "gpt2")
     _edit_config(gpt2, scale_attn_by_inverse_layer_idx=True)
@@ -169,9 +162,7 @@ def test_bad_directories_are_one_line_errors(hf_dirs, tmp_path):
 def test_pickles_and_lost_shards_are_refused(hf_dirs, tmp_path):
     path = _copy(hf_dirs["gpt2"], tmp_path)
     (path / "model.safetensors").rename(path / "pytorch_model.bin")
-    with pytest.raises(
-        ValueError, match="holds pytorch_model.bin but no model.safetensors: attnlab reads only"
-    ):
+    with pytest.raises(ValueError, match=r"\bpytorch_model\.bin\b.*\bmodel\.safetensors\b"):
         load_hf(path)
     sharded = _copy(hf_dirs["llama"], tmp_path, "sharded")
     last = weight_files(sharded)[-1]
@@ -186,7 +177,7 @@ def test_tokenizer_must_fit_the_vocabulary(hf_dirs, hf_tokenizer, tmp_path):
         tok.encode("Attention is what the KV cache stores")
         == hf_tokenizer.encode("Attention is what the KV cache stores").ids
     )
-    with pytest.raises(ValueError, match="has token ids up to 299 but the model's vocab_size is 200"):
+    with pytest.raises(ValueError, match=r"\b299\b.*\bvocab_size is 200\b"):
         from_file(hf_dirs["qwen2"] / "tokenizer.json", vocab_size=200)
     with pytest.raises(FileNotFoundError, match="no tokenizer file"):
         from_file(tmp_path / "tokenizer.json")
