@@ -6,6 +6,7 @@ MiniLM, a BERT folder and a GPT-2 folder (transformers' ``save_pretrained``, the
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -118,7 +119,7 @@ def test_small_bert_default_length_fits_its_positions(bert_dir):
 def test_small_bert_explicit_length_that_does_not_fit(bert_dir):
     result = _heads(bert_dir, "--length", "16")
     assert result.exit_code == 2, result.output
-    assert "needs 1 + 2*16 = 33 positions, more than the model's context of 32" in result.output
+    assert re.search(r"\blength 16\b.*\b33 positions\b.*\b32\b", result.output), result.output
 
 
 def test_vocabulary_too_small_to_draw_from_is_one_clear_error(tmp_path):
@@ -126,8 +127,7 @@ def test_vocabulary_too_small_to_draw_from_is_one_clear_error(tmp_path):
     directory = _bert(tmp_path, _wordpiece(pieces), vocab_size=9)
     result = _heads(directory, "--length", "5")
     assert result.exit_code == 2, result.output
-    assert "needs 5 distinct ordinary tokens; the vocabulary of 9 ids" in result.output
-    assert "has 3 to draw from" in result.output
+    assert re.search(r"\blength 5\b.*\b9 ids\b.*\bhas 3\b", result.output), result.output
     (scan,) = scan_repeat(str(directory), batch=1)  # the default length fits the vocabulary too
     assert len(scan.tokens) == 1 + 2 * 3
 
@@ -161,16 +161,14 @@ def test_minilm_long_text_warns_it_is_cut(tmp_path):
     result = _heads("minilm", "--tokens", tmp_path / "long.txt", "--json")
     assert result.exit_code == 0, result.output
     assert "cannot represent" not in result.stderr
-    assert (
-        "Warning: the text has 2402 tokens; minilm reads only the first 512 (its positions)" in result.stderr
-    )
+    assert re.search(r"^Warning: .*\b2402 tokens\b.*\bminilm\b.*\b512\b", result.stderr, re.M), result.stderr
     (data,) = json.loads(result.stdout)
     assert len(data["tokens"]) == 512 and data["tokens"][0] == "[CLS]" and data["tokens"][-1] == "[SEP]"
 
 
 def test_text_cut_puts_the_tokenizers_truncation_back():
     loaded = load("minilm")
-    with pytest.warns(UserWarning, match="the text has 2402 tokens; minilm reads only the first 512"):
+    with pytest.warns(UserWarning, match=r"\b2402 tokens\b.*\bminilm\b.*\b512\b"):
         (scan,) = scan_text(LONG, loaded)
     assert len(scan.tokens) == 512 and loaded.tokenizer.backend.truncation["max_length"] == 256
 
@@ -215,39 +213,25 @@ def saved(tmp_path_factory):
 
 def test_scan_refusals_name_no_command_line_flag(saved):
     gpt, tr = saved / "gpt", saved / "tr"
-    no_tok = "score its heads on the repeat probe instead, which needs no tokenizer"
-    no_probe = "the repeat probe needs a decoder (one causal sequence) or a BERT such as MiniLM"
-    too_long = (
-        "a repeat probe of length 16 needs 1 + 2*16 = 33 positions, more than the model's context of 32"
-    )
-    cases = [
-        (lambda: scan_text("the cat", str(gpt)), f"{gpt} has no tokenizer (no tokenizer.json), so it "
-         f"cannot read a text: {no_tok}"),
-        (lambda: scan_repeat(str(tr)), f"{no_probe}; {tr} holds a model of kind 'transformer': score its "
-         "heads on a text instead"),
-        (lambda: scan_repeat(str(gpt), length=16), too_long),
-    ]  # fmt: skip
-    for call, message in cases:
+    cases = [  # each refusal names the model and what is wrong with it: the file, the kind, the length
+        (lambda: scan_text("the cat", str(gpt)), [str(gpt), "tokenizer.json"]),
+        (lambda: scan_repeat(str(tr)), [str(tr), "'transformer'"]),
+        (lambda: scan_repeat(str(gpt), length=16), ["length 16", "33 positions", "of 32"]),
+    ]
+    for call, named in cases:
         with pytest.raises(ValueError) as err:
             call()
-        assert str(err.value) == message and "--" not in str(err.value)
+        text = str(err.value)
+        assert all(value in text for value in named) and "\n" not in text and "--" not in text, text
 
 
 def test_the_command_adds_its_flags_to_the_way_out(saved):
     gpt, tr = saved / "gpt", saved / "tr"
     result = _heads(gpt, "--tokens", "the cat")
     assert result.exit_code == 2, result.output
-    assert (
-        "score its heads on the repeat probe instead, which needs no tokenizer (--tokens repeat, the default)"
-        in result.output
-    )
+    assert "tokenizer.json" in result.output and "(--tokens repeat, the default)" in result.output
     result = _heads(tr)
     assert result.exit_code == 2, result.output
-    assert (
-        "holds a model of kind 'transformer': score its heads on a text instead (--tokens TEXT)"
-        in result.output
-    )
+    assert "'transformer'" in result.output and "(--tokens TEXT)" in result.output
     result = _heads(gpt, "--length", "16")
-    assert (
-        result.exit_code == 2 and "a repeat probe of length 16 needs 1 + 2*16 = 33 positions" in result.output
-    )
+    assert result.exit_code == 2 and re.search(r"\blength 16\b.*\b33 positions\b", result.output)
