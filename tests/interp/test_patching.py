@@ -4,6 +4,8 @@ heads of a layer restored equal the layer's attention output restored; chunked b
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -103,12 +105,14 @@ def test_chunked_batches_and_other_points_agree(model, pair, monkeypatch, point)
 
 def test_bad_pairs_are_named(model, pair):
     clean, _ = pair
-    with pytest.raises(ValueError, match="clean has 8 tokens but corrupt has 7"):
+    with pytest.raises(ValueError, match=r"\bclean has 8 tokens\b.*\bcorrupt has 7\b"):
         activation_patching(model, clean, clean[:, :7], logit_metric(1))
-    with pytest.raises(ValueError, match=r"point must be one of \['resid_pre', 'resid_mid', 'resid_post'\]"):
+    with pytest.raises(
+        ValueError, match=r"^point\b.*\['resid_pre', 'resid_mid', 'resid_post'\], got 'resid'"
+    ):
         activation_patching(model, clean, clean, logit_metric(1), point="resid")
     result = activation_patching(model, clean, clean, logit_metric(1))
-    with pytest.raises(ValueError, match="the clean and corrupted runs give the same metric"):
+    with pytest.raises(ValueError, match=rf"\bsame metric\b.*{re.escape(f'({result.clean:.4g})')}"):
         result.recovered(result.resid)
     tied = result.to_json()  # the same keys as ever (a consumer indexing them got a KeyError), None
     assert tied["resid_recovered"] is None and tied["heads_recovered"] is None
@@ -139,13 +143,13 @@ def test_logit_metric_refuses_ids_outside_the_vocabulary(model, pair):
     (trial B, #3); an id in a 0-d tensor is that id."""
     clean, corrupt = pair
     for bad in (-1, 31, 999):
-        with pytest.raises(ValueError, match=rf"^target must be a token id in 0..30, got {bad}$"):
+        with pytest.raises(ValueError, match=rf"^target\b.*\b0\.\.30\b.* {bad}$"):
             activation_patching(model, clean, corrupt, logit_metric(bad))
-    with pytest.raises(ValueError, match=r"^wrong must be a token id in 0..30, got -3$"):
+    with pytest.raises(ValueError, match=r"^wrong\b.*\b0\.\.30\b.* -3$"):
         activation_patching(model, clean, corrupt, logit_metric(3, -3))
-    with pytest.raises(ValueError, match=r"^target must be an integer, got 3.0$"):
+    with pytest.raises(ValueError, match=r"^target\b.*\binteger\b.* 3\.0$"):
         logit_metric(3.0)
-    with pytest.raises(ValueError, match=r"^position 8 is outside the 8 tokens"):
+    with pytest.raises(ValueError, match=r"^position 8\b.*\b8 tokens\b"):
         activation_patching(model, clean, corrupt, logit_metric(3, position=8))
     logits = torch.randn(2, 8, 31)
     assert torch.equal(logit_metric(torch.tensor(3), 4)(logits), logits[:, -1, 3] - logits[:, -1, 4])
