@@ -107,9 +107,7 @@ def test_bad_pairs_are_named(model, pair):
     clean, _ = pair
     with pytest.raises(ValueError, match=r"\bclean has 8 tokens\b.*\bcorrupt has 7\b"):
         activation_patching(model, clean, clean[:, :7], logit_metric(1))
-    with pytest.raises(
-        ValueError, match=r"^point\b.*\['resid_pre', 'resid_mid', 'resid_post'\], got 'resid'"
-    ):
+    with pytest.raises(ValueError, match=r"^point\b.*'resid_post'\], got 'resid'"):
         activation_patching(model, clean, clean, logit_metric(1), point="resid")
     result = activation_patching(model, clean, clean, logit_metric(1))
     with pytest.raises(ValueError, match=rf"\bsame metric\b.*{re.escape(f'({result.clean:.4g})')}"):
