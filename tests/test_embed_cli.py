@@ -46,18 +46,13 @@ def test_bad_arguments_exit_2_with_one_line():
     runner = CliRunner()
     bad_model = runner.invoke(cli, ["embed", "hello", "--model", "no-such-model"])
     assert bad_model.exit_code == 2
-    assert bad_model.output.strip().splitlines() == [
-        "Error: 'no-such-model' is not a model attnlab can load: give 'minilm', a Hugging Face checkpoint "
-        "folder, or a folder written by attnlab train"
-    ]
+    lines = bad_model.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: 'no-such-model'") and "'minilm'" in lines[0]
     assert runner.invoke(cli, ["embed"]).exit_code == 2
     bad_batch = runner.invoke(cli, ["embed", "hello", "--batch-size", "0"])
-    assert bad_batch.exit_code == 2 and "--batch-size must be a positive integer" in bad_batch.output
+    assert bad_batch.exit_code == 2 and re.fullmatch(r"Error: --batch-size\b.*\b0\n", bad_batch.output)
     bad_chunk = runner.invoke(cli, ["embed", "--input", "x.txt", "--output", "y.npy", "--chunk-size", "0"])
-    assert (
-        bad_chunk.exit_code == 2
-        and "Error: --chunk-size must be a positive integer, got 0" in bad_chunk.output
-    )
+    assert bad_chunk.exit_code == 2 and re.fullmatch(r"Error: --chunk-size\b.*\b0\n", bad_chunk.output)
 
 
 def test_docs_page_examples_print_what_the_page_says(doc_examples):
@@ -90,7 +85,7 @@ def test_explain_says_when_a_sentence_is_truncated():
     long = "word " * 300  # 300 words -> 302 tokens, cut at MiniLM's 256
     result = CliRunner().invoke(cli, ["embed", "--explain", "a cat", long])
     assert result.exit_code == 0, result.output
-    assert "1 of 2 sentences were longer than 256 tokens and were truncated to 256" in result.stderr
+    assert re.search(r"\b1 of 2 sentences\b.*\b256 tokens\b", result.stderr), result.stderr
     assert "the sum of 4 x 256 token-pair terms" in result.stdout  # [CLS] a cat [SEP]
 
 
@@ -123,7 +118,7 @@ def test_field_on_plain_text_is_refused_and_resume_with_nothing_to_resume_is_sai
         cli, ["embed", "--input", str(src), "--output", str(out), "--resume", "--quiet"]
     )
     assert result.exit_code == 0, result.output
-    assert f"no interrupted run to continue ({out}.parts does not exist); starting afresh" in result.stderr
+    assert f"({out}.parts " in result.stderr and "afresh" in result.stderr, result.stderr
     assert out.is_file()
 
 
