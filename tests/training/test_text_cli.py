@@ -3,6 +3,7 @@ resumed run, and each kind of bad input as one ``Error:`` line with exit status 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -171,27 +172,24 @@ def test_bad_text_input_is_one_line_and_writes_nothing(tmp_path, corpus, content
 
 def test_a_folder_as_text_is_named_a_folder(tmp_path):
     r = run("train", "--text", tmp_path, *TINY, "--steps", 2, "--out", tmp_path / "run")
-    assert r.exit_code == 2 and f"--text {tmp_path}: a folder, not a file (give a file, - for" in r.output
+    assert r.exit_code == 2 and f"--text {tmp_path}: " in r.output and "folder" in r.output, r.output
 
 
 def test_text_options_need_text(tmp_path):
     r = run("train", "--task", "reverse", "--context", 8, "--steps", 2, "--out", tmp_path / "run")
-    assert r.exit_code == 2 and r.output.strip() == "Error: --context applies to a GPT on text (--text)"
+    assert r.exit_code == 2 and re.fullmatch(r"Error: --context\b.*\(--text\)\n", r.output), r.output
     r = run("train", "--task", "reverse", "--preset", "quick", "--out", tmp_path / "run")
-    assert r.exit_code == 2 and "--preset applies to a GPT on text" in r.output
+    assert r.exit_code == 2 and re.fullmatch(r"Error: --preset\b.*\(--text\)\n", r.output), r.output
 
 
 def test_prompt_with_unknown_characters_is_named(trained, play):
     out, _ = trained
     r = run("generate", out, "ROMEO: où ž", "--max-new", 5)
     assert r.exit_code == 2
-    assert r.output.strip().splitlines() == [
-        f"Error: the prompt has characters outside the model's vocabulary of "
-        f"{len(set(play()))}: 'ù' (U+00F9), 'ž' (U+017E)"
-    ]
+    (line,) = r.output.strip().splitlines()
+    assert line.startswith("Error: ") and line.endswith(f" {len(set(play()))}: 'ù' (U+00F9), 'ž' (U+017E)")
     r = run("generate", out, "ROMEO:", "--max-new", 40, "--beam", 2)
-    assert r.exit_code == 2 and "max_len=32" in r.output and "beam search cannot slide" in r.output
-    assert "at most 26 new tokens" in r.output
+    assert r.exit_code == 2 and re.search(r"\bmax_len=32\b.*\bbeam\b.*\bat most 26\b", r.output), r.output
 
 
 @pytest.mark.slow
@@ -239,12 +237,12 @@ def test_prompt_longer_than_the_positions_keeps_its_end_with_a_warning(trained, 
     long_prompt = "ROMEO:\nO love, O night!\n" * 3  # 72 characters for 32 positions
     r = CliRunner().invoke(cli, ["generate", str(out), long_prompt, "--max-new", "5", "--json"])
     assert r.exit_code == 0, r.output
-    assert "Warning: the prompt has 72 tokens; the model reads only its last 32 (its positions)" in r.stderr
+    assert re.search(r"^Warning: .*\b72 tokens\b.*\blast 32\b", r.stderr, re.M), r.stderr
     assert json.loads(r.stdout)["prompt_tokens"] == 32 and json.loads(r.stdout)["new_tokens"] == 5
     bad = tmp_path / "prompt.bin"
     bad.write_bytes(b"ROMEO\x00:")
     r = run("generate", out, bad, "--max-new", 5)
-    assert r.exit_code == 2 and "is a binary file (a NUL byte at offset 5)" in r.output
+    assert r.exit_code == 2 and re.search(rf"{re.escape(str(bad))}\b.*\bNUL\b.*\boffset 5\b", r.output)
 
 
 def test_overwrite_replaces_the_token_files(corpus, tmp_path, play):
