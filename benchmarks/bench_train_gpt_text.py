@@ -226,7 +226,17 @@ def _report(runs, flops, peak, curves, data, vocab, block, repeats, load) -> dic
         [n] + [f"{c[i - 1]:.3f}" for i in marks] + [f"{gaps.get(n, 0.0):.1e}" if n in gaps else "—"]
         for n, c in curves.items()
     ]
-    limit = f"CPU-time ratio {r_cpu:.2f}x; about half the step is GEMMs (oneDNN), the rest small operations"
+    from attnlab.models.cpu import gemm_choice
+
+    kernel, why = gemm_choice()
+    mfus = {n: raw[n]["mfu"] for n in ("attnlab", "GPT2LMHeadModel")}
+    limit = f"CPU-time ratio {r_cpu:.2f}x; the linear layers on {kernel} ({why})"
+    if all(mfus.values()):
+        limit += (
+            f"; attnlab at {100 * mfus['attnlab']:.1f}% of one thread's float32 ceiling, GPT2LMHeadModel at "
+            f"{100 * mfus['GPT2LMHeadModel']:.1f}%: both run the same GEMM kernel here, so the lever that "
+            "gives attnlab its lead where oneDNN has wider units than MKL is absent"
+        )
     return {
         "name": NAME,
         "title": TITLE,
@@ -266,8 +276,9 @@ def _report(runs, flops, peak, curves, data, vocab, block, repeats, load) -> dic
         "notes": [
             f"Data: {data}; {len(curves['attnlab'])} steps for the curves. Load average at the start "
             f"{tuple(round(x, 2) for x in load)}. attnlab runs the trainer's own step (what `attnlab train "
-            "--text ... --preset nanogpt` does): its linear layers on oneDNN's GEMM where MKL takes its "
-            "generic path (training/gemm.py) and AdamW's fused kernel; the second row turns both off.",
+            "--text ... --preset nanogpt` does): its linear layers on the GEMM training/gemm.py chooses "
+            f"(here {gemm_choice()[0]}: {gemm_choice()[1]}) and AdamW's fused kernel; the second row turns "
+            "both off.",
             f"attnlab / GPT2LMHeadModel: {r_wall:.2f}x wall time, {r_cpu:.2f}x CPU time (the CPU-time ratio "
             f"is steadier on a shared machine); {r_fused:.2f}x against GPT2LMHeadModel given the fused AdamW "
             f"too; the two levers together: {r_levers:.2f}x.",

@@ -75,6 +75,12 @@ def _machine(m: dict) -> list[str]:
                 + (f", end {tuple(round(x, 2) for x in lb)}" if lb else ""),
             )
         )
+    if m.get("cpu_caps"):
+        have = ", ".join(m.get("cpu_hardware_flags", [])) or "?"
+        caps = ", ".join(f"{k}={v}" for k, v in m["cpu_caps"].items())
+        rows.append(("vector-unit caps", f"{caps}: this kind emulated on a CPU with {have}"))
+    for path, said in m.get("kernel_choices", {}).items():
+        rows.append((f"kernel: {path}", said))
     if m.get("commit"):
         rows.append(("attnlab commit", m["commit"]))
     return ["| | |", "| --- | --- |"] + [f"| {a} | {b} |" for a, b in rows] + [""]
