@@ -41,16 +41,17 @@ def test_help_lists_the_registry(command):
 def test_explore_on_the_auto_device_equals_cpu(monkeypatch):
     """``auto`` picks CUDA when present, else cpu: the model is loaded onto that device (the real
     loader, watched), and its weights equal cpu's."""
+    from attnlab.interp import attention_views as pipeline  # where explore's load -> run lives
     from attnlab.viz import explorer
 
-    placed, real_load = [], explorer.load
+    placed, real_load = [], pipeline.load
 
     def load(*args, **kwargs):
         loaded = real_load(*args, **kwargs)
         placed.append(next(loaded.model.parameters()).device.type)
         return loaded
 
-    monkeypatch.setattr(explorer, "load", load)
+    monkeypatch.setattr(pipeline, "load", load)
     cpu, _ = explorer.attention_views("The animal was tired.", "minilm", "cpu")
     auto, _ = explorer.attention_views("The animal was tired.", "minilm", "auto")
     assert placed == ["cpu", "cuda" if torch.cuda.is_available() else "cpu"]

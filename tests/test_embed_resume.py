@@ -145,7 +145,12 @@ def test_sigint_keeps_the_finished_parts_and_resume_completes_them(tiny_checkpoi
     def run(*args):
         env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNLAB_PROGRESS": "plain"}
         cmd = [sys.executable, "-m", "attnlab", "embed", *common, *args]
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        # SIGINT as a terminal delivers it, also where the suite runs with it ignored (nohup, a
+        # background job): a Python started with SIGINT ignored never turns it into KeyboardInterrupt
+        default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+        return subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_sigint
+        )
 
     ref = run("--output", str(tmp_path / "ref.npy"), "--quiet")
     assert ref.wait() == 0, ref.stderr.read()

@@ -117,6 +117,7 @@ def test_a_stalled_body_is_answered_408_and_logged_once(live, logs, monkeypatch)
 def test_the_guard_refuses_a_second_host_whatever_the_parser():
     """The guard itself, for a parser that would let two Host headers through."""
     import asyncio
+    import concurrent.futures
 
     sent = []
 
@@ -128,5 +129,9 @@ def test_the_guard_refuses_a_second_host_whatever_the_parser():
 
     host = [(b"host", b"127.0.0.1:8000")]
     scope = {"type": "http", "headers": host * 2, "method": "GET", "path": "/"}
-    asyncio.run(app_module.Guard(app, {"127.0.0.1:8000"})(scope, None, send))
+    guarded = app_module.Guard(app, {"127.0.0.1:8000"})(scope, None, send)
+    # a loop of its own, in a thread: a browser test earlier in this process may hold the main
+    # thread's event loop (Playwright's sync API), where asyncio.run refuses to start
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, guarded).result()
     assert sent[0]["status"] == 403 and b"2 Host headers" in sent[1]["body"]
