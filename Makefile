@@ -24,7 +24,7 @@ test: $(STAMP)
 	bash scripts/ensure-chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 	PY=$(BIN)/python bash scripts/isa-caps.sh
 
 lint: $(STAMP)

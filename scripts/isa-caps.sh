@@ -13,7 +13,7 @@ rerun() {
     local kind=$1
     shift
     echo "== the vector-unit tests again, as on $kind: $*"
-    env "$@" "$PY" -m pytest -q -m isa -p no:cacheprovider
+    env "$@" "$PY" -m pytest -q -n auto -m isa -p no:cacheprovider
 }
 
 # An AMD EPYC with AVX2 only (no AVX-512, no VNNI, no AMX): every library capped to AVX2.
