@@ -123,3 +123,18 @@ def debug_checks() -> bool:
     ids in range, on every forward and decode step) then run everywhere; otherwise only at the edges
     (a prompt before the decode loop, a CLI's input), so that no forward waits on the device."""
     return os.environ.get("ATTNLAB_DEBUG_CHECKS", "") not in ("", "0")
+
+
+def linear_attention_shapes(q: tuple, k: tuple, v: tuple, causal: bool) -> None:
+    """The shapes linear attention needs, for ``ref`` and ``nn`` alike: ``q [..., T_q, d]``,
+    ``k [..., T_k, d]``, ``v [..., T_k, d_v]`` with d >= 1, T_k >= 1 and, when ``causal``,
+    T_k >= T_q; else a ``ValueError`` naming the sizes and both shapes."""
+    q, k, v = list(q), list(k), list(v)
+    if k[-1] != q[-1]:
+        raise ValueError(f"k has d={k[-1]} but q has d={q[-1]} (q {q}, k {k})")
+    if v[-2] != k[-2]:
+        raise ValueError(f"v has T_k={v[-2]} but k has T_k={k[-2]} (k {k}, v {v})")
+    if q[-1] == 0 or k[-2] == 0:
+        raise ValueError(f"linear attention needs d >= 1 and T_k >= 1 (a key to attend to), got q {q}, k {k}")
+    if causal and k[-2] < q[-2]:
+        raise ValueError(f"causal linear attention needs T_k >= T_q, got q {q}, k {k}")

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab._checks import positive_int
+from attnlab._checks import linear_attention_shapes, positive_int
 
 
 def _finite(name: str, t: Tensor, min_ndim: int = 1) -> Tensor:
@@ -48,23 +48,7 @@ def elu_feature_map(x: Tensor) -> Tensor:
 def _check_qkv(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         _finite(name, t, min_ndim=2)
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k has d={k.shape[-1]} but q has d={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
-        )
-    if q.shape[-1] == 0 or k.shape[-2] == 0:
-        raise ValueError(
-            f"linear attention needs d >= 1 and T_k >= 1 (a key to attend to), got q {list(q.shape)}, "
-            f"k {list(k.shape)}"
-        )
-    if causal and k.shape[-2] < q.shape[-2]:
-        raise ValueError(
-            f"causal linear attention needs T_k >= T_q, got q {list(q.shape)}, k {list(k.shape)}"
-        )
+    linear_attention_shapes(q.shape, k.shape, v.shape, causal)
 
 
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, chunk: int = 64) -> Tensor:

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._checks import EMPTY_ROWS, choice, memory_bytes, non_negative_float, positive_float, positive_int
+from attnlab._checks import (
+    EMPTY_ROWS,
+    choice,
+    linear_attention_shapes,
+    memory_bytes,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 
 __all__ = [
     "as_float",
@@ -278,21 +286,5 @@ def check_linear(q, k, v, causal: bool):
     """The arguments of :func:`attnlab.ref.linear_attention` as float arrays: ``q [..., T_q, d]``,
     ``k [..., T_k, d]``, ``v [..., T_k, d_v]`` with d >= 1, T_k >= 1 and, when causal, T_k >= T_q."""
     q, k, v = as_float("q", q, min_ndim=2), as_float("k", k, min_ndim=2), as_float("v", v, min_ndim=2)
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k has d={k.shape[-1]} but q has d={q.shape[-1]} (q {list(q.shape)}, k {list(k.shape)})"
-        )
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v has T_k={v.shape[-2]} but k has T_k={k.shape[-2]} (k {list(k.shape)}, v {list(v.shape)})"
-        )
-    if q.shape[-1] == 0 or k.shape[-2] == 0:
-        raise ValueError(
-            f"linear attention needs d >= 1 and T_k >= 1 (a key to attend to), got q {list(q.shape)}, "
-            f"k {list(k.shape)}"
-        )
-    if causal and k.shape[-2] < q.shape[-2]:
-        raise ValueError(
-            f"causal linear attention needs T_k >= T_q, got q {list(q.shape)}, k {list(k.shape)}"
-        )
+    linear_attention_shapes(q.shape, k.shape, v.shape, causal)
     return q, k, v
