@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 
 import pytest
 import torch
@@ -52,8 +53,7 @@ def test_mismatched_tensor_names_both_shapes(saved):
     save_file(state, str(path / "model.safetensors"))
     with pytest.raises(
         ValueError,
-        match=r"'blocks.0.self_attn.q_proj.weight' has shape \[8, 7\], the model "
-        r"expects \[8, 8\]",
+        match=r"'blocks\.0\.self_attn\.q_proj\.weight'.*\[8, 7\].*\[8, 8\]",
     ):
         load_model(path)
 
@@ -75,7 +75,7 @@ def test_pickles_are_refused(saved, writer):
         target.write_bytes(pickle.dumps({"x": [1, 2, 3]}))
     else:
         torch.save(model.state_dict(), target)
-    with pytest.raises(ValueError, match="looks like a pickle/torch.save file"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(target))} .*\bpickle\b"):
         load_model(path)
 
 
@@ -110,21 +110,19 @@ def test_configs_that_do_not_validate(saved, edit, message):
 
 def test_wrong_kind_and_unknown_kind(saved):
     path, _ = saved
-    with pytest.raises(ValueError, match="holds a 'gpt' model, not 'transformer'"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} .*'gpt'.*'transformer'"):
         Transformer.load(path)
     (path / "config.json").write_text(json.dumps({"model": "lstm-lm", "config": {}}))
-    with pytest.raises(ValueError, match="names model 'lstm-lm'; known models"):
+    with pytest.raises(ValueError, match=r"\bmodel 'lstm-lm'.*\bknown\b.*'gpt'"):
         load_model(path)
 
 
 def test_a_hugging_face_folder_or_a_pretrained_name_points_to_load(tmp_path):
     """load_model reads attnlab's own folders; the others are named, with the function that reads them."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 8}))
-    with pytest.raises(
-        ValueError, match="is a Hugging Face checkpoint \\(model_type 'gpt2'\\).*attnlab.models.load"
-    ):
+    with pytest.raises(ValueError, match=r"\bmodel_type 'gpt2'.*\battnlab\.models\.load\b"):
         load_model(tmp_path)
-    with pytest.raises(ValueError, match=r"'minilm' is a pretrained model.*attnlab.models.load\('minilm'\)"):
+    with pytest.raises(ValueError, match=r"^'minilm' .*\battnlab\.models\.load\('minilm'\)"):
         load_model("minilm")
 
 
