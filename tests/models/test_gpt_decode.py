@@ -129,18 +129,18 @@ def test_bad_engine_arguments_are_named():
     model, other = _model(), _model(seed=1)
     prompt = torch.tensor([[1, 2]])
     with torch.no_grad():
-        with pytest.raises(ValueError, match="engine must be 'auto', 'reference' or a DecodeEngine"):
+        with pytest.raises(ValueError, match=r"^engine\b.*\bDecodeEngine\b.*, got 'fast'$"):
             model.start(prompt, engine="fast")
         with pytest.raises(ValueError, match="made for another model"):
             model.start(prompt, engine=DecodeEngine(other))
-        with pytest.raises(ValueError, match="capacity must be a non-negative int"):
+        with pytest.raises(ValueError, match=r"^capacity\b.*\bnon-negative\b.*, got -1$"):
             model.start(prompt, capacity=-1)
-        with pytest.raises(ValueError, match="cannot run this model: a sliding window"):
+        with pytest.raises(ValueError, match=r"\bdecode engine\b.*\bsliding window\b"):
             windowed = _model(window=4)
             windowed.start(prompt, engine=DecodeEngine(windowed))
-    with pytest.raises(ValueError, match="dtype must be one of"):
+    with pytest.raises(ValueError, match=r"^dtype\b.*\['model', 'bfloat16'\], got 'float16'"):
         DecodeEngine(model, dtype="float16")
-    with pytest.raises(ValueError, match="layout must be one of"):
+    with pytest.raises(ValueError, match=r"^layout\b.*'gemv'.*, got 'fast'"):
         DecodeEngine(model, layout="fast")
 
 
@@ -160,5 +160,5 @@ def test_the_compiled_steps_static_shape_graph_matches_the_forward(kw, monkeypat
     assert engine.compile_seconds is not None  # the graph ran
     assert engine.layout_for(2) == "gemv" and state.length == 18
     assert (got - want).abs().max().item() <= 1e-10
-    with pytest.raises(ValueError, match="compile=True runs the model's dtype"):
+    with pytest.raises(ValueError, match=r"^compile=True\b.*\bdtype\b.*\bgemv\b"):
         DecodeEngine(model, dtype="bfloat16", compile=True)
