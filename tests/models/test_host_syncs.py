@@ -89,19 +89,19 @@ def test_bad_ids_are_still_named_and_debug_checks_read_them_first(monkeypatch):
     model = GPT(GPTConfig(50, **GPT2)).eval()
     bert = BertEncoder(BertConfig(vocab_size=50, num_layers=1, d_model=32, num_heads=4, d_ff=64, max_len=32))
     bad = torch.tensor([[1, 50]])
-    with pytest.raises(ValueError, match="ids has token id 50 outside the vocabulary 0..49"):
+    with pytest.raises(ValueError, match=r"^ids\b.* 50\b.*\b0\.\.49\b"):
         model(bad)
-    with pytest.raises(ValueError, match="prompt has token id -1 outside"):
+    with pytest.raises(ValueError, match=r"^prompt\b.* -1\b"):
         model.start(torch.tensor([[-1, 2]]))
     state = model.start(torch.tensor([[1, 2]]))
-    with pytest.raises(ValueError, match="tokens has token id 77 outside"):
+    with pytest.raises(ValueError, match=r"^tokens\b.* 77\b"):
         model.step(torch.tensor([77]), state)
-    with pytest.raises(ValueError, match=r"input_ids holds ids outside \[0, 50\): min 1, max 50"):
+    with pytest.raises(ValueError, match=r"^input_ids\b.*\[0, 50\).*\bmax 50\b"):
         bert(bad)
-    with pytest.raises(ValueError, match=r"token_type_ids holds ids outside \[0, 2\): min 0, max 2"):
+    with pytest.raises(ValueError, match=r"^token_type_ids\b.*\[0, 2\).*\bmax 2\b"):
         bert(torch.tensor([[1, 2]]), token_type_ids=torch.tensor([[0, 2]]))
     # the debug switch reads the range before any work: one read-back, the same error
     monkeypatch.setenv("ATTNLAB_DEBUG_CHECKS", "1")
     assert len(syncs(lambda: model(torch.tensor([[1, 2]])))) > 0
-    with pytest.raises(ValueError, match="ids has token id 50 outside"):
+    with pytest.raises(ValueError, match=r"^ids\b.* 50\b"):
         model(bad)
