@@ -44,7 +44,7 @@ def _holder(fd: int) -> str:
 
 def _busy(fd: int, output: str) -> ValueError:
     return ValueError(
-        f"another attnlab embed{_holder(fd)} is writing --output {output}; wait for it or stop it "
+        f"another attnlab embed{_holder(fd)} is writing output={output}; wait for it or stop it "
         "(a lock left by a killed run is released with it)"
     )
 
@@ -90,18 +90,18 @@ def read_manifest(parts: Path) -> dict | None:
     if not mpath.exists():
         return None
     try:
-        old = read_json(mpath, "--resume:")
+        old = read_json(mpath, "resume=True:")
     except ValueError as exc:
-        raise ValueError(f"{exc}; pass --overwrite to start again") from None
+        raise ValueError(f"{exc}; pass overwrite=True to start again") from None
     version = old.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ValueError(
-            f"--resume: {mpath} is damaged (no manifest version); pass --overwrite to start again"
+            f"resume=True: {mpath} is damaged (no manifest version); pass overwrite=True to start again"
         )
     if version != VERSION:
         raise ValueError(
-            f"--resume: {mpath} was written by another attnlab (manifest version {version}, this one "
-            f"writes {VERSION}); pass --overwrite to start again"
+            f"resume=True: {mpath} was written by another attnlab (manifest version {version}, this one "
+            f"writes {VERSION}); pass overwrite=True to start again"
         )
     return old
 
@@ -117,8 +117,8 @@ def start(parts: Path, manifest: dict, resume: bool, log) -> None:
         diff = [k for k in manifest if old.get(k) != manifest[k]]
         if diff:
             raise ValueError(
-                f"--resume: the interrupted run used other settings ({', '.join(diff)}); "
-                "pass the same ones, or --overwrite"
+                f"resume=True: the interrupted run used other settings ({', '.join(diff)}); "
+                "pass the same ones, or overwrite=True"
             )
         return
     old_parts = list(parts.glob("[0-9]*.npy"))

@@ -58,11 +58,11 @@ def _open_binary(source: str):
         return contextlib.nullcontext(sys.stdin.buffer)
     path = Path(source)
     if path.is_dir():
-        raise ValueError(f"--input {source} is a directory, not a file")
+        raise ValueError(f"source={source} is a directory, not a file")
     try:
         return open(path, "rb")  # noqa: SIM115 (returned to a with-statement)
     except OSError as exc:
-        raise ValueError(f"cannot read --input {source}: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read source={source}: {exc.strerror or exc}") from None
 
 
 def read_sentences(source: str, fmt: str = "lines", field: str = "text") -> Iterator[str]:
@@ -191,23 +191,24 @@ class Interrupted(KeyboardInterrupt):
 def _check_output(output: str, resume: bool, overwrite: bool) -> tuple[Path, Path]:
     out = Path(output)
     if out.suffix not in OUTPUTS:
-        raise ValueError(f"--output must end in {' or '.join(OUTPUTS)}, got {output!r}")
+        raise ValueError(f"output= must end in {' or '.join(OUTPUTS)}, got {output!r}")
     if resume and overwrite:
-        raise ValueError("--resume and --overwrite exclude each other")
+        raise ValueError("resume=True and overwrite=True exclude each other")
     if not out.parent.is_dir():
-        raise ValueError(f"--output {output}: the folder {out.parent} does not exist")
+        raise ValueError(f"output={output}: the folder {out.parent} does not exist")
     if out.is_dir():
-        raise ValueError(f"--output {output} is a directory")
+        raise ValueError(f"output={output} is a directory")
     if out.exists() and not out.is_file():  # renaming over a device or a pipe would replace it
-        raise ValueError(f"--output {output} exists and is not a regular file; give a file name")
+        raise ValueError(f"output={output} exists and is not a regular file; give a file name")
     parts = out.with_name(out.name + ".parts")
     if parts.is_dir():  # a run still writing there is not an interrupted one
         embed_parts.refuse_if_locked(parts, output)
     if out.exists() and not overwrite and not (resume and parts.is_dir()):
-        raise ValueError(f"--output {output} already exists; pass --overwrite to replace it")
+        raise ValueError(f"output={output} already exists; pass overwrite=True to replace it")
     if parts.is_dir() and not (resume or overwrite):
         raise ValueError(
-            f"{parts} holds an interrupted run; pass --resume to continue it or --overwrite to start again"
+            f"{parts} holds an interrupted run; pass resume=True to continue it or overwrite=True to "
+            "start again"
         )
     if resume and parts.is_dir():
         embed_parts.read_manifest(parts)  # a damaged one is refused before the model loads
@@ -225,12 +226,12 @@ def check_job(
     """Every check that needs no model: the output path and flags, then the whole input file
     (UTF-8, binary, JSONL fields). Returns the number of sentences (None for stdin, read later)."""
     if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+        raise ValueError(f"fmt= must be one of {', '.join(FORMATS)}; got {fmt!r}")
     _check_output(output, resume, overwrite)
     if source == "-":
         return None
     if not Path(source).exists():
-        raise ValueError(f"--input {source} does not exist")
+        raise ValueError(f"source={source} does not exist")
     return count_sentences(source, fmt, field)
 
 
@@ -310,13 +311,13 @@ def embed_file(
 
 
 def _check_args(fmt: str, batch_size: int, chunk_size: int, dtype: str) -> None:
-    """One-line ``ValueError`` for a bad ``--format``, ``--batch``, ``chunk_size`` or ``--dtype``."""
+    """One-line ``ValueError`` for a bad ``fmt``, ``batch_size``, ``chunk_size`` or ``dtype``."""
 
     if fmt not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)}; got {fmt!r}")
-    for name, v in (("--batch", batch_size), ("chunk_size", chunk_size)):
+        raise ValueError(f"fmt= must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    for name, v in (("batch_size", batch_size), ("chunk_size", chunk_size)):
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise ValueError(f"{name}= must be a positive integer, got {v!r}")
     check_dtype(dtype)
 
 
@@ -337,8 +338,8 @@ def _embed_chunks(
         path = done.get(index)
         if path is not None and embed_parts.text_hash(path.name) != texts_hash:
             raise ValueError(
-                f"--resume: chunk {index} of {_describe(source)} differs from the interrupted run's "
-                "(the input changed); pass --overwrite to start again"
+                f"resume=True: chunk {index} of {_describe(source)} differs from the interrupted run's "
+                "(the input changed); pass overwrite=True to start again"
             )
         if path is not None and not embed_parts.intact(path):
             first = index * size + 1
@@ -381,6 +382,6 @@ def _refuse_stale(parts: Path, files: list, source: str) -> None:
     stale = [p for p in embed_parts.finished(parts).values() if p not in set(files)]
     if stale:
         raise ValueError(
-            f"--resume: {parts} holds {len(stale)} chunk(s) past the end of {_describe(source)} "
-            "(the input changed); pass --overwrite to start again"
+            f"resume=True: {parts} holds {len(stale)} chunk(s) past the end of {_describe(source)} "
+            "(the input changed); pass overwrite=True to start again"
         )
