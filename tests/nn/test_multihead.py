@@ -202,13 +202,13 @@ def test_empty_query_rows_are_errors_like_ref_unless_zero_is_asked_for(ref_mha_p
     with pytest.raises(ValueError) as ref_error:
         ref.multi_head_attention(x.numpy(), None, ref_mha_params(m), 2, mask=mask.numpy())
     for kw in (dict(), dict(need_weights=True), dict(is_causal=True)):
-        with pytest.raises(ValueError, match=r"query row \(.*1,\) .* no key to attend to") as ours:
+        with pytest.raises(ValueError, match=r"\bquery row \(.*1,\).*\bempty_rows='zero'") as ours:
             m(x, mask=mask, **kw)
         assert str(ours.value).split(" (index")[1] == str(ref_error.value).split(" (index")[1]
     flash = MultiHeadAttention(BlockConfig(8, 2, attention="flash"))
     with pytest.raises(ValueError, match=r"query row \(0,\)"):  # causal & mask: query 0 keeps no key
         flash(x.float(), mask=torch.tensor([[False, True, True]]), is_causal=True)
-    with pytest.raises(ValueError, match=r"empty_rows must be one of \['error', 'zero'\], got 'nan'"):
+    with pytest.raises(ValueError, match=r"^empty_rows\b.*\['error', 'zero'\], got 'nan'"):
         m(x, empty_rows="nan")
     fast, _ = m(x, mask=mask, empty_rows="zero")
     slow, w = m(x, mask=mask, need_weights=True, empty_rows="zero")
@@ -253,13 +253,13 @@ def test_bad_construction(make, message):
 def test_bad_forward_inputs_name_the_shapes():
     m = MultiHeadAttention(BlockConfig(8, 2))
     x = torch.randn(2, 3, 8)
-    with pytest.raises(ValueError, match=r"x_q must be \[B, T_q, d_model=8\], got \[2, 3, 7\]"):
+    with pytest.raises(ValueError, match=r"^x_q\b.*\bd_model=8\b.*\[2, 3, 7\]"):
         m(torch.randn(2, 3, 7))
-    with pytest.raises(ValueError, match=r"mask of shape \[2, 3, 4\] does not broadcast .* \[2, 2, 3, 3\]"):
+    with pytest.raises(ValueError, match=r"^mask\b.*\[2, 3, 4\].*\[2, 2, 3, 3\]"):
         m(x, mask=torch.ones(2, 3, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="mask must be boolean"):
         m(x, mask=torch.ones(3, 3))
-    with pytest.raises(ValueError, match="x_kv has batch 1 but x_q has batch 2"):
+    with pytest.raises(ValueError, match=r"^x_kv\b.*\bbatch 1\b.*\bx_q\b.*\bbatch 2\b"):
         m(x, torch.randn(1, 3, 8))
 
 
@@ -323,7 +323,7 @@ def test_fused_and_separate_projections_agree():
 def test_no_key_is_an_error_unless_empty_rows_zero():
     mha = MultiHeadAttention(BlockConfig(8, 2, 16), cross_attention=True)
     x, memory = torch.randn(1, 3, 8), torch.randn(1, 0, 8)
-    with pytest.raises(ValueError, match="x_kv has T_k=0: there is no key to attend to"):
+    with pytest.raises(ValueError, match=r"^x_kv\b.*\bT_k=0\b"):
         mha(x, memory)
     out, _ = mha(x, memory, empty_rows="zero")
     assert out.shape == (1, 3, 8) and torch.equal(out, mha.out_proj.bias.expand(1, 3, 8))
