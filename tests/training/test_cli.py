@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -74,7 +75,7 @@ def test_evaluate_and_translate(trained):
     assert from_file.exit_code == 0 and from_file.output == result.output
     long = run("translate", str(trained), "abcdefghij")  # the run trained on 3 to 5 symbols
     assert long.exit_code == 0
-    assert "1 of 1 inputs are longer than the 3 to 5 symbols trained on" in long.stderr
+    assert re.search(r"^Warning: 1 of 1 inputs\b.*\b3 to 5 symbols\b", long.stderr, re.M), long.stderr
     wide = run("evaluate", str(trained), "--decode", "beam", "--beam-size", "100000", "--n", "2")
     assert wide.exit_code == 2
     assert wide.output.strip() == "Error: --beam-size 100,000 is more than the vocabulary (15 tokens)"
@@ -169,7 +170,7 @@ def test_explore_refuses_foreign_characters_as_translate_does(trained, tmp_path)
     out = tmp_path / "e.html"
     result = run("explore", "Hello World", "--model", str(trained), "--out", str(out))
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
-    assert "outside the 'reverse' alphabet 'abcdefghij'" in result.output and "'H'" in result.output
+    assert re.search(r"^Error: .*'reverse'.*'abcdefghij'.*'H'", result.output), result.output
     assert not out.exists()
 
 
@@ -239,7 +240,7 @@ def test_train_refuses_cuda_with_several_processes(tmp_path):
             str(tmp_path / "d"),
         ],
     )
-    assert result.exit_code == 2 and "--nproc > 1 runs DDP over gloo" in result.output
+    assert result.exit_code == 2 and re.search(r"^Error: --device cuda\b.*--nproc > 1\b", result.output)
 
 
 # ----------------------------------------------------- trial C: messages that name the user's options
@@ -298,7 +299,7 @@ def test_resume_with_text_on_a_task_run_is_one_clear_line(trained):
     result = run("train", "--out", str(trained), "--resume", "--text", "foo.txt", "--quiet")
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "task run cannot switch to text" in lines[0], result.output
+    assert len(lines) == 1 and re.search(r"^Error: --text\b.*\btask 'reverse'", lines[0]), result.output
     assert "unexpected keyword" not in result.output
     assert snapshot(trained) == before
 
@@ -336,7 +337,7 @@ def test_step_not_an_integer_in_state_json(trained, tmp_path):
     _edit_state(copy, step="x")
     result = run("train", "--out", str(copy), "--resume", "--steps", "20", "--quiet")
     assert result.exit_code == 2
-    assert "'step' is missing or not an integer" in result.output, result.output
+    assert re.search(r"^Error: .*state\.json: 'step'.*\binteger\b", result.output), result.output
 
 
 @pytest.mark.slow
@@ -348,4 +349,6 @@ def test_resume_past_steps_warns_whatever_nproc(trained, tmp_path, nproc):
     shutil.copytree(trained, copy)
     result = run("train", "--out", str(copy), "--resume", "--steps", "5", "--nproc", nproc, "--quiet")
     assert result.exit_code == 0, result.output
-    assert "Warning: nothing trained: the checkpoint is at step 8 and --steps is 5" in result.stderr
+    assert re.search(r"^Warning: nothing trained\b.*\bstep 8\b.*--steps is 5\b", result.stderr, re.M), (
+        result.stderr
+    )
