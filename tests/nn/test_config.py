@@ -64,7 +64,7 @@ def test_defaults_and_derived_sizes():
     assert c.replace(norm="rms").norm == "rms" and c.norm == "layer"  # frozen: replace makes a copy
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.norm = "rms"
-    with pytest.raises(ValueError, match="norm must be one of"):
+    with pytest.raises(ValueError, match=r"\bnorm\b.*\['layer', 'rms'\], got 'batch'"):
         c.replace(norm="batch")  # replace validates again
 
 
@@ -109,11 +109,11 @@ def test_json_round_trip(
 
 
 def test_from_dict_names_unknown_and_missing_fields():
-    with pytest.raises(ValueError, match=r"BlockConfig has no field\(s\) \['colour'\]"):
+    with pytest.raises(ValueError, match=r"^BlockConfig\b.*\bno field\b.*\['colour'\]"):
         BlockConfig.from_dict({"d_model": 8, "num_heads": 2, "colour": "red"})
-    with pytest.raises(ValueError, match=r"BlockConfig is missing required field\(s\) \['num_heads'\]"):
+    with pytest.raises(ValueError, match=r"^BlockConfig\b.*\bmissing\b.*\['num_heads'\]"):
         BlockConfig.from_dict({"d_model": 8})
-    with pytest.raises(ValueError, match="BlockConfig must be a JSON object, got list"):
+    with pytest.raises(ValueError, match=r"^BlockConfig\b.*\bobject\b.*\blist$"):
         BlockConfig.from_dict([8, 2])
 
 
@@ -129,5 +129,5 @@ def test_model_configs_map_onto_the_block():
     assert t.block == BlockConfig(16, 2, 32, norm_place="pre", positions="sinusoidal")
     b = BertConfig(vocab_size=5, d_model=16, num_heads=2, d_ff=32, norm_eps=1e-12)
     assert b.block == BlockConfig(16, 2, 32, norm_eps=1e-12, activation="gelu", positions="learned")
-    with pytest.raises(ValueError, match=r"^GPTConfig.norm must be one of \['layer', 'rms'\], got 'batch'$"):
+    with pytest.raises(ValueError, match=r"^GPTConfig\.norm\b.*\['layer', 'rms'\], got 'batch'$"):
         GPTConfig(vocab_size=10, norm="batch")  # the message names the model's config, not BlockConfig
