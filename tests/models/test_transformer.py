@@ -219,13 +219,13 @@ def test_bad_ids_and_lengths():
     src, tgt_in = _batch()
     bad = src.clone()
     bad[0, 1] = 11
-    with pytest.raises(ValueError, match=r"src has token id 11 outside the vocabulary 0..10"):
+    with pytest.raises(ValueError, match=r"^src\b.* 11\b.*\b0\.\.10\b"):
         model(bad, tgt_in)
-    with pytest.raises(ValueError, match=r"tgt_in has token id -1 outside"):
+    with pytest.raises(ValueError, match=r"^tgt_in\b.* -1\b"):
         model(src, tgt_in - 2)
-    with pytest.raises(ValueError, match="src has length 21, longer than max_len=20"):
+    with pytest.raises(ValueError, match=r"^src\b.*\b21\b.*\bmax_len=20\b"):
         model(torch.ones(1, 21, dtype=torch.long), tgt_in[:1])
     with pytest.raises(ValueError, match="integer tensor"):
         model(src.float(), tgt_in)
-    with pytest.raises(ValueError, match=r"tokens has token id 13 outside"):
+    with pytest.raises(ValueError, match=r"^tokens\b.* 13\b"):
         model.step(torch.tensor([13, 1, 1]), model.start(src))
