@@ -125,15 +125,15 @@ def test_precomputed_keys_give_the_same_result():
 
 def test_bad_input_names_the_argument():
     m = AdditiveAttention(3, 4, 5)
-    with pytest.raises(ValueError, match=r"h must be \[B, T_src, d_h=4\], got shape \[2, 7, 5\]"):
+    with pytest.raises(ValueError, match=r"^h\b.*\bd_h=4\b.*\[2, 7, 5\]"):
         m(torch.randn(2, 1, 3), torch.randn(2, 7, 5))
-    with pytest.raises(ValueError, match="s has batch 3 but h has batch 2"):
+    with pytest.raises(ValueError, match=r"^s\b.*\bbatch 3\b.*\bh\b.*\bbatch 2\b"):
         m(torch.randn(3, 1, 3), torch.randn(2, 7, 4))
     with pytest.raises(ValueError, match="no source position"):
         m(torch.randn(1, 1, 3), torch.randn(1, 2, 4), torch.zeros(1, 1, 2, dtype=torch.bool))
     with pytest.raises(ValueError, match="mask must be boolean"):
         m(torch.randn(1, 1, 3), torch.randn(1, 2, 4), torch.ones(1, 1, 2))
-    with pytest.raises(ValueError, match="dot score needs d_s == d_h"):
+    with pytest.raises(ValueError, match=r"\bdot\b.*\bd_s=3, d_h=4$"):
         LuongAttention(3, 4, "dot")
-    with pytest.raises(ValueError, match="kind must be one of"):
+    with pytest.raises(ValueError, match=r"^kind\b.*'dot'.*, got 'cosine'"):
         LuongAttention(3, 4, "cosine")
