@@ -158,7 +158,7 @@ def test_training_seconds_adds_each_session_of_a_resumed_run():
     "args,message",
     [
         (["--text", "--steps", "5"], "--steps applies to the synthetic models"),
-        (["--run", "{not_text}"], "is not a GPT trained on text"),
+        (["--run", "{not_text}"], "--run {not_text} holds a run that is not a GPT trained on text"),
     ],
 )
 def test_bad_input_is_one_line(args, message, tmp_path):
@@ -167,6 +167,7 @@ def test_bad_input_is_one_line(args, message, tmp_path):
     (not_text / "latest.json").write_text("{}")
     args = [a.replace("{not_text}", str(not_text)) for a in args]
     done = CliRunner().invoke(cli, ["experiment", "induction", *args, "--out", str(tmp_path / "out")])
+    message = message.replace("{not_text}", str(not_text))
     assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
 
 

@@ -66,6 +66,9 @@ def test_practice_bad_inputs(tmp_path, learner_file):
     _one_error_line(run("practice", "check", "attention", str(tmp_path)), "is a folder, not a file")
     _one_error_line(run("practice", "check", "block", str(tmp_path)), "is a folder, not a file")
     _one_error_line(run("practice", "start", "block", "--seed", "-5"), "from 0 to 4,294,967,295, got '-5'")
+    (tmp_path / "attention.py").write_text("mine\n")
+    _one_error_line(run("practice", "start", "attention", "--dir", str(tmp_path)), "pass another --dir")
+    assert (tmp_path / "attention.py").read_text() == "mine\n"
 
 
 def test_oversized_or_deeply_nested_files_exit_2(tmp_path, learner_file):
@@ -87,7 +90,7 @@ def test_study_bad_inputs(tmp_path):
     _one_error_line(run("study", "--html", str(tmp_path)), "--html")  # a folder, not a file
     (tmp_path / "study.sqlite3").write_bytes(b"garbage" * 500)
     r = run("study", "--data-dir", str(tmp_path))
-    _one_error_line(r, "corrupt")
+    _one_error_line(r, "corrupt", "delete it with 'attnlab study --reset'")
     assert (tmp_path / "study.sqlite3").read_bytes() == b"garbage" * 500
 
 

@@ -24,6 +24,8 @@ from attnlab.experiments.recall_settings import Settings as _RecallSettings
 from attnlab.names import TRAINED_POSITIONS
 
 RECALL_FULL = _RecallSettings()
+# the text run the language-model experiments study: the library's run= is the command's --run
+_RUN = {"run": "--run"}
 
 
 def _sizes(values: tuple[int, ...]) -> str:
@@ -185,7 +187,7 @@ def extrapolation(
     default=None,
     help="--text: the text run folder to study (trained there once when it holds no run; default OUT/model).",
 )
-@usage_errors
+@usage_errors(names=lambda: _RUN)
 def induction(
     quick: bool,
     text: bool,
@@ -324,7 +326,7 @@ def _run_option(f):
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the sampling methods.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
-@usage_errors
+@usage_errors(names=lambda: _RUN)
 def decoding(
     quick: bool, run_dir: str | None, out: str, prompts: int | None, seed: int, quiet: bool, as_json: bool
 ) -> None:
@@ -361,7 +363,7 @@ def decoding(
 @click.option("--lines", type=POSITIVE, default=None, help="Held-out lines (default 64; --quick 16).")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of the table.")
-@usage_errors
+@usage_errors(names=lambda: _RUN)
 def faithfulness(
     quick: bool, run_dir: str | None, out: str, lines: int | None, quiet: bool, as_json: bool
 ) -> None:

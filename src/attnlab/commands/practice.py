@@ -19,6 +19,7 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import BadInput, usage_errors
 from attnlab.commands._types import SuggestingGroup
+from attnlab.commands.study import STUDY_NAMES
 from attnlab.practice.path import EXERCISES, GRADED
 
 DATA_DIR_HELP = "Folder of the study database (default: $ATTNLAB_DATA_DIR, else the XDG data folder)."
@@ -83,7 +84,7 @@ def practice() -> None:
 @practice.command("list")
 @click.option("--data-dir", default=None, metavar="DIR", help=DATA_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the exercises and their status as JSON.")
-@usage_errors
+@usage_errors(names=lambda: STUDY_NAMES)
 def list_(data_dir: str | None, as_json: bool) -> None:
     """The exercises with their status for this user."""
     from attnlab.practice.store import Study
@@ -186,7 +187,7 @@ def start(exercise: str, directory: str, seed: str | None) -> None:
     help="attention: address-space limit of the process running your code.",
 )
 @click.option("--data-dir", default=None, metavar="DIR", help=DATA_DIR_HELP)
-@usage_errors
+@usage_errors(names=lambda: STUDY_NAMES)
 def check(
     exercise: str,
     file: str,

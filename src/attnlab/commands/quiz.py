@@ -15,6 +15,7 @@ import click
 from attnlab._io import dumps_json
 from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import choice
+from attnlab.commands.study import STUDY_NAMES
 
 
 def _int_option(name: str, value: str | None, minimum: int) -> int | None:
@@ -66,7 +67,7 @@ def _score(right: int, asked: int, total: int, topic: str | None = None, seed: i
 @click.option(
     "--json", "as_json", is_flag=True, help="With --answers: the questions, answers and steps as JSON."
 )
-@usage_errors
+@usage_errors(names=lambda: {**STUDY_NAMES, "directory": "$ATTNLAB_DATA_DIR"})
 def quiz(topic: str | None, seed: str | None, count: str, answers: bool, as_json: bool) -> None:
     """Questions in the style of the notes' worked checks, with random numbers and worked solutions;
     --topic concepts asks the course documents' own conceptual questions (multiple choice)."""

@@ -17,6 +17,9 @@ from attnlab.commands._errors import usage_errors
 from attnlab.commands._types import SuggestingGroup
 from attnlab.practice.path import LESSONS
 
+# the study database's errors (attnlab.practice.store.StudyError) name directory= and reset=True
+STUDY_NAMES = {"directory": "--data-dir", "reset": "'attnlab study --reset'"}
+
 
 def _state(study) -> dict:
     from attnlab.practice.path import progress
@@ -38,7 +41,7 @@ def _state(study) -> dict:
 @click.option("--reset", is_flag=True, help="Delete the study database (asks first).")
 @click.option("--yes", is_flag=True, help="With --reset: do not ask.")
 @click.pass_context
-@usage_errors
+@usage_errors(names=lambda: STUDY_NAMES)
 def study(ctx, data_dir: str | None, html_out: str | None, as_json: bool, reset: bool, yes: bool) -> None:
     """The seven Week 19 lessons (the course page), your quiz scores, the practice and the milestone:
     progress and next. (The Week 1 code blocks are 'attnlab lesson'.)"""
@@ -108,7 +111,7 @@ def _tick(ctx, number: str, ticked: bool) -> None:
 @study.command("tick", help=f"Record that Week 19 lesson N (1-{len(LESSONS)}) is one you could explain.")
 @click.argument("number", metavar="N")
 @click.pass_context
-@usage_errors
+@usage_errors(names=lambda: STUDY_NAMES)
 def tick(ctx, number: str) -> None:
     _tick(ctx, number, True)
 
@@ -116,6 +119,6 @@ def tick(ctx, number: str) -> None:
 @study.command("untick", help=f"Take back the tick of Week 19 lesson N (1-{len(LESSONS)}).")
 @click.argument("number", metavar="N")
 @click.pass_context
-@usage_errors
+@usage_errors(names=lambda: STUDY_NAMES)
 def untick(ctx, number: str) -> None:
     _tick(ctx, number, False)

@@ -144,12 +144,12 @@ def text_model(
         raise ValueError(f"preset must be one of {list(TEXT_PRESETS)}, got {preset!r}")
     folder = Path(out) / "model" if run is None else Path(run)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--run {folder} is not a folder")
+        raise ValueError(f"run={folder} is not a folder")
     seconds = 0.0  # spent here, when the history has no clock
     if (folder / "text.json").is_file() and (folder / "latest.json").is_file():  # a text run
         log(f"using the text run in {folder} (trained before)")
     elif folder.is_dir() and (folder / "latest.json").is_file():
-        raise ValueError(f"--run {folder} holds a run that is not a GPT trained on text (no text.json)")
+        raise ValueError(f"run={folder} holds a run that is not a GPT trained on text (no text.json)")
     else:
         log(f"training the {preset!r} preset on Shakespeare into {folder} (once; reused afterwards)")
         t0 = time.perf_counter()

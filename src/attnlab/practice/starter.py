@@ -110,7 +110,9 @@ def write_starter(directory: str | Path, name: str = "attention.py") -> Path:
     """Write the starter into ``directory``; ``ValueError`` if that file exists (never overwritten)."""
     path = Path(directory) / name
     if path.exists():
-        raise ValueError(f"{path} already exists; it is never overwritten (pass --dir to write elsewhere)")
+        raise ValueError(
+            f"{path} already exists; it is never overwritten (pass another directory= to write elsewhere)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(ATTENTION_STARTER, encoding="utf-8")
     return path

@@ -46,7 +46,9 @@ _TABLES = {  # table name -> its CREATE statement
 
 
 class StudyError(ValueError):
-    """The database cannot be used as it is (corrupt, newer, unwritable): one line, exit 2."""
+    """The database cannot be used as it is (corrupt, newer, unwritable): one line, exit 2. It names
+    the arguments a caller can change: ``directory=`` (another folder) and ``reset=True`` (delete the
+    file, :func:`reset`); the commands name their ``--data-dir`` and ``attnlab study --reset``."""
 
 
 class StudyRepairedWarning(UserWarning):
@@ -86,7 +88,7 @@ class Study:
             self.conn.close()
             raise StudyError(
                 f"the study database {self.path} is corrupt ({exc}); nothing was changed: move it away "
-                f"or delete it with 'attnlab study --reset'"
+                f"or delete it with reset=True"
             ) from None
         except StudyError:
             self.conn.close()
@@ -106,7 +108,7 @@ class Study:
         if version > SCHEMA_VERSION:
             raise StudyError(
                 f"the study database {self.path} was written by a newer attnlab (schema {version}; this "
-                f"one reads {SCHEMA_VERSION}); nothing was changed: upgrade attnlab or use --data-dir"
+                f"one reads {SCHEMA_VERSION}); nothing was changed: upgrade attnlab or use another directory="
             )
         present = self._tables()  # reads the file: corrupt -> error
         if version != SCHEMA_VERSION and not present <= set(_TABLES):
@@ -141,7 +143,7 @@ class Study:
                 raise StudyError(
                     f"the study database {self.path} has a table {name} without the column(s) "
                     f"{', '.join(sorted(want - have))}; nothing was changed: move it away or "
-                    f"delete it with 'attnlab study --reset'"
+                    f"delete it with reset=True"
                 )
 
     @contextmanager

@@ -275,7 +275,7 @@ def write_explorer(
     """
     out = Path(out_path)
     if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give a file name such as explorer.html")
+        raise ValueError(f"out_path={out} is a folder; give a file name such as explorer.html")
     views, label = attention_views(sentence, model)
     where = None if focus is None else opening_focus(views, *focus)
     page = Explorer(
