@@ -77,15 +77,15 @@ def test_masked_softmax_of_integer_scores_is_a_real_softmax():
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_rope_positions_and_flash_scale_are_refused(bad):
     x = np.ones((2, 4))
-    with pytest.raises(ValueError, match="positions contains NaN or infinite"):
+    with pytest.raises(ValueError, match=r"^positions\b.*\bNaN or infinite\b"):
         ref.apply_rope(x, np.array([0.0, bad]))
     q = np.ones((3, 4))
-    with pytest.raises(ValueError, match="scale must be a finite number"):
+    with pytest.raises(ValueError, match=rf"^scale\b.*\bfinite\b.*, got {bad!r}$"):
         ref.flash_attention(q, q, q, scale=bad)
 
 
 def test_absurd_sizes_are_refused_with_the_memory_they_would_need():
-    with pytest.raises(ValueError, match=r"causal_mask\(1000000, 1000000\) would need 931.3 GiB"):
+    with pytest.raises(ValueError, match=r"^causal_mask\(1000000, 1000000\).*\b931\.3 GiB\b"):
         ref.causal_mask(10**6, 10**6)
     with pytest.raises(ValueError, match=r"sinusoidal_positions\(1000000000000, 512\) would need .* GiB"):
         ref.sinusoidal_positions(10**12, 512)
@@ -99,7 +99,7 @@ def test_scores_that_overflow_from_finite_inputs_are_named_so(dtype, big):
     q = np.ones((2, 3), dtype=dtype) * big
     with pytest.raises(ValueError, match=r"the scores q\.k\^T overflow .* every input is finite"):
         ref.scaled_dot_product_attention(q, q, q)
-    with pytest.raises(ValueError, match="q contains NaN or infinite"):
+    with pytest.raises(ValueError, match=r"^q\b.*\bNaN or infinite\b.*\[2, 3\]"):
         ref.scaled_dot_product_attention(np.full((2, 3), np.inf), q, q)
 
 
