@@ -291,18 +291,18 @@ def test_bad_scaling_is_one_line_value_error(case):
 
 
 def test_bad_head_width_base_and_length():
-    with pytest.raises(ValueError, match=r"even head width, got head_dim=7"):
+    with pytest.raises(ValueError, match=r"\beven\b.*\bhead_dim=7$"):
         ref.rope_frequencies(7)
-    with pytest.raises(ValueError, match=r"head_dim must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"^head_dim\b.*\bpositive\b.*, got 0$"):
         ann.rope_frequencies(0)
     dyn = {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 8}
     with pytest.raises(ValueError, match=r"needs head_dim >= 4"):
         ref.rope_frequencies(2, scaling=dyn)
     with pytest.raises(ValueError, match=r"needs head_dim >= 4"):
         BlockConfig(4, 2, 8, positions="rope", rope_scaling=dyn)
-    with pytest.raises(ValueError, match=r"base must be a finite number > 0, got -1.0"):
+    with pytest.raises(ValueError, match=r"^base\b.*> 0, got -1\.0$"):
         ref.rope_frequencies(8, -1.0)
-    with pytest.raises(ValueError, match=r"seq_len must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"^seq_len\b.*\bpositive\b.*, got 0$"):
         ref.rope_frequencies(8, scaling=dyn, seq_len=0)
 
 
