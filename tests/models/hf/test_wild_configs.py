@@ -118,17 +118,15 @@ def test_gpt2_and_bert_fields_are_typed_too(hf_dirs, tmp_path):
     bert.mkdir()
     hf = dict(model_type="bert", vocab_size=50, hidden_size=16, num_attention_heads=2, intermediate_size=32)
     (bert / "config.json").write_text(json.dumps({**hf, "num_hidden_layers": 10**12}))
-    with pytest.raises(
-        ValueError, match=r"num_layers=1,000,000,000,000 is beyond any model \(at most 10,000\)"
-    ):
+    with pytest.raises(ValueError, match=r"\bnum_layers=1,000,000,000,000\b.*\b10,000\b"):
         model_config_from_hf(bert)
     (bert / "config.json").write_text(json.dumps({**hf, "num_hidden_layers": "2"}))
-    with pytest.raises(ValueError, match="num_hidden_layers must be a positive integer, got '2'"):
+    with pytest.raises(ValueError, match=r"\bnum_hidden_layers\b.*\bpositive integer\b.*, got '2'$"):
         model_config_from_hf(bert)
     (bert / "config.json").write_text(json.dumps({**hf, "num_hidden_layers": 1}))
     (bert / "1_Pooling").mkdir()
     (bert / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": "false"}))
-    with pytest.raises(ValueError, match="pooling_mode_cls_token must be true or false, got 'false'"):
+    with pytest.raises(ValueError, match=r"\bpooling_mode_cls_token\b.*, got 'false'$"):
         model_config_from_hf(bert)
 
 
@@ -144,9 +142,7 @@ def test_sizes_are_refused_before_anything_is_allocated(hf_dirs, tmp_path):
         )
     _edit_config(path, n_layer=2, n_embd=10**6)
     assert model_config_from_hf(path).d_model == 10**6  # counting it is arithmetic
-    with pytest.raises(
-        ValueError, match=r"a model of 24,000,393,000,000 parameters \(89,408.4 GiB\) would not fit"
-    ):
+    with pytest.raises(ValueError, match=r"\b24,000,393,000,000 parameters\b.*\b89,408\.4 GiB\b"):
         load_hf(path)
 
 
