@@ -45,8 +45,7 @@ def demo(out: str, steps: int | None, quick: bool, no_explorer: bool, quiet: boo
     from attnlab.report.tour import build_demo, check_demo_folder, quick_settings
 
     check_out_path(out)  # before minutes of work
-    if not overwrite:
-        check_demo_folder(out)
+    check_demo_folder(out, overwrite)
     settings, induction = quick_settings() if quick else (QUICK, None)
     if steps is not None:
         settings = dataclasses.replace(settings, steps=steps)
