@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -60,10 +61,10 @@ def test_an_atomic_write_never_replaces_a_device_or_a_pipe(tmp_path):
 
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)  # stands for /dev/null, which a rename over it would replace (as root)
-    with pytest.raises(ValueError, match="exists and is not a regular file"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(pipe))} .*\bnot a regular file\b"):
         atomic_write_bytes(pipe, b"x")
     assert stat.S_ISFIFO(pipe.stat().st_mode)
-    with pytest.raises(ValueError, match="exists and is a folder"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path))} .*\bfolder\b"):
         atomic_write_bytes(tmp_path, b"x")
 
 
@@ -82,7 +83,8 @@ def test_text_that_is_not_utf8_is_named_not_a_traceback(args):
 
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
-    assert "is not valid UTF-8 text" in result.output and result.output.count("\n") == 1
+    assert re.search(r"^Error: .*\bUTF-8\b.*\bb'\\x(ed|c3|ff)", result.output), result.output
+    assert result.output.count("\n") == 1
 
 
 def test_dash_reads_text_from_standard_input():
@@ -95,7 +97,9 @@ def test_dash_reads_text_from_standard_input():
     assert piped.exit_code == 0 and typed.exit_code == 0, piped.output
     assert json.loads(piped.output) == json.loads(typed.output)  # one text per non-empty line
     empty = CliRunner().invoke(cli, ["explore", "-", "--out", "x.html"], input="\n")
-    assert empty.exit_code == 2 and "SENTENCE is empty (standard input holds no text)" in empty.output
+    assert empty.exit_code == 2 and re.search(
+        r"^Error: SENTENCE\b.*\bempty\b.*\bstandard input\b", empty.output
+    )
 
 
 @pytest.mark.parametrize(
