@@ -2,6 +2,7 @@
 (attnlab.commands._text.text_or_file, behind generate, explore, heads, patch, attribute and prune)."""
 
 import io
+import re
 import sys
 
 import pytest
@@ -23,12 +24,12 @@ def test_a_file_is_read_and_a_text_is_itself(tmp_path):
 def test_whitespace_alone_is_refused_where_blank_is_not_text(tmp_path, monkeypatch):
     """``explore`` (blank=False): whitespace alone is empty, in the words an empty text gets."""
     (tmp_path / "ws.txt").write_text(" \t\n\n")
-    with pytest.raises(BadInput, match=r"^SENTENCE is empty \(only whitespace\)$"):
+    with pytest.raises(BadInput, match=r"^SENTENCE\b.*\bempty\b.*\bwhitespace\)$"):
         text_or_file("  ", "SENTENCE", blank=False)
     with pytest.raises(BadInput, match=r"^SENTENCE is empty \(.*ws.txt holds only whitespace\)$"):
         text_or_file(str(tmp_path / "ws.txt"), "SENTENCE", blank=False)
     monkeypatch.setattr(sys, "stdin", io.StringIO("  \n"))
-    with pytest.raises(BadInput, match=r"^SENTENCE is empty \(standard input holds only whitespace\)$"):
+    with pytest.raises(BadInput, match=r"^SENTENCE\b.*\bempty\b.*\bstandard input\b.*\bwhitespace\)$"):
         text_or_file("-", "SENTENCE", blank=False)
     assert text_or_file(" a ", "SENTENCE", blank=False) == " a "
 
@@ -37,7 +38,7 @@ def test_standard_input(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("from a pipe\n"))
     assert text_or_file("-", "TEXT") == "from a pipe"
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    with pytest.raises(BadInput, match=r"TEXT is empty \(standard input holds no text\)"):
+    with pytest.raises(BadInput, match=r"^TEXT\b.*\bempty\b.*\bstandard input\b.*\bno text\)$"):
         text_or_file("-", "TEXT")
 
 
@@ -58,7 +59,7 @@ def test_bad_files_are_one_line(tmp_path, content, message):
 
 
 def test_a_folder_is_refused_not_taken_as_the_text(tmp_path):
-    with pytest.raises(BadInput, match=r"--tokens names a folder \(.*\); give a text, a file, or -"):
+    with pytest.raises(BadInput, match=rf"^--tokens\b.*\bfolder\b.*{re.escape(str(tmp_path))}"):
         text_or_file(str(tmp_path), "--tokens")
 
 
