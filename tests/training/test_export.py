@@ -3,6 +3,7 @@
 GPT-2 cannot express refused by name, before anything is written."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -114,12 +115,16 @@ def test_settings_gpt2_cannot_express_are_named(change, named, tmp_path):
 def test_cli_refusals_are_one_line_and_write_nothing(exported, tmp_path, text_config, play, tiny_config):
     run_dir, out, _ = exported
     r = run("export", run_dir, out)  # an earlier export: needs --overwrite
-    assert r.exit_code == 2 and "is not empty; choose a new folder or pass --overwrite" in r.output
+    assert r.exit_code == 2 and re.search(
+        rf"^Error: OUT_DIR {re.escape(str(out))}\b.*\bnot empty\b.*--overwrite\b", r.output
+    )
     assert run("export", run_dir, out, "--overwrite", "--quiet").output == ""
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     r = run("export", run_dir, tmp_path / "mine", "--overwrite")
-    assert r.exit_code == 2 and "holds files that are not an export's (notes.txt)" in r.output
+    assert r.exit_code == 2 and re.search(
+        rf"^Error: OUT_DIR {re.escape(str(tmp_path / 'mine'))}\b.*\(notes\.txt\)", r.output
+    )
     corpus = tmp_path / "play.txt"
     corpus.write_text(play(100), encoding="utf-8")
     linear = text_config(corpus, steps=1, eval_every=0, model_params={"d_model": 16, "layers": 1,
@@ -131,6 +136,10 @@ def test_cli_refusals_are_one_line_and_write_nothing(exported, tmp_path, text_co
     assert not (tmp_path / "hf").exists()
     train(tiny_config(steps=1), tmp_path / "task", progress=False)
     r = run("export", tmp_path / "task", tmp_path / "hf")
-    assert r.exit_code == 2 and "is not a text run: only a GPT trained on text" in r.output
+    assert r.exit_code == 2 and re.search(
+        rf"^Error: {re.escape(str(tmp_path / 'task'))}\b.*\bnot a text run\b", r.output
+    )
     r = run("export", tmp_path, tmp_path / "hf")
-    assert r.exit_code == 2 and "is not an attnlab run folder (no latest.json)" in r.output
+    assert r.exit_code == 2 and re.search(
+        rf"^Error: {re.escape(str(tmp_path))}\b.*\bno latest\.json\b", r.output
+    )
