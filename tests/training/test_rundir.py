@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
 import signal
 
@@ -36,7 +37,7 @@ def test_a_folder_with_someone_elses_files_is_never_written(tmp_path, tiny_confi
     (hf / "model.safetensors").write_bytes(b"their weights")
     before = {p.name: p.read_bytes() for p in hf.iterdir()}
     for resume in (False, True):
-        with pytest.raises(ValueError, match="holds files attnlab did not write"):
+        with pytest.raises(ValueError, match=rf"^out_dir={re.escape(str(hf))} .*\bconfig\.json\b"):
             train(tiny_config(steps=2), hf, resume=resume, progress=False)
     assert {p.name: p.read_bytes() for p in hf.iterdir()} == before
     result = CliRunner().invoke(cli, ["train", "--task", "reverse", "--steps", "2", "--out", str(hf)])
@@ -132,10 +133,12 @@ def test_a_config_that_would_not_fit_in_memory_is_refused_before_building(tmp_pa
         bad = json.loads(json.dumps(cfg))
         bad["config"][field] = value
         (model_dir / "config.json").write_text(json.dumps(bad))
-        with pytest.raises(ValueError, match=r"GiB\) would not fit; this machine has"):
+        with pytest.raises(ValueError, match=r"\bconfig\.json: .*\b[1-9][\d,]+ parameters \([\d,.]+ GiB\)"):
             load_model(model_dir)
     (model_dir / "config.json").write_text("[]")
-    with pytest.raises(ValueError, match="must be a JSON object"):
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(str(model_dir / 'config.json'))} .*\bJSON object\b.*\blist$"
+    ):
         load_model(model_dir)
 
 
@@ -227,7 +230,7 @@ def test_a_kill_at_every_write_step_resumes_to_the_uninterrupted_run(tmp_path, t
         # whatever the kill left, --resume finishes the run, and it equals the uninterrupted one; a
         # kill before the folder was made left nothing to resume: refused as the CLI does, run afresh
         if not out.exists():
-            with pytest.raises(ValueError, match=r"holds no checkpoint \(no such folder\)"):
+            with pytest.raises(ValueError, match=rf"^{re.escape(str(out))} .*\bno such folder\b"):
                 train(config, out, resume=True, progress=False)
         result = train(config, out, resume=out.exists(), progress=False)
         assert result.step == 4, k
