@@ -142,9 +142,9 @@ def test_config_validation(kw, message):
 
 def test_bad_ids_and_lengths():
     model = _model()
-    with pytest.raises(ValueError, match=r"ids has token id 17 outside the vocabulary 0..16"):
+    with pytest.raises(ValueError, match=r"^ids\b.* 17\b.*\b0\.\.16\b"):
         model(torch.tensor([[1, 17]]))
-    with pytest.raises(ValueError, match="ids has length 13, longer than max_len=12"):
+    with pytest.raises(ValueError, match=r"^ids\b.*\b13\b.*\bmax_len=12\b"):
         model(torch.ones(1, 13, dtype=torch.long))
     state = model.start(torch.ones(1, 12, dtype=torch.long))
     with pytest.raises(ValueError, match="exceed max_len=12"):
@@ -175,9 +175,7 @@ def test_attention_mask_takes_bool_or_0_1_and_refuses_anything_else():
 
 def test_step_and_reorder_refuse_a_missing_state_and_rows_outside_the_batch():
     model = _model()
-    with pytest.raises(
-        ValueError, match="state must be the GPTState that model.start\\(prompt\\) returned, got NoneType"
-    ):
+    with pytest.raises(ValueError, match=r"^state\b.*\bGPTState\b.*\bNoneType$"):
         model.step(torch.tensor([1]), None)
     state = model.start(torch.tensor([[1, 2, 3]]))
     with pytest.raises(
