@@ -73,7 +73,10 @@ def test_transformer_stacks_are_named_by_module_path():
     with pytest.raises(ValueError) as err:  # nothing passed: say there are several, list them
         attention(model, src, tgt)
     assert str(err.value) == several
-    with pytest.raises(ValueError, match=r"stack must be one of \['encoder.layers.\*.self_attn'"):
+    with pytest.raises(
+        ValueError,
+        match=r"^stack\b.*\['encoder\.layers\.\*\.self_attn'.*, got 'decoder\.layers\.\*\.self_attention'",
+    ):
         attention(model, src, tgt, stack="decoder.layers.*.self_attention")
 
 
@@ -102,10 +105,10 @@ def test_an_rnn_alignment_is_one_layer_of_one_head():
 
 
 def test_refusals_name_what_is_wrong():
-    with pytest.raises(ValueError, match="Seq2SeqRNN has no attention weights to read"):
+    with pytest.raises(ValueError, match=r"^Seq2SeqRNN\b.*\bno attention\b"):
         weight_points(Seq2SeqRNN(RNNConfig(src_vocab=6, tgt_vocab=6, emb=4, hidden=8)))
     with pytest.raises(ValueError, match="has no attention weights"):
         weight_points(_gpt(attention="ssm", positions="none"))
     pruned = prune_heads(copy.deepcopy(_gpt()), [(0, 1), (2, 0), (2, 3)])
-    with pytest.raises(ValueError, match=r"blocks.\*.self_attn have \[2, 3, 4\] heads"):
+    with pytest.raises(ValueError, match=r"\bblocks\.\*\.self_attn\b.*\[2, 3, 4\]"):
         attention(pruned, torch.tensor([[1, 2, 3]]))
