@@ -1,6 +1,7 @@
 """``attnlab.models.load``: one resolver for MiniLM, Hugging Face folders, runs and saved models."""
 
 import hashlib
+import re
 import warnings
 
 import pytest
@@ -55,12 +56,12 @@ def test_a_saved_model_loads_and_reading_does_not_write(tmp_path):
 
 
 def test_bad_sources_name_what_is_wrong(tmp_path):
-    with pytest.raises(ValueError, match="not a model attnlab can load"):
+    with pytest.raises(ValueError, match=rf"^'{re.escape(str(tmp_path / 'nowhere'))}' .*'minilm'"):
         origin_of(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="holds no model"):
         origin_of(tmp_path)
     (tmp_path / "config.json").write_text('{"hidden_size": 3}')
-    with pytest.raises(ValueError, match="neither a Hugging Face config"):
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / 'config.json'))} .*\bmodel_type\b"):
         origin_of(tmp_path)
 
 
@@ -135,5 +136,5 @@ def test_a_text_of_characters_the_tokenizer_drops_is_refused_not_read_as_nothing
     gone = "\u0301\u200b"  # the tokenizer keeps [CLS] [SEP] only
     assert tok.tokens(tok.encode(gone, strict=False)) == ["[CLS]", "[SEP]"]
     for run in (lambda: attention_views(gone, "minilm"), lambda: scan_text(gone, "minilm")):
-        with pytest.raises(ValueError, match="holds nothing the tokenizer reads: it drops every character"):
+        with pytest.raises(ValueError, match=r"\bdrops every character\b.*\bU\+0301\b"):
             run()
