@@ -4,6 +4,7 @@ rule (made-up scores), and an end-to-end run whose models are trained once and r
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -35,9 +36,9 @@ def test_the_sentence_says_too_weak_below_the_gate():
 
 
 def test_settings_refuse_mismatched_steps():
-    with pytest.raises(ValueError, match="steps has 1 entries but tasks has 2"):
+    with pytest.raises(ValueError, match=r"^steps\b.*\b1 entries\b.*\btasks\b.*\b2$"):
         Settings(steps=(10,))
-    with pytest.raises(ValueError, match="lr has 3 entries but tasks has 2"):
+    with pytest.raises(ValueError, match=r"^lr\b.*\b3 entries\b.*\btasks\b.*\b2$"):
         Settings(lr=(1e-3, 1e-3, 1e-3))
 
 
@@ -59,5 +60,5 @@ def test_a_run_from_the_command_line_trains_once_and_reuses(tmp_path, monkeypatc
     # a folder holding models of other settings is refused, not silently reused
     monkeypatch.setattr(beam, "QUICK", Settings(steps=(6, 5), examples=6, beams=(2,)))
     other = CliRunner().invoke(cli, args)
-    assert other.exit_code == 2 and "holds a run of other settings" in other.output
+    assert other.exit_code == 2 and re.search(r"^Error: .*\bother settings\b", other.output), other.output
     assert str(tmp_path / "models" / "reverse") in other.output and "Traceback" not in other.output
