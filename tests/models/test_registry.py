@@ -4,6 +4,7 @@ options and how they map onto the config; configs written before a rename still 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -33,11 +34,11 @@ def test_gpt_options_land_on_the_block_and_unknown_options_are_named():
     assert c.block.norm_place == "pre" and c.d_model == c.block.d_model  # read through the config
     t = Transformer.from_options(9, **Transformer.options({"layers": 3}))
     assert (t.src_vocab, t.tgt_vocab, t.num_encoder_layers, t.num_decoder_layers, t.d_ff) == (9, 9, 3, 3, 256)
-    with pytest.raises(ValueError, match=r"model 'gpt' has no option\(s\) \['hidden'\]"):
+    with pytest.raises(ValueError, match=r"\bmodel 'gpt'.*\['hidden'\]"):
         GPT.options({"hidden": 8})
     with pytest.raises(ValueError, match="unknown model 'lstm9'"):
         model_class("lstm9")
-    with pytest.raises(ValueError, match=r"GPTConfig has no field\(s\) \['heads'\]"):
+    with pytest.raises(ValueError, match=r"^GPTConfig\b.*\bfield\b.*\['heads'\]"):
         GPTConfig(11, heads=2)
 
 
@@ -79,7 +80,9 @@ def test_load_config_reads_no_weights(tmp_path):
     gpt.save(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"not weights")  # never opened
     assert load_config(tmp_path) == load_config(tmp_path / "config.json") == gpt.config
-    with pytest.raises(ValueError, match="is not a readable safetensors file"):
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(str(tmp_path / 'model.safetensors'))} .*\bsafetensors\b"
+    ):
         load(tmp_path)
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_config(tmp_path / "other.json")
