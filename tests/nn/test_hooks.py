@@ -142,15 +142,14 @@ def test_unknown_names_are_errors_with_close_matches():
     model = _gpt()
     with pytest.raises(
         ValueError,
-        match=r"no hook point matches 'blocks.0.self_attn.weight'; "
-        r"did you mean \['blocks.0.self_attn.weights'",
+        match=r"\bhook point\b.*'blocks\.0\.self_attn\.weight'.*\['blocks\.0\.self_attn\.weights'",
     ):
         with capture(model, ["blocks.0.self_attn.weight"]):
             pass
-    with pytest.raises(ValueError, match=r"no hook point matches 'blocks.9.\*'; .*"):
+    with pytest.raises(ValueError, match=r"\bhook point\b.*'blocks\.9\.\*'"):
         with patch(model, {"blocks.9.*": lambda t: t}):
             pass
-    with pytest.raises(ValueError, match=r"no hook point matches 'blah'; GPT.hook_points\(\) lists them"):
+    with pytest.raises(ValueError, match=r"\bhook point\b.*'blah'.*\bGPT\.hook_points\(\)"):
         with capture(model, "blah"):
             pass
     assert all(m._hooks is None for m in model.modules() if hasattr(m, "_at"))  # nothing left installed
