@@ -43,10 +43,10 @@ def test_positions_past_max_len_raise():
 
 def test_positions_of_the_wrong_width_and_bad_slopes_raise_value_errors():
     for module in (SinusoidalPositions(8, 4), LearnedPositions(8, 4)):  # were torch RuntimeErrors
-        with pytest.raises(ValueError, match=r"x must be \[B, T, d=4\], got \[1, 3, 5\]"):
+        with pytest.raises(ValueError, match=rf"^{type(module).__name__}: x\b.*\bd=4\b.*\[1, 3, 5\]"):
             module(torch.zeros(1, 3, 5))
     for bad in (0, -2):  # was math.log2's 'math domain error'
-        with pytest.raises(ValueError, match=f"num_heads must be a positive integer, got {bad}"):
+        with pytest.raises(ValueError, match=rf"^num_heads\b.*\bpositive\b.*, got {bad}$"):
             alibi_slopes(bad)
 
 
@@ -98,7 +98,7 @@ def test_padding_masks():
     assert np.array_equal(padding_mask(lengths, 4).numpy(), ref.padding_mask(lengths.numpy(), 4))
     ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
     assert padding_mask_from_ids(ids).tolist() == [[[True, True, False]], [[True, False, False]]]
-    with pytest.raises(ValueError, match=r"lengths must lie in 1..4"):
+    with pytest.raises(ValueError, match=r"^lengths\b.*\b1\.\.4\b.*\[0, 2\]$"):
         padding_mask(torch.tensor([0, 2]), 4)
 
 
