@@ -100,11 +100,11 @@ def test_one_answer_to_is_it_a_decoder_names_what_needs_one_and_the_model():
     models = _models()
     caps.require_decoder(models["gpt"], "lens")  # no error
     caps.require_encoder(models["bert"], "embed")
-    with pytest.raises(ValueError, match=r"^lens needs a decoder-only .*got a bert model \(BertEncoder\)$"):
+    with pytest.raises(ValueError, match=r"^lens\b.*\bdecoder-only\b.*\bbert\b.*\(BertEncoder\)$"):
         caps.require_decoder(models["bert"], "lens")
-    with pytest.raises(ValueError, match=r"; run7 holds a transformer model \(Transformer\); try x$"):
+    with pytest.raises(ValueError, match=r"\brun7\b.*\btransformer\b.*\(Transformer\); try x$"):
         caps.require_decoder(models["transformer"], "prune", "run7", instead="try x")
-    with pytest.raises(ValueError, match=r"^embed needs an encoder-only .*got a gpt model \(GPT\)$"):
+    with pytest.raises(ValueError, match=r"^embed\b.*\bencoder-only\b.*\bgpt\b.*\(GPT\)$"):
         caps.require_encoder(models["gpt"], "embed")
     with pytest.raises(ValueError, match=r"got a Linear$"):
         caps.require_decoder(nn.Linear(2, 2), "generate")
