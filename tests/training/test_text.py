@@ -146,7 +146,7 @@ def test_resume_refuses_a_changed_token_file(tmp_path, corpus, text_config):
     data = bytearray(ids.read_bytes())
     data[10] ^= 1
     ids.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"train.bin is missing or corrupt \(sha256 mismatch"):
+    with pytest.raises(ValueError, match=r"\btrain\.bin\b.*\bsha256\b"):
         train(config, tmp_path / "run", progress=False, resume=True)
 
 
@@ -217,7 +217,7 @@ def test_bfloat16_sliding_generation_picks_what_float32_would(tmp_path, corpus, 
     assert len(fast) == 80 > model.config.max_len
     assert len(engines) > 1 and set(engines) == {"bfloat16"}  # the first start and every slide
     assert _worst_gap(model, prompt, fast) <= 0.05
-    with pytest.raises(ValueError, match=r"neither beam search nor use_cache=False"):
+    with pytest.raises(ValueError, match=r"^bfloat16\b.*\buse_cache=False$"):
         (
             slide(
                 model,
