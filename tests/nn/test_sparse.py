@@ -175,11 +175,11 @@ def test_bad_input_is_a_one_line_error(kwargs, message):
 
 def test_nan_and_shape_errors():
     q, k, v = (x.detach() for x in _qkv())
-    with pytest.raises(ValueError, match=r"k contains NaN or infinite values \(shape \[2, 3, 300, 16\]\)"):
+    with pytest.raises(ValueError, match=r"^k\b.*\bNaN or infinite\b.*\[2, 3, 300, 16\]"):
         block_sparse_attention(q, torch.full_like(k, float("nan")), v)
     with pytest.raises(ValueError, match="needs T_k >= T_q"):
         block_sparse_attention(q, k[..., :10, :], v[..., :10, :])
-    with pytest.raises(ValueError, match=r"q must be a floating \[B, h, T, d\] tensor"):
+    with pytest.raises(ValueError, match=r"^q\b.*\[B, h, T, d\].*, got \[3, 300, 16\]$"):
         block_sparse_attention(q[0], k, v)
 
 
