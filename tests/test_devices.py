@@ -14,13 +14,13 @@ from attnlab.devices import DEVICES, resolve_device
 def test_resolve_device():
     assert resolve_device("cpu") == "cpu"
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
-    with pytest.raises(ValueError, match=r"device must be one of auto, cpu, cuda; got 'tpu'"):
+    with pytest.raises(ValueError, match=r"^device\b.*\bcuda\b.*; got 'tpu'"):
         resolve_device("tpu")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is absent")
 def test_cuda_absent_is_one_line(monkeypatch):
-    with pytest.raises(ValueError, match="PyTorch sees no CUDA device"):
+    with pytest.raises(ValueError, match=r"^device 'cuda'.*\bno CUDA device\b"):
         resolve_device("cuda")
     for args in (
         ["embed", "--device", "cuda", "hello"],
