@@ -31,7 +31,7 @@ def test_a_device_torch_cannot_use_is_named(tmp_path):
     with pytest.raises(ValueError, match="device must be .*, got 0"):
         load(tmp_path, device=0)
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="device 'cuda' was asked for but PyTorch sees no CUDA device"):
+        with pytest.raises(ValueError, match=r"^device 'cuda'.*\bno CUDA device\b"):
             load(tmp_path, device="cuda")
     assert resolve_load_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert next(load(tmp_path, device=torch.device("cpu")).model.parameters()).device.type == "cpu"
@@ -54,6 +54,6 @@ def test_weights_stored_as_integers_are_refused_at_load_naming_the_tensor(tmp_pa
     state["tok_embed.weight"] = (state["tok_embed.weight"] * 100).to(torch.int64)
     save_file(state, tmp_path / "model.safetensors")
     with pytest.raises(
-        ValueError, match=r"'tok_embed.weight' is stored as int64; .* floating point \(float32\)"
+        ValueError, match=r"\bmodel\.safetensors: tensor 'tok_embed\.weight'.*\bint64\b.*\(float32\)"
     ):
         load(tmp_path)
