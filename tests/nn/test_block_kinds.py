@@ -183,7 +183,7 @@ def test_bad_settings_are_one_line_errors(fields, message):
 
 def test_ssm_refuses_what_it_cannot_do():
     cfg = BlockConfig(8, 2, attention="ssm")
-    with pytest.raises(ValueError, match="an encoder reads both ways"):
+    with pytest.raises(ValueError, match=r"^EncoderLayer: attention='ssm'.*\bencoder\b"):
         EncoderLayer(cfg)
     with pytest.raises(ValueError, match="has no cross-attention"):
         DecoderLayer(cfg)
