@@ -104,7 +104,7 @@ def test_fused_gelu_and_residual_equal_the_unfused_ones():
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     assert got.data_ptr() == r.data_ptr()
     assert int8.int8_linear(w, b, "silu", kernel="onednn qlinear")(x).shape == (20, 48)  # unfused
-    with pytest.raises(ValueError, match="residual only without an activation"):
+    with pytest.raises(ValueError, match=r"\bresidual\b.*\bwithout an activation$"):
         gelu(x, r)
 
 
@@ -171,5 +171,5 @@ def test_degenerate_and_float64_inputs_get_pytorchs_scale(x):
 
 def test_a_weight_off_the_cpu_is_refused_by_name():
     w = torch.randn(4, 3, device="meta")
-    with pytest.raises(ValueError, match="CPU quantised kernels; the model is on meta"):
+    with pytest.raises(ValueError, match=r"^int8\b.*\bCPU\b.*\bon meta\b"):
         int8.int8_linear(w, None)
