@@ -55,7 +55,7 @@ def test_a_bad_byte_past_the_first_chunk_is_named_at_its_offset(tail, message, s
 def test_empty_and_whitespace_files_are_refused(tmp_path, small_chunks):
     for data in (b"", b" \r\n\t\n" * 5):
         (tmp_path / "e.txt").write_bytes(data)
-        with pytest.raises(ValueError, match="e.txt is empty: there is no text to learn from"):
+        with pytest.raises(ValueError, match=r"\be\.txt is empty\b"):
             open_source(str(tmp_path / "e.txt"))
 
 
