@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -159,7 +160,7 @@ def test_an_option_before_the_subcommand_names_the_subcommands_that_take_it(caps
         main(["audit", *args])
     err = capsys.readouterr().err.strip()
     assert ended.value.code == 2 and len(err.splitlines()) == 1
-    assert "--preset is an option of params, shapes, cost" in err  # was "No such option '--preset'"
+    assert re.search(r"--preset\b.*\bparams, shapes, cost\b", err), err  # was "No such option '--preset'"
     assert err.endswith(f"try: attnlab audit {sub} " + " ".join(a for a in args if a != sub))
     with pytest.raises(SystemExit):
         main(["audit", "--presett", "x"])  # an option no subcommand takes: click's message as before
