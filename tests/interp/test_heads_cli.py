@@ -4,6 +4,7 @@ attention weights (the test-only oracle), the repeat probe's layout, and bad inp
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -96,4 +97,6 @@ def test_bad_input_exits_2(args, message):
 
 def test_bad_folder_exits_2(tmp_path):
     result = CliRunner().invoke(cli, ["heads", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "is not a model attnlab can load" in result.output
+    assert result.exit_code == 2 and re.search(
+        rf"^Error: .*'{re.escape(str(tmp_path / 'nope'))}'", result.output
+    )
