@@ -199,6 +199,7 @@ def _embed_texts(
     norms = vectors.norm(dim=-1)  # [N]
     unit = vectors / norms.clamp_min(1e-12)[:, None]  # [N, d]
     cosine = unit @ unit.T  # [N, N]
+    cosine = (cosine + cosine.T) / 2  # cos(a, b) = cos(b, a) exactly (an AVX2 GEMM's halves differ by 6e-8)
     tokens = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
     c = model.config
     _warn_truncated(stats["truncated"], len(texts), c.max_seq_length or c.max_len)
