@@ -22,6 +22,7 @@ from attnlab._checks import memory_bytes
 from attnlab.decoding.beam import beam_search
 from attnlab.decoding.loop import check_fits, check_seed, stream
 from attnlab.devices import resolve_device, torch_threads
+from attnlab.models.capabilities import require_decoder
 from attnlab.models.gpt import GPT
 from attnlab.models.gpt_decode import DecodeEngine, unsupported
 from attnlab.models.load import Loaded, load
@@ -193,10 +194,7 @@ def decoder_of(loaded: Loaded) -> tuple[GPT, Tokenizer]:
     """The decoder and tokenizer of ``loaded``; an encoder, a sequence-to-sequence model, a model
     without a tokenizer or one whose weights hold NaN or infinity is a one-line ``ValueError``."""
     require_finite_weights(loaded.model)
-    if not isinstance(loaded.model, GPT):
-        raise ValueError(
-            f"{loaded.source} holds a {loaded.kind} model; generate needs a decoder (a GPT-family checkpoint)"
-        )
+    require_decoder(loaded.model, "generate", loaded.source)
     if loaded.tokenizer is None:
         raise ValueError(
             f"{loaded.source} has no tokenizer.json beside the model: generate reads text with it"
