@@ -25,6 +25,7 @@ from torch import Tensor
 
 from attnlab import ref
 from attnlab._checks import int_in
+from attnlab.models.capabilities import is_decoder
 from attnlab.nn.hooks import capture, patch
 
 TEMPERATURES = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)  # the next-token slider's stops
@@ -202,13 +203,8 @@ def _stack(model) -> tuple[str, torch.nn.ModuleList]:
     )
 
 
-def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> QueryMath:
-    """The numbers of the equations for query ``position`` of head ``layer.head`` (both from 0) of
-    ``model`` (a GPT or a BERT) on ``ids [1, T]``, read from one forward through the hook points.
-
-    A ``ValueError`` names ``layer``, ``head`` or ``position`` when it is not an integer of the
-    model's range, and refuses attention that is not a softmax (linear, state-space) or pruned heads.
-    """
+def _checked(model, ids: Tensor, layer: int, head: int, position: int):
+    """``(prefix, block, layer, head, position)`` once the arguments of :func:`query_math` are checked."""
     prefix, layers = _stack(model)
     if not isinstance(ids, Tensor) or ids.ndim != 2 or ids.shape[0] != 1 or ids.shape[1] == 0:
         raise ValueError(f"ids must be a [1, T] tensor of token ids, got {getattr(ids, 'shape', ids)!r}")
@@ -219,10 +215,15 @@ def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> Quer
         raise ValueError(f"layer {layer}'s attention is not a softmax over keys: no equation to show")
     if attn.kept_heads is not None:
         raise ValueError("this model's heads were pruned: the equation view reads whole layers")
-    h, h_kv, d_k = attn.num_heads, attn.num_kv_heads, attn.d_k
-    head = int_in("head", head, 0, h - 1)
-    t = ids.shape[1]
-    position = int_in("position", position, 0, t - 1)
+    head = int_in("head", head, 0, attn.num_heads - 1)
+    position = int_in("position", position, 0, ids.shape[1] - 1)
+    return prefix, block, layer, head, position
+
+
+def _forward(model, ids: Tensor, prefix: str, layer: int, block, decoder: bool):
+    """One forward of ``ids [1, T]`` capturing layer ``layer``'s points: ``(points, cache, logits)``
+    with ``points`` keyed without the ``prefix.layer.`` (float64, batch dropped), ``logits
+    [1, T, V]`` for a decoder, else None (an encoder stops after this layer: nothing above is read)."""
     at = f"{prefix}.{layer}."
     # the weights of every layer up to this one: they run the path the attention view runs (which
     # captures all), so this row is that view's bit for bit; the layers above cannot change it
@@ -231,40 +232,62 @@ def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> Quer
     ]
     if block.ffn is not None:
         names.append(at + "ffn.out")
-    decoder = bool(getattr(model, "DECODER_ONLY", False))
-    out = None  # a decoder's logits [1, T, V]; an encoder stops after this layer (nothing above is read)
+    out = None
     with torch.inference_mode(), capture(model, names) as cache:
         if decoder:
             out = model(ids)
         else:
             with contextlib.suppress(_Done), patch(model, {at + "resid_post": _done}):
                 model.encode(ids)
-    c = {k.removeprefix(at): v[0].double().cpu() for k, v in cache.items() if k.startswith(at)}
-    group = h // h_kv
-    g = head // group
-    span, kv_span = slice(head * d_k, (head + 1) * d_k), slice(g * d_k, (g + 1) * d_k)
-    q, k, v = c["self_attn.q_heads"][head, position], c["self_attn.k_heads"][g], c["self_attn.v_heads"][g]
-    cfg = attn.config
+    points = {k.removeprefix(at): v[0].double().cpu() for k, v in cache.items() if k.startswith(at)}
+    return points, cache, out
+
+
+def _key_row(attn, decoder: bool, heads: int, head: int, position: int, t: int) -> tuple[Tensor, Tensor]:
+    """``(mask [T] bool, bias [T] float64)`` of query ``position``'s row: causal (or the sliding
+    window) on a decoder, all keys on an encoder; ALiBi's bias where the model uses it, else 0."""
     mask = torch.ones(t, dtype=torch.bool)  # [T]
     if decoder:
         rows = ref.causal_mask(t) if attn.window is None else ref.sliding_window_mask(t, t, attn.window)
         mask = torch.from_numpy(rows[position])
-    bias = torch.zeros(t, dtype=torch.float64)
-    if attn.positions == "alibi":
-        bias = _alibi_row(h, head, position, t)
+    bias = (
+        _alibi_row(heads, head, position, t)
+        if attn.positions == "alibi"
+        else torch.zeros(t, dtype=torch.float64)
+    )
+    return mask, bias
+
+
+def _ffn_input(block, resid_mid: Tensor, stream: Tensor) -> Tensor:
+    """What the FFN read at the query: ``resid_mid [d]`` itself (post-norm, or no FFN), else the
+    second norm of the row ``stream [d]`` as the model holds it (no hook point holds N_2's output)."""
+    if block.ffn is None or not block.norm_first:
+        return resid_mid
+    ffn_norm = block.norm3 if hasattr(block, "norm3") else block.norm2
+    with torch.inference_mode():
+        return ffn_norm(stream).double().cpu()
+
+
+def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> QueryMath:
+    """The numbers of the equations for query ``position`` of head ``layer.head`` (both from 0) of
+    ``model`` (a GPT or a BERT) on ``ids [1, T]``, read from one forward through the hook points.
+
+    A ``ValueError`` names ``layer``, ``head`` or ``position`` when it is not an integer of the
+    model's range, and refuses attention that is not a softmax (linear, state-space) or pruned heads.
+    """
+    prefix, block, layer, head, position = _checked(model, ids, layer, head, position)
+    attn, decoder, t = block.self_attn, is_decoder(model), ids.shape[1]
+    c, cache, out = _forward(model, ids, prefix, layer, block, decoder)
+    h, d_k = attn.num_heads, attn.d_k
+    group = h // attn.num_kv_heads
+    g = head // group
+    span, kv_span = slice(head * d_k, (head + 1) * d_k), slice(g * d_k, (g + 1) * d_k)
+    q, k, v = c["self_attn.q_heads"][head, position], c["self_attn.k_heads"][g], c["self_attn.v_heads"][g]
+    mask, bias = _key_row(attn, decoder, h, head, position, t)
     raw = k @ q  # [T]
     scale = 1.0 / math.sqrt(d_k)
     weights = c["self_attn.weights"][head, position]  # [T]
-    norm_place = "pre" if block.norm_first else "post"
-    ffn_norm = block.norm3 if hasattr(block, "norm3") else block.norm2
     resid_mid = c["resid_mid"][position]
-    if block.ffn is None:
-        ffn_in = resid_mid
-    elif norm_place == "pre":
-        with torch.inference_mode():  # N_2 of the row (no hook point holds it): what the FFN read
-            ffn_in = ffn_norm(cache[at + "resid_mid"][0, position]).double().cpu()
-    else:
-        ffn_in = resid_mid
     return QueryMath(
         layer=layer,
         head=head,
@@ -272,9 +295,9 @@ def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> Quer
         heads=h,
         kv_head=g,
         group=list(range(g * group, (g + 1) * group)),
-        positions=str(cfg.positions),
-        norm=str(cfg.norm),
-        norm_place=norm_place,
+        positions=str(attn.config.positions),
+        norm=str(attn.config.norm),
+        norm_place="pre" if block.norm_first else "post",
         causal=decoder,
         window=attn.window if decoder else None,
         scale=scale,
@@ -296,7 +319,7 @@ def query_math(model, ids: Tensor, layer: int, head: int, position: int) -> Quer
         resid_pre=c["resid_pre"][position],
         attn_in=c["self_attn.x_q"][position],
         resid_mid=resid_mid,
-        ffn_in=ffn_in,
+        ffn_in=_ffn_input(block, resid_mid, cache[f"{prefix}.{layer}.resid_mid"][0, position]),
         ffn_out=c["ffn.out"][position] if block.ffn is not None else None,
         resid_post=c["resid_post"][position],
         logits=out[0, position].double().cpu() if decoder else None,
